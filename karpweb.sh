@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# karpweb's two set-up commands (see README "Quick start"):
+#   ./karpweb.sh run    install into .venv, migrate, seed the demo world, start web + Celery worker/beat
+#   ./karpweb.sh test   install into .venv and run the whole test suite (extra arguments go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PORT="${PORT:-8000}"
+
+python_for_venv() {
+    for candidate in python3.13 python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            echo "$candidate"
+            return
+        fi
+    done
+    echo "karpweb needs Python 3.11 or newer" >&2
+    exit 1
+}
+
+install() {
+    if [ ! -x .venv/bin/python ]; then
+        "$(python_for_venv)" -m venv .venv
+    fi
+    # Reinstall only when the pinned dependencies changed.
+    local stamp=.venv/.karpweb-installed
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        echo "Installing dependencies into .venv ..."
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+        touch "$stamp"
+    fi
+}
+
+run() {
+    install
+    # The embedded defaults: SQLite under var/, a file-system Celery broker, the simulated world.
+    export DEBUG="${DEBUG:-true}"
+    mkdir -p var/broker var/broker-processed var/broker-control
+    .venv/bin/python manage.py migrate --no-input -v 0
+    .venv/bin/python manage.py seed_demo
+    local password="${KARPWEB_ADMIN_PASSWORD:-karpweb}"
+    DJANGO_SUPERUSER_PASSWORD="$password" .venv/bin/python manage.py shell -v 0 -c "
+from django.contrib.auth import get_user_model
+User = get_user_model()
+if not User.objects.filter(username='admin').exists():
+    User.objects.create_superuser('admin', 'admin@localhost', '$password')
+"
+    .venv/bin/celery -A karpweb worker --beat --pool=solo --loglevel=INFO \
+        --schedule=var/celerybeat-schedule >var/celery.log 2>&1 &
+    local celery_pid=$!
+    trap 'kill "$celery_pid" 2>/dev/null || true' EXIT INT TERM
+    echo
+    echo "karpweb is starting at http://127.0.0.1:${PORT}/  (admin: http://127.0.0.1:${PORT}/admin/)"
+    echo "log in as: admin / ${password}"
+    echo "Celery worker + beat log: var/celery.log.  Stop with Ctrl-C."
+    echo
+    .venv/bin/python manage.py runserver "127.0.0.1:${PORT}"
+}
+
+test_suite() {
+    install
+    .venv/bin/python -m pytest "$@"
+}
+
+case "${1:-}" in
+    run) shift; run "$@" ;;
+    test) shift; test_suite "$@" ;;
+    *) echo "usage: ./karpweb.sh run | ./karpweb.sh test [pytest arguments]" >&2; exit 64 ;;
+esac

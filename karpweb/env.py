@@ -1,0 +1,99 @@
+"""Strict readers for settings that come from the environment.
+
+A bad value stops start-up with ImproperlyConfigured naming the variable, so a typo in a
+deployment never silently turns into a default.
+"""
+
+import os
+from urllib.parse import urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def env_str(name: str, default: str | None = None, *, required: bool = False) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        if required:
+            raise ImproperlyConfigured(f"{name} must be set")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} must be at least {minimum}")
+    return number
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    items = [item.strip() for item in value.split(",")]
+    if any(not item for item in items):
+        raise ImproperlyConfigured(f"{name}={value!r} has an empty entry")
+    return items
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name) or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value
+
+
+def env_url(name: str, default: str | None, schemes: tuple[str, ...]) -> str | None:
+    value = os.environ.get(name) or default
+    if value is None:
+        return None
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes:
+        raise ImproperlyConfigured(
+            f"{name}={_redact(value)!r} must be a URL with scheme {' or '.join(schemes)}"
+        )
+    return value
+
+
+def database_from_url(name: str, default: str) -> dict:
+    """DATABASE_URL -> Django DATABASES entry, via dj-database-url, with a clear error."""
+    import dj_database_url
+
+    url = env_url(name, default, ("sqlite", "postgres", "postgresql", "pgsql"))
+    try:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not a usable database URL: {exc}") from None
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["CONN_MAX_AGE"] = 0
+        # SQLite and several processes (web, worker, beat): wait for the lock instead of failing.
+        config.setdefault("OPTIONS", {})["timeout"] = 20
+    return config
+
+
+def _redact(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(parsed.password, "***")
+    return url

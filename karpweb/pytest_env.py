@@ -1,0 +1,8 @@
+"""A pytest plugin loaded (-p) before pytest-django sets Django up: test-only defaults for
+settings that production must set."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+# Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls there otherwise.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -1,0 +1,122 @@
+from django.contrib import admin
+from django.db.models import F
+from django.urls import reverse
+from django.utils.html import format_html
+
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+
+
+class EndsWithinFilter(admin.SimpleListFilter):
+    title = "ends"
+    parameter_name = "ends"
+
+    def lookups(self, request, model_admin):
+        return [("1h", "within an hour"), ("24h", "within a day"), ("never", "no end date")]
+
+    def queryset(self, request, queryset):
+        import datetime
+
+        from django.utils import timezone
+
+        now = timezone.now()
+        if self.value() == "1h":
+            return queryset.filter(end_date__gt=now, end_date__lte=now + datetime.timedelta(hours=1))
+        if self.value() == "24h":
+            return queryset.filter(end_date__gt=now, end_date__lte=now + datetime.timedelta(days=1))
+        if self.value() == "never":
+            return queryset.filter(end_date__isnull=True)
+        return queryset
+
+
+class IdleFilter(admin.SimpleListFilter):
+    title = "idle capacity"
+    parameter_name = "idle"
+
+    def lookups(self, request, model_admin):
+        return [("any", "some capacity idle"), ("all", "entirely idle"), ("full", "full")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "any":
+            return queryset.filter(available_instance_count__gt=0)
+        if self.value() == "all":
+            return queryset.filter(available_instance_count=F("total_instance_count"), total_instance_count__gt=0)
+        if self.value() == "full":
+            return queryset.filter(available_instance_count=0)
+        return queryset
+
+
+@admin.register(CapacityReservation)
+class CapacityReservationAdmin(AuditedAdmin):
+    list_display = (
+        "reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
+        "usage", "utilization_percent", "end_date", "owner_id", "last_seen",
+    )
+    list_filter = (
+        "reservation_type", "state", "availability_zone", "instance_match_criteria", "interruptible",
+        EndsWithinFilter, IdleFilter,
+    )
+    search_fields = ("reservation_id", "instance_type", "owner_id", "arn")
+    readonly_fields = ("last_seen", "samples_link")
+    date_hierarchy = "end_date"
+    fieldsets = (
+        (None, {"fields": ("reservation_id", "arn", "owner_id", "region", "state", "reservation_type",
+                           "instance_match_criteria", "interruptible", "ultraserver_type")}),
+        ("Capacity", {"fields": ("instance_type", "instance_platform", "tenancy", "availability_zone",
+                                 "availability_zone_id", "total_instance_count", "available_instance_count",
+                                 "capacity_allocations", "samples_link")}),
+        ("Dates", {"fields": ("create_date", "start_date", "end_date", "end_date_type", "last_seen")}),
+        ("More", {"classes": ("collapse",), "fields": (
+            "ebs_optimized", "ephemeral_storage", "placement_group_arn", "outpost_arn",
+            "unused_reservation_billing_owner_id", "tags")}),
+    )
+
+    @admin.display(description="used / available / total")
+    def usage(self, obj):
+        return f"{obj.used_instance_count} / {obj.available_instance_count} / {obj.total_instance_count}"
+
+    @admin.display(description="utilization", ordering="available_instance_count")
+    def utilization_percent(self, obj):
+        return f"{obj.utilization:.0%}"
+
+    @admin.display(description="utilization history")
+    def samples_link(self, obj):
+        if not obj.pk:
+            return "-"
+        url = reverse("admin:reservations_utilizationsample_changelist") + f"?reservation__id__exact={obj.pk}"
+        return format_html('<a href="{}">samples</a>', url)
+
+
+@admin.register(UtilizationSample)
+class UtilizationSampleAdmin(ReadOnlyAdmin):
+    list_display = ("reservation", "sampled_at", "used", "available", "total")
+    list_filter = ("reservation__reservation_type",)
+    search_fields = ("reservation__reservation_id",)
+    list_select_related = ("reservation",)
+    date_hierarchy = "sampled_at"
+    show_full_result_count = False
+
+
+@admin.register(EC2NodeClass)
+class EC2NodeClassAdmin(AuditedAdmin):
+    list_display = ("name", "term_count", "reservation_count", "ready", "synced_at")
+    search_fields = ("name",)
+    filter_horizontal = ("selected_reservations",)
+    readonly_fields = ("uid", "resource_version", "status_capacity_reservations", "conditions", "created_at", "synced_at")
+
+    def get_queryset(self, request):
+        from django.db.models import Count
+
+        return super().get_queryset(request).annotate(reservations_selected=Count("selected_reservations"))
+
+    @admin.display(description="selector terms")
+    def term_count(self, obj):
+        return len(obj.capacity_reservation_selector_terms or [])
+
+    @admin.display(description="reservations", ordering="reservations_selected")
+    def reservation_count(self, obj):
+        return obj.reservations_selected
+
+    @admin.display(description="CapacityReservationsReady")
+    def ready(self, obj):
+        return obj.condition_status("CapacityReservationsReady")

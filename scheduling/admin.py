@@ -1,0 +1,146 @@
+from django.contrib import admin
+from django.db.models import Count
+
+from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.models import (
+    AuditEntry,
+    Decision,
+    InstanceType,
+    Mode,
+    Node,
+    NodeClaim,
+    NodePool,
+    Offering,
+    Pod,
+)
+
+
+class OfferingInline(admin.TabularInline):
+    model = Offering
+    extra = 0
+    fields = ("capacity_type", "zone", "zone_id", "price", "available", "reservation")
+    raw_id_fields = ("reservation",)
+
+
+@admin.register(InstanceType)
+class InstanceTypeAdmin(AuditedAdmin):
+    list_display = ("name", "vcpus", "memory_gib", "max_pods", "arch", "gpu_count", "family")
+    list_filter = ("arch", "family", "gpu_count")
+    search_fields = ("name", "family")
+    inlines = (OfferingInline,)
+
+
+@admin.register(Offering)
+class OfferingAdmin(AuditedAdmin):
+    list_display = ("instance_type", "capacity_type", "zone", "price", "available", "reservation", "updated_at")
+    list_filter = ("capacity_type", "zone", "available")
+    search_fields = ("instance_type__name", "reservation__reservation_id")
+    list_select_related = ("instance_type", "reservation")
+    raw_id_fields = ("instance_type", "reservation")
+
+
+@admin.register(NodePool)
+class NodePoolAdmin(AuditedAdmin):
+    list_display = ("name", "weight", "node_class", "effective_mode", "consolidation_policy", "node_count", "ready", "synced_at")
+    list_filter = ("mode", "consolidation_policy", "keep_idle_reserved_nodes")
+    search_fields = ("name",)
+    list_select_related = ("node_class",)
+    raw_id_fields = ("node_class",)
+    actions = ("set_mode_observe", "set_mode_control", "follow_global_mode")
+    readonly_fields = ("uid", "resource_version", "conditions", "status_resources", "created_at", "synced_at")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(nodes_count=Count("nodes"))
+
+    @admin.display(description="nodes", ordering="nodes_count")
+    def node_count(self, obj):
+        return obj.nodes_count
+
+    @admin.display(description="mode")
+    def effective_mode(self, obj):
+        return obj.mode or "global"
+
+    @admin.display(description="Ready")
+    def ready(self, obj):
+        return obj.condition_status("Ready")
+
+    @admin.action(description="Set mode: observe (recommend only)")
+    def set_mode_observe(self, request, queryset):
+        self.record_bulk_change(request, queryset, "mode", Mode.OBSERVE)
+
+    @admin.action(description="Set mode: control (act on decisions)")
+    def set_mode_control(self, request, queryset):
+        self.record_bulk_change(request, queryset, "mode", Mode.CONTROL)
+
+    @admin.action(description="Follow the global mode")
+    def follow_global_mode(self, request, queryset):
+        self.record_bulk_change(request, queryset, "mode", "")
+
+
+@admin.register(NodeClaim)
+class NodeClaimAdmin(AuditedAdmin):
+    list_display = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "node_name", "created_at")
+    list_filter = ("capacity_type", "zone", "node_pool")
+    search_fields = ("name", "node_name", "provider_id", "instance_type", "reservation_label")
+    list_select_related = ("node_pool", "reservation")
+    raw_id_fields = ("node_pool", "node_class", "reservation")
+    date_hierarchy = "created_at"
+
+
+@admin.register(Node)
+class NodeAdmin(AuditedAdmin):
+    list_display = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "pod_count", "ready", "unschedulable")
+    list_filter = ("capacity_type", "zone", "ready", "unschedulable", "node_pool")
+    search_fields = ("name", "provider_id", "instance_type", "reservation_label")
+    list_select_related = ("node_pool", "reservation")
+    raw_id_fields = ("node_pool", "node_claim", "reservation")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(pods_count=Count("pods"))
+
+    @admin.display(description="pods", ordering="pods_count")
+    def pod_count(self, obj):
+        return obj.pods_count
+
+
+class PendingFilter(admin.SimpleListFilter):
+    title = "binding"
+    parameter_name = "bound"
+
+    def lookups(self, request, model_admin):
+        return [("no", "pending"), ("yes", "bound")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "no":
+            return queryset.filter(node_name="")
+        if self.value() == "yes":
+            return queryset.exclude(node_name="")
+        return queryset
+
+
+@admin.register(Pod)
+class PodAdmin(AuditedAdmin):
+    list_display = ("__str__", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes", "owner_kind", "created_at")
+    list_filter = (PendingFilter, "phase", "namespace")
+    search_fields = ("name", "namespace", "node_name", "owner_name")
+    raw_id_fields = ("node",)
+    show_full_result_count = False
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "kind", "outcome", "mode", "subject", "reason", "node_pool", "reservation")
+    list_filter = ("kind", "outcome", "mode", "node_pool")
+    search_fields = ("subject", "reason")
+    list_select_related = ("node_pool", "reservation")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor", "source", "action", "content_type", "object_repr", "changes")
+    list_filter = ("source", "action", "content_type")
+    search_fields = ("actor", "object_repr", "object_id")
+    list_select_related = ("content_type",)
+    date_hierarchy = "created_at"

@@ -1,0 +1,57 @@
+"""Admin plumbing shared by both apps: every add, change and delete lands in the audit log."""
+
+from django.contrib import admin
+
+from scheduling.audit import diff, record_change
+from scheduling.models import AuditEntry
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Records who changed what (old and new values) for every admin write."""
+
+    def save_model(self, request, obj, form, change):
+        fields = form.changed_data if change else list(form.cleaned_data)
+        before = {name: form.initial.get(name) for name in fields} if change else {}
+        after = {name: form.cleaned_data.get(name) for name in fields}
+        super().save_model(request, obj, form, change)
+        changes = diff(before, after)
+        if changes or not change:
+            record_change(
+                user=request.user, source=AuditEntry.Source.ADMIN, obj=obj,
+                action=AuditEntry.Action.CHANGE if change else AuditEntry.Action.CREATE, changes=changes,
+            )
+
+    def delete_model(self, request, obj):
+        record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=AuditEntry.Action.DELETE)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=AuditEntry.Action.DELETE)
+        super().delete_queryset(request, queryset)
+
+    def record_bulk_change(self, request, queryset, field: str, new_value):
+        """For admin actions: set one field on every row, recording each change."""
+        for obj in queryset:
+            old_value = getattr(obj, field)
+            if old_value == new_value:
+                continue
+            setattr(obj, field, new_value)
+            obj.save(update_fields=[field])
+            record_change(
+                user=request.user, source=AuditEntry.Source.ADMIN, obj=obj,
+                action=AuditEntry.Action.CHANGE, changes=diff({field: old_value}, {field: new_value}),
+            )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For records that only the system writes (the audit log itself, decisions, samples)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

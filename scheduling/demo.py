@@ -1,0 +1,309 @@
+"""The demo world `seed_demo` writes: three AZs, real us-east-1 list prices, reservations of
+every kind (one capacity block ending within the hour, one idle ODCR, one expired), three
+NodePools and the nodes, node claims and pods that use them.
+
+Deterministic for a given `now`: every object has a fixed natural key and fixed values, so
+seeding twice gives the same world.
+"""
+
+import datetime
+import random
+
+from django.db import transaction
+
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+ZONES = {"us-east-1a": "use1-az1", "us-east-1b": "use1-az2", "us-east-1c": "use1-az4"}
+GIB = 2**30
+
+# name: (vCPUs, memory GiB, max pods, arch, GPUs, GPU name, on-demand $/h in us-east-1, spot offered)
+INSTANCE_TYPES = {
+    "t3.medium": (2, 4, 17, "amd64", 0, "", 0.0416, True),
+    "t3.large": (2, 8, 35, "amd64", 0, "", 0.0832, True),
+    "m5.large": (2, 8, 29, "amd64", 0, "", 0.096, True),
+    "m5.xlarge": (4, 16, 58, "amd64", 0, "", 0.192, True),
+    "m5.2xlarge": (8, 32, 58, "amd64", 0, "", 0.384, True),
+    "m5.4xlarge": (16, 64, 234, "amd64", 0, "", 0.768, True),
+    "m6i.large": (2, 8, 29, "amd64", 0, "", 0.096, True),
+    "m6i.xlarge": (4, 16, 58, "amd64", 0, "", 0.192, True),
+    "m6i.2xlarge": (8, 32, 58, "amd64", 0, "", 0.384, True),
+    "m7i.large": (2, 8, 29, "amd64", 0, "", 0.1008, True),
+    "m7g.large": (2, 8, 29, "arm64", 0, "", 0.0816, True),
+    "m7g.xlarge": (4, 16, 58, "arm64", 0, "", 0.1632, True),
+    "c5.large": (2, 4, 29, "amd64", 0, "", 0.085, True),
+    "c5.xlarge": (4, 8, 58, "amd64", 0, "", 0.17, True),
+    "c6a.large": (2, 4, 29, "amd64", 0, "", 0.0765, True),
+    "c6a.xlarge": (4, 8, 58, "amd64", 0, "", 0.153, True),
+    "c6a.48xlarge": (192, 384, 737, "amd64", 0, "", 7.344, True),
+    "r5.large": (2, 16, 29, "amd64", 0, "", 0.126, True),
+    "r5.xlarge": (4, 32, 58, "amd64", 0, "", 0.252, True),
+    "r6i.large": (2, 16, 29, "amd64", 0, "", 0.126, True),
+    "g5.xlarge": (4, 16, 58, "amd64", 1, "A10G", 1.006, True),
+    "g5.12xlarge": (48, 192, 234, "amd64", 4, "A10G", 5.672, True),
+    "p5.48xlarge": (192, 2048, 100, "amd64", 8, "H100", 55.04, False),
+    "trn2.48xlarge": (192, 2048, 100, "amd64", 0, "", 44.7, False),
+}
+
+HOUR = datetime.timedelta(hours=1)
+DAY = datetime.timedelta(days=1)
+MINUTE = datetime.timedelta(minutes=1)
+
+
+def _reservations(now):
+    """(id suffix, type, zone, kind, match, total, used, end, tags, ultraserver, state)."""
+    return [
+        ("0001", "m5.large", "us-east-1a", "default", "targeted", 10, 6, None, {"team": "web"}, "", "active"),
+        ("0002", "m5.xlarge", "us-east-1b", "default", "targeted", 4, 0, None, {"team": "web"}, "", "active"),
+        ("0003", "c6a.large", "us-east-1a", "default", "open", 6, 3, now + 30 * DAY, {"team": "batch"}, "", "active"),
+        ("0004", "c6a.48xlarge", "us-east-1c", "default", "targeted", 1, 1, None, {"team": "batch"}, "", "active"),
+        ("0005", "g5.12xlarge", "us-east-1b", "capacity-block", "targeted", 2, 2, now + 45 * MINUTE, {"team": "ml"}, "", "active"),
+        ("0006", "p5.48xlarge", "us-east-1a", "capacity-block", "targeted", 2, 1, now + 3 * DAY, {"team": "ml"}, "", "active"),
+        ("0007", "trn2.48xlarge", "us-east-1c", "capacity-block", "targeted", 4, 2, now + 5 * HOUR, {"team": "ml"}, "trn2u.48xlarge", "active"),
+        ("0008", "r5.large", "us-east-1c", "default", "targeted", 2, 0, now - DAY, {"team": "web"}, "", "expired"),
+    ]
+
+
+NODE_CLASSES = {
+    "default": [{"tags": {"team": "web"}}, {"id": "cr-0a1b2c3d4e5f60003"}],
+    "ml": [{"tags": {"team": "ml"}, "ownerID": ACCOUNT}],
+    "batch": [{"tags": {"team": "batch"}}, {"instanceMatchCriteria": "open"}],
+}
+
+NODE_POOLS = {
+    # name: (weight, node class, capacity types or None for all, extra requirements, limits)
+    "gpu-reserved": (50, "ml", ["reserved"], [
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["g5", "p5", "trn2"]}],
+        {"cpu": "2000", "memory": "16000Gi"}),
+    "web": (20, "default", ["reserved", "on-demand"], [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}], {"cpu": "400"}),
+    "general": (0, "batch", None, [], {"cpu": "1000"}),
+}
+
+
+def reservation_id(suffix: str) -> str:
+    return f"cr-0a1b2c3d4e5f6{suffix}"
+
+
+@transaction.atomic
+def seed(now: datetime.datetime) -> None:
+    _seed_catalogue(now)
+    reservations = _seed_reservations(now)
+    node_classes = _seed_node_classes(now)
+    pools = _seed_node_pools(now, node_classes)
+    nodes = _seed_nodes(now, pools, node_classes, reservations)
+    _seed_pods(now, nodes)
+    _seed_samples(now, reservations)
+
+
+def _seed_catalogue(now):
+    for name, (vcpus, mem, pods, arch, gpus, gpu_name, price, spot) in INSTANCE_TYPES.items():
+        family, size = name.split(".")
+        instance_type, _ = InstanceType.objects.update_or_create(name=name, defaults=dict(
+            cpu_millicores=vcpus * 1000, memory_bytes=mem * GIB, max_pods=pods, arch=arch, family=family,
+            size=size, gpu_count=gpus, gpu_name=gpu_name, synced_at=now,
+            labels={"karpenter.k8s.aws/instance-family": family, "karpenter.k8s.aws/instance-size": size},
+        ))
+        for zone, zone_id in ZONES.items():
+            Offering.objects.update_or_create(
+                instance_type=instance_type, capacity_type=CapacityType.ON_DEMAND, zone=zone, reservation=None,
+                defaults=dict(zone_id=zone_id, price=price, available=True, updated_at=now),
+            )
+            if spot:
+                # Spot runs at 30-45 % of list, varying by pool; fixed per (type, zone).
+                discount = random.Random(f"{name}/{zone}").uniform(0.30, 0.45)
+                Offering.objects.update_or_create(
+                    instance_type=instance_type, capacity_type=CapacityType.SPOT, zone=zone, reservation=None,
+                    defaults=dict(zone_id=zone_id, price=round(price * discount, 4), available=True, updated_at=now),
+                )
+
+
+def _seed_reservations(now):
+    reservations = {}
+    for suffix, itype, zone, kind, match, total, used, end, tags, ultraserver, state in _reservations(now):
+        rid = reservation_id(suffix)
+        reservations[rid], _ = CapacityReservation.objects.update_or_create(reservation_id=rid, defaults=dict(
+            arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
+            instance_type=itype, availability_zone=zone, availability_zone_id=ZONES[zone],
+            total_instance_count=total, available_instance_count=total - used, state=state,
+            instance_match_criteria=match, reservation_type=kind, create_date=now - 60 * DAY,
+            start_date=now - (2 * DAY if kind == "capacity-block" else 60 * DAY), end_date=end,
+            end_date_type="limited" if end else "unlimited", ultraserver_type=ultraserver, tags=tags,
+            capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now,
+        ))
+        instance_type = InstanceType.objects.get(name=itype)
+        od_price = INSTANCE_TYPES[itype][6]
+        Offering.objects.update_or_create(reservation=reservations[rid], defaults=dict(
+            instance_type=instance_type, capacity_type=CapacityType.RESERVED, zone=zone, zone_id=ZONES[zone],
+            price=od_price / 10_000_000, available=reservations[rid].is_usable(now) and total > used,
+            updated_at=now,
+        ))
+    return reservations
+
+
+def _seed_node_classes(now):
+    return {
+        name: EC2NodeClass.objects.update_or_create(name=name, defaults=dict(
+            uid=f"demo-nodeclass-{name}", capacity_reservation_selector_terms=terms,
+            spec={"role": "KarpenterNodeRole-demo", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                  "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                  "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]},
+            created_at=now - 90 * DAY, synced_at=now,
+        ))[0]
+        for name, terms in NODE_CLASSES.items()
+    }
+
+
+def _seed_node_pools(now, node_classes):
+    pools = {}
+    for name, (weight, node_class, capacity_types, extra, limits) in NODE_POOLS.items():
+        requirements = list(extra)
+        if capacity_types:
+            requirements.insert(0, {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types})
+        pools[name], _ = NodePool.objects.update_or_create(name=name, defaults=dict(
+            uid=f"demo-nodepool-{name}", weight=weight, node_class=node_classes[node_class],
+            node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+            requirements=requirements, limits=limits, created_at=now - 90 * DAY, synced_at=now,
+            conditions=[{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                         "lastTransitionTime": (now - 90 * DAY).strftime("%Y-%m-%dT%H:%M:%SZ")}],
+        ))
+    return pools
+
+
+def _node_plan():
+    """(pool, instance type, zone, capacity type, reservation suffix or '', count)."""
+    return [
+        ("web", "m5.large", "us-east-1a", "reserved", "0001", 6),
+        ("general", "c6a.large", "us-east-1a", "reserved", "0003", 3),
+        ("general", "c6a.48xlarge", "us-east-1c", "reserved", "0004", 1),
+        ("gpu-reserved", "g5.12xlarge", "us-east-1b", "reserved", "0005", 2),
+        ("gpu-reserved", "p5.48xlarge", "us-east-1a", "reserved", "0006", 1),
+        ("gpu-reserved", "trn2.48xlarge", "us-east-1c", "reserved", "0007", 2),
+        # Still labelled reserved although its reservation expired yesterday: a demotion candidate.
+        ("web", "r5.large", "us-east-1c", "reserved", "0008", 1),
+        ("web", "m5.xlarge", "us-east-1c", "on-demand", "", 2),
+        ("general", "c5.xlarge", "us-east-1b", "on-demand", "", 1),
+        ("general", "m6i.xlarge", "us-east-1b", "spot", "", 3),
+        ("general", "m7i.large", "us-east-1c", "spot", "", 2),
+    ]
+
+
+def _seed_nodes(now, pools, node_classes, reservations):
+    rng = random.Random(7)
+    nodes = []
+    sequence = 0
+    for pool_name, itype, zone, capacity_type, suffix, count in _node_plan():
+        vcpus, mem, max_pods, arch = INSTANCE_TYPES[itype][:4]
+        reservation = reservations.get(reservation_id(suffix)) if suffix else None
+        for _ in range(count):
+            sequence += 1
+            claim_name = f"{pool_name}-{''.join(rng.choice('abcdefghjkmnpqrstvwxz2456789') for _ in range(5))}"
+            node_name = f"ip-10-0-{sequence // 250}-{sequence % 250 + 4}.ec2.internal"
+            instance_id = f"i-0{sequence:016x}"
+            provider_id = f"aws:///{zone}/{instance_id}"
+            labels = {
+                "karpenter.sh/nodepool": pool_name, "karpenter.sh/capacity-type": capacity_type,
+                "node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/zone": zone,
+                "kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": node_name,
+            }
+            if reservation:
+                labels.update({
+                    "karpenter.k8s.aws/capacity-reservation-id": reservation.reservation_id,
+                    "karpenter.k8s.aws/capacity-reservation-type": reservation.reservation_type,
+                    "karpenter.k8s.aws/capacity-reservation-interruptible": "false",
+                })
+            launched = now - datetime.timedelta(hours=rng.randint(2, 400))
+            pool = pools[pool_name]
+            claim, _ = NodeClaim.objects.update_or_create(name=claim_name, defaults=dict(
+                uid=f"demo-claim-{sequence}", node_pool=pool, node_class=pool.node_class, instance_type=itype,
+                zone=zone, capacity_type=capacity_type, reservation=reservation,
+                reservation_label=reservation.reservation_id if reservation else "", labels=labels,
+                requirements=pool.requirements, provider_id=provider_id, node_name=node_name,
+                image_id="ami-0demo0al2023", created_at=launched, launched_at=launched + 20 * datetime.timedelta(seconds=1),
+                registered_at=launched + datetime.timedelta(seconds=45),
+                initialized_at=launched + datetime.timedelta(seconds=60), synced_at=now,
+                conditions=[{"type": c, "status": "True", "reason": c, "message": "",
+                             "lastTransitionTime": launched.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                            for c in ("Initialized", "Launched", "Ready", "Registered")],
+            ))
+            node, _ = Node.objects.update_or_create(name=node_name, defaults=dict(
+                uid=f"demo-node-{sequence}", node_pool=pool, node_claim=claim, instance_type=itype, zone=zone,
+                capacity_type=capacity_type, reservation=reservation,
+                reservation_label=reservation.reservation_id if reservation else "", labels=labels,
+                annotations={"karpenter.sh/nodepool-hash": "demo"}, taints=[],
+                allocatable_cpu_millicores=vcpus * 1000 - 80, allocatable_memory_bytes=int(mem * GIB * 0.9),
+                allocatable_pods=max_pods, provider_id=provider_id, ready=True, unschedulable=False,
+                created_at=launched + datetime.timedelta(seconds=45), synced_at=now,
+            ))
+            nodes.append(node)
+    return nodes
+
+
+def _pod_spec(cpu_m, mem_mi, node_selector=None, gpus=0):
+    requests = {"cpu": f"{cpu_m}m", "memory": f"{mem_mi}Mi"}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    spec = {"containers": [{"name": "app", "image": "demo", "resources": {"requests": requests}}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return spec
+
+
+def _seed_pods(now, nodes):
+    rng = random.Random(11)
+    wanted = set()
+    for index, node in enumerate(nodes):
+        pool = node.labels["karpenter.sh/nodepool"]
+        app = {"web": "web", "general": "worker", "gpu-reserved": "trainer"}[pool]
+        per_node = 1 if pool == "gpu-reserved" else 3
+        for slot in range(per_node):
+            name = f"{app}-{index:03d}{slot}"
+            cpu = 1000 if pool == "gpu-reserved" else rng.choice([250, 500])
+            _upsert_pod(now, name, node, _pod_spec(cpu, rng.choice([256, 512, 1024])), {"app": app})
+            wanted.add(("default", name))
+    pending = [
+        ("web-pending-0", _pod_spec(1000, 2048, {"karpenter.sh/capacity-type": "reserved"}), "web"),
+        ("web-pending-1", _pod_spec(1000, 2048), "web"),
+        ("web-pending-2", _pod_spec(500, 1024), "web"),
+        ("worker-pending-0", _pod_spec(2000, 4096), "worker"),
+        ("worker-pending-1", _pod_spec(250, 512, {"kubernetes.io/arch": "arm64"}), "worker"),
+        ("trainer-pending-0", _pod_spec(8000, 65536, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=1), "trainer"),
+    ]
+    for name, spec, app in pending:
+        _upsert_pod(now, name, None, spec, {"app": app})
+        wanted.add(("default", name))
+    demo_pods = Pod.objects.filter(namespace="default", uid__startswith="demo-pod-")
+    for pod in demo_pods:
+        if (pod.namespace, pod.name) not in wanted:
+            pod.delete()
+
+
+def _upsert_pod(now, name, node, spec, labels):
+    requests = spec["containers"][0]["resources"]["requests"]
+    Pod.objects.update_or_create(namespace="default", name=name, defaults=dict(
+        uid=f"demo-pod-{name}", node=node, node_name=node.name if node else "",
+        phase="Running" if node else "Pending", cpu_request_millicores=int(requests["cpu"].rstrip("m")),
+        memory_request_bytes=int(requests["memory"].rstrip("Mi")) * 2**20, labels=labels, spec=spec,
+        owner_kind="ReplicaSet", owner_name=f"{labels['app']}-5d8f7c", created_at=now - 3 * HOUR, synced_at=now,
+    ))
+
+
+def _seed_samples(now, reservations):
+    """Two days of hourly samples; the idle m5.xlarge reservation stays under 20 % throughout."""
+    UtilizationSample.objects.filter(reservation__in=reservations.values()).delete()
+    samples = []
+    for rid, reservation in reservations.items():
+        rng = random.Random(rid)
+        for hours_ago in range(48, -1, -1):
+            total = reservation.total_instance_count
+            if hours_ago == 0 or reservation.used_instance_count == 0:
+                used = reservation.used_instance_count
+            else:
+                used = min(total, max(0, reservation.used_instance_count + rng.randint(-1, 1)))
+            samples.append(UtilizationSample(
+                reservation=reservation, sampled_at=now - hours_ago * HOUR, used=used,
+                available=total - used, total=total,
+            ))
+    UtilizationSample.objects.bulk_create(samples)

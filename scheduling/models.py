@@ -1,0 +1,324 @@
+"""The Kubernetes side (NodePools, NodeClaims, nodes, pods), the EC2 catalogue, and what the
+loop decided, plus the audit log of manual changes."""
+
+from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
+from django.db import models
+from django.utils import timezone
+
+from karpweb.conditions import ConditionsMixin
+from reservations.models import CapacityReservation, EC2NodeClass
+
+
+class CapacityType(models.TextChoices):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    RESERVED = "reserved"
+
+
+class InstanceType(models.Model):
+    """An EC2 instance type as DescribeInstanceTypes reports it."""
+
+    name = models.CharField(max_length=64, unique=True)
+    cpu_millicores = models.PositiveIntegerField("CPU (millicores)")
+    memory_bytes = models.PositiveBigIntegerField("memory (bytes)")
+    max_pods = models.PositiveIntegerField(default=110)
+    arch = models.CharField(max_length=16, default="amd64", db_index=True)
+    os = models.CharField(max_length=16, default="linux")
+    family = models.CharField(max_length=32, blank=True, db_index=True)
+    size = models.CharField(max_length=32, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_name = models.CharField(max_length=64, blank=True)
+    bare_metal = models.BooleanField(default=False)
+    labels = models.JSONField(default=dict, blank=True, help_text="Extra well-known labels for requirements.")
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def vcpus(self) -> float:
+        return self.cpu_millicores / 1000
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / 2**30
+
+
+class Offering(models.Model):
+    """Where and how an instance type can be bought: (capacity type, zone) with a price.
+
+    Reserved offerings are one per reservation and priced at the on-demand price / 10,000,000,
+    as Karpenter models them (free, but ordered)."""
+
+    instance_type = models.ForeignKey(InstanceType, on_delete=models.CASCADE, related_name="offerings")
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, db_index=True)
+    zone = models.CharField(max_length=32, db_index=True)
+    zone_id = models.CharField(max_length=32, blank=True)
+    price = models.FloatField(help_text="Dollars per hour, list price as modelled.")
+    available = models.BooleanField(default=True)
+    reservation = models.ForeignKey(
+        CapacityReservation, null=True, blank=True, on_delete=models.CASCADE, related_name="offerings"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["instance_type__name", "capacity_type", "zone"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance_type", "capacity_type", "zone"],
+                condition=models.Q(reservation__isnull=True),
+                name="one_open_market_offering_per_pool",
+            ),
+            models.UniqueConstraint(
+                fields=["reservation"], condition=models.Q(reservation__isnull=False),
+                name="one_offering_per_reservation",
+            ),
+        ]
+
+    def __str__(self):
+        where = f" via {self.reservation.reservation_id}" if self.reservation_id else ""
+        return f"{self.instance_type.name} {self.capacity_type} in {self.zone}{where} at ${self.price:.6g}/h"
+
+
+class Mode(models.TextChoices):
+    OBSERVE = "observe", "observe (recommend only)"
+    CONTROL = "control", "control (act)"
+
+
+class NodePool(ConditionsMixin, models.Model):
+    """karpenter.sh/v1 NodePool."""
+
+    class ConsolidationPolicy(models.TextChoices):
+        WHEN_EMPTY = "WhenEmpty"
+        WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+
+    name = models.CharField(max_length=253, unique=True)
+    uid = models.CharField(max_length=64, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    weight = models.PositiveIntegerField(default=0, help_text="Higher weight is tried first (0-100).")
+    node_class = models.ForeignKey(
+        EC2NodeClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_pools"
+    )
+    node_class_ref = models.JSONField(default=dict, blank=True)
+    requirements = models.JSONField(default=list, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    startup_taints = models.JSONField(default=list, blank=True)
+    labels = models.JSONField(default=dict, blank=True, help_text="spec.template.metadata.labels")
+    limits = models.JSONField(default=dict, blank=True, help_text='e.g. {"cpu": "1000", "memory": "1000Gi"}')
+    consolidation_policy = models.CharField(
+        max_length=32, choices=ConsolidationPolicy.choices, default=ConsolidationPolicy.WHEN_EMPTY_OR_UNDERUTILIZED
+    )
+    consolidate_after = models.CharField(max_length=32, default="0s", help_text='A duration ("30s", "5m") or "Never".')
+    budgets = models.JSONField(default=list, blank=True, help_text='spec.disruption.budgets, e.g. [{"nodes": "10%"}]')
+    expire_after = models.CharField(max_length=32, default="720h")
+    keep_idle_reserved_nodes = models.BooleanField(
+        default=False,
+        help_text="Keep empty nodes that sit in a prepaid reservation instead of consolidating them away.",
+    )
+    mode = models.CharField(
+        max_length=10, choices=Mode.choices, blank=True,
+        help_text="Blank follows the global mode.",
+    )
+    conditions = models.JSONField(default=list, blank=True)
+    status_resources = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-weight", "name"]
+        verbose_name = "NodePool"
+
+    def __str__(self):
+        return self.name
+
+
+class NodeClaim(ConditionsMixin, models.Model):
+    """karpenter.sh/v1 NodeClaim: a request for one instance, and what was launched for it."""
+
+    name = models.CharField(max_length=253, unique=True)
+    uid = models.CharField(max_length=64, blank=True)
+    node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_claims")
+    node_class = models.ForeignKey(EC2NodeClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_claims")
+    instance_type = models.CharField(max_length=64, blank=True, db_index=True)
+    zone = models.CharField(max_length=32, blank=True, db_index=True)
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, blank=True, db_index=True)
+    reservation = models.ForeignKey(
+        CapacityReservation, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_claims"
+    )
+    reservation_label = models.CharField(
+        max_length=64, blank=True, help_text="karpenter.k8s.aws/capacity-reservation-id as labelled, even if unknown."
+    )
+    labels = models.JSONField(default=dict, blank=True)
+    requirements = models.JSONField(default=list, blank=True)
+    resources = models.JSONField(default=dict, blank=True, help_text="spec.resources.requests")
+    provider_id = models.CharField(max_length=255, blank=True, db_index=True)
+    node_name = models.CharField(max_length=253, blank=True)
+    image_id = models.CharField(max_length=64, blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    registered_at = models.DateTimeField(null=True, blank=True)
+    initialized_at = models.DateTimeField(null=True, blank=True)
+    deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "NodeClaim"
+
+    def __str__(self):
+        return self.name
+
+
+class Node(models.Model):
+    """A v1 Node, with what its labels say about where it runs."""
+
+    name = models.CharField(max_length=253, unique=True)
+    uid = models.CharField(max_length=64, blank=True)
+    node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
+    node_claim = models.OneToOneField(NodeClaim, null=True, blank=True, on_delete=models.SET_NULL, related_name="node")
+    instance_type = models.CharField(max_length=64, blank=True, db_index=True)
+    zone = models.CharField(max_length=32, blank=True, db_index=True)
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, blank=True, db_index=True)
+    reservation = models.ForeignKey(
+        CapacityReservation, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
+    )
+    reservation_label = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    allocatable_cpu_millicores = models.PositiveIntegerField(default=0)
+    allocatable_memory_bytes = models.PositiveBigIntegerField(default=0)
+    allocatable_pods = models.PositiveIntegerField(default=110)
+    provider_id = models.CharField(max_length=255, blank=True, db_index=True)
+    ready = models.BooleanField(default=False)
+    unschedulable = models.BooleanField(default=False, help_text="Cordoned.")
+    created_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def instance_id(self) -> str:
+        """aws:///us-east-1a/i-0abc -> i-0abc"""
+        return self.provider_id.rsplit("/", 1)[-1] if self.provider_id else ""
+
+
+class Pod(models.Model):
+    """A v1 Pod: bound (spec.nodeName set) or pending."""
+
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    phase = models.CharField(max_length=16, default="Pending", db_index=True)
+    cpu_request_millicores = models.PositiveIntegerField(default=0)
+    memory_request_bytes = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    spec = models.JSONField(
+        default=dict, blank=True,
+        help_text="Scheduling-relevant spec: containers' requests, nodeSelector, affinity, tolerations, topologySpreadConstraints.",
+    )
+    owner_kind = models.CharField(max_length=64, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    priority = models.IntegerField(default=0)
+    created_at = models.DateTimeField(null=True, blank=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="unique_pod_per_namespace")]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_pending(self) -> bool:
+        return not self.node_name
+
+
+class Decision(models.Model):
+    """One thing the loop decided, why, and whether it was acted on."""
+
+    class Kind(models.TextChoices):
+        LAUNCH = "launch", "launch a node"
+        BIND = "bind", "bind to an existing node"
+        UNSCHEDULABLE = "unschedulable", "unschedulable"
+        DEFER = "defer", "deferred"
+        CONSOLIDATE_DELETE = "consolidate-delete", "consolidation: delete"
+        CONSOLIDATE_REPLACE = "consolidate-replace", "consolidation: replace"
+        DRAIN = "drain", "capacity-block drain"
+        DEMOTE = "demote", "demotion to on-demand"
+        DRIFT = "drift", "drift"
+        STATUS = "status", "status change"
+        OVERRIDE = "override", "manual override"
+
+    class Outcome(models.TextChoices):
+        RECOMMENDED = "recommended", "recommended (observe mode)"
+        ACTED = "acted"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    outcome = models.CharField(max_length=12, choices=Outcome.choices, default=Outcome.RECOMMENDED)
+    mode = models.CharField(max_length=10, choices=Mode.choices)
+    subject = models.CharField(max_length=255, help_text='What it is about: "pod default/web-7", "node gpu-3".')
+    reason = models.TextField(help_text="Why, in words an operator understands.")
+    node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions")
+    reservation = models.ForeignKey(
+        CapacityReservation, null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
+    )
+    objects_involved = models.JSONField(default=dict, blank=True, help_text='e.g. {"pods": [...], "nodes": [...]}')
+    details = models.JSONField(default=dict, blank=True, help_text="The engine's decision as it produced it.")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["kind", "-created_at"])]
+
+    def __str__(self):
+        return f"{self.get_kind_display()}: {self.subject} ({self.outcome})"
+
+
+class AuditEntry(models.Model):
+    """A manual change made by a person (admin, UI, API): who, when, what changed."""
+
+    class Source(models.TextChoices):
+        ADMIN = "admin"
+        UI = "ui"
+        API = "api"
+        CLI = "cli"
+
+    class Action(models.TextChoices):
+        CREATE = "create"
+        CHANGE = "change"
+        DELETE = "delete"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.CharField(max_length=150, help_text="Username at the time of the change.")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    action = models.CharField(max_length=8, choices=Action.choices)
+    content_type = models.ForeignKey(ContentType, on_delete=models.PROTECT)
+    object_id = models.CharField(max_length=64)
+    object_repr = models.CharField(max_length=255)
+    changes = models.JSONField(default=dict, blank=True, help_text='{"field": [old, new]}')
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "audit entries"
+        indexes = [models.Index(fields=["content_type", "object_id"])]
+
+    def __str__(self):
+        return f"{self.actor} {self.action}d {self.object_repr} via {self.source}"

@@ -1,0 +1,58 @@
+import datetime
+
+import pytest
+from django.core.management import call_command
+from django.db.models import F
+
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from scheduling.models import InstanceType, Node, NodeClaim, NodePool, Offering, Pod
+
+pytestmark = pytest.mark.django_db
+
+NOW = "2026-11-21T12:00:00Z"
+MODELS = [CapacityReservation, UtilizationSample, EC2NodeClass, InstanceType, Offering, NodePool, NodeClaim, Node, Pod]
+
+
+def snapshot():
+    rows = {}
+    for model in MODELS:
+        rows[model.__name__] = sorted(
+            tuple(sorted((k, repr(v)) for k, v in row.items() if k != "id" and not k.endswith("_id")))
+            for row in model.objects.values()
+        )
+    return rows
+
+
+def test_seed_demo_twice_gives_the_same_world():
+    call_command("seed_demo", now=NOW)
+    first = snapshot()
+    call_command("seed_demo", now=NOW)
+    assert snapshot() == first
+
+
+def test_seed_demo_world_has_what_operators_look_at():
+    call_command("seed_demo", now=NOW)
+    now = datetime.datetime(2026, 11, 21, 12, tzinfo=datetime.UTC)
+    assert set(Offering.objects.values_list("zone", flat=True)) == {"us-east-1a", "us-east-1b", "us-east-1c"}
+    assert InstanceType.objects.count() >= 20
+    assert 6 <= CapacityReservation.objects.count() <= 10
+    blocks = CapacityReservation.objects.filter(reservation_type="capacity-block")
+    assert blocks.filter(end_date__gt=now, end_date__lte=now + datetime.timedelta(hours=1)).exists()
+    assert CapacityReservation.objects.filter(reservation_type="default").exists()
+    assert CapacityReservation.objects.filter(
+        state="active", available_instance_count=F("total_instance_count")
+    ).exists(), "one reservation should sit idle"
+    assert NodePool.objects.count() == 3
+    assert set(Node.objects.values_list("capacity_type", flat=True)) == {"reserved", "on-demand", "spot"}
+    assert NodeClaim.objects.count() == Node.objects.count()
+    assert Pod.objects.filter(node_name="").exists() and Pod.objects.exclude(node_name="").exists()
+    reserved_nodes = Node.objects.filter(capacity_type="reserved", reservation__state="active")
+    for reservation in CapacityReservation.objects.filter(state="active"):
+        assert reserved_nodes.filter(reservation=reservation).count() == reservation.used_instance_count
+
+
+def test_seed_demo_rejects_bad_now():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--now"):
+        call_command("seed_demo", now="yesterday")
