@@ -1,0 +1,64 @@
+"""The Kubernetes resources karpweb reads and writes, and how their REST paths are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """`nodeclaims.karpenter.sh`, `nodes` (the name RBAC rules and API errors use)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+    def describe(self, name: str | None, namespace: str | None = None) -> str:
+        """`NodeClaim default-abc`, `Pod team-a/web-1`: how an operator names the object."""
+        if not name:
+            return self.kind
+        return f"{self.kind} {namespace}/{name}" if namespace else f"{self.kind} {name}"
+
+
+EC2NODECLASS = Resource("EC2NodeClass", "karpenter.k8s.aws", "v1", "ec2nodeclasses")
+NODEPOOL = Resource("NodePool", "karpenter.sh", "v1", "nodepools")
+NODECLAIM = Resource("NodeClaim", "karpenter.sh", "v1", "nodeclaims")
+NODE = Resource("Node", "", "v1", "nodes")
+POD = Resource("Pod", "", "v1", "pods", namespaced=True)
+CRD = Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+# In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
+# NodeClaim, a Pod to its Node. Sync writes them in this order.
+SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD)
+BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
+
+# Pods that finished are not part of the world the scheduler sees.
+ACTIVE_PODS_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def resource_for(kind: str) -> Resource:
+    try:
+        return BY_KIND[kind]
+    except KeyError:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(BY_KIND)}") from None
