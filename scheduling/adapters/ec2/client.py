@@ -1,0 +1,219 @@
+"""boto3 clients, settings, and the retry policy for EC2 calls.
+
+Credentials come from boto3's normal chain (environment, shared config/credentials files, SSO,
+web identity, container and instance metadata). Region and endpoint come from Django settings,
+falling back to the environment:
+
+* ``KARPWEB_AWS_REGION`` (else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the boto3 profile's region)
+* ``KARPWEB_EC2_ENDPOINT_URL``: optional, e.g. the test server or a VPC endpoint
+* ``KARPWEB_EC2_RETRY_MODE`` (``adaptive``) and ``KARPWEB_EC2_MAX_ATTEMPTS`` (5): botocore's retries
+* ``KARPWEB_EC2_EXTRA_RETRIES`` (3): our own bounded retries of throttled calls after botocore's
+* ``KARPWEB_RESOURCE_GROUPS_ENDPOINT_URL``: for ``resourceGroupARN`` terms (default: the EC2 one)
+* ``KARPWEB_FEATURE_RESERVED_CAPACITY`` (true): the ReservedCapacity feature gate
+* ``KARPWEB_PRICING_SOURCE``: ``api`` (the Pricing API, the default unless an EC2 endpoint URL is
+  set) or ``bundled`` (the prices.json table only); ``KARPWEB_PRICING_REGION`` (``us-east-1``),
+  ``KARPWEB_PRICING_ENDPOINT_URL`` (optional)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .interface import CloudAPIError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Codes that mean "slow down / try again" and never say anything about capacity.
+THROTTLING_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "SlowDown",
+        "EC2ThrottledException",
+        "PriorRequestNotComplete",
+    }
+)
+TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
+RETRYABLE_CODES = THROTTLING_CODES | TRANSIENT_CODES
+UNAUTHORIZED_CODES = frozenset(
+    {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "AuthFailure", "UnrecognizedClientException"}
+)
+
+
+def setting(name: str, default: Any = None) -> Any:
+    """A Django setting if Django is configured and has it, else the environment variable."""
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, name, None)
+            if value not in (None, ""):
+                return value
+    except ImportError:  # the adapter also runs outside Django (scripts, the simulated world)
+        pass
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+@dataclass(frozen=True)
+class EC2Config:
+    region: str
+    endpoint_url: str | None = None
+    retry_mode: str = "adaptive"
+    max_attempts: int = 5
+    extra_retries: int = 3
+    retry_base_seconds: float = 0.5
+    pricing_source: str = "api"
+    pricing_region: str = "us-east-1"
+    pricing_endpoint_url: str | None = None
+    resource_groups_endpoint_url: str | None = None
+    reserved_capacity: bool = True  # the ReservedCapacity feature gate
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> EC2Config:
+        region = (
+            setting("KARPWEB_AWS_REGION")
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or boto3.session.Session().region_name
+        )
+        if not region:
+            raise CloudAPIError(
+                "NoRegion", "set KARPWEB_AWS_REGION (or AWS_REGION) to the region of the cluster", "config"
+            )
+        endpoint = setting("KARPWEB_EC2_ENDPOINT_URL")
+        values: dict[str, Any] = {
+            "region": region,
+            "endpoint_url": endpoint,
+            "retry_mode": setting("KARPWEB_EC2_RETRY_MODE", "adaptive"),
+            "max_attempts": int(setting("KARPWEB_EC2_MAX_ATTEMPTS", 5)),
+            "extra_retries": int(setting("KARPWEB_EC2_EXTRA_RETRIES", 3)),
+            "pricing_source": setting("KARPWEB_PRICING_SOURCE", "bundled" if endpoint else "api"),
+            "pricing_region": setting("KARPWEB_PRICING_REGION", "us-east-1"),
+            "pricing_endpoint_url": setting("KARPWEB_PRICING_ENDPOINT_URL"),
+            "resource_groups_endpoint_url": setting("KARPWEB_RESOURCE_GROUPS_ENDPOINT_URL", endpoint),
+            "reserved_capacity": _bool(setting("KARPWEB_FEATURE_RESERVED_CAPACITY", True)),
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def make_session() -> boto3.session.Session:
+    return boto3.session.Session()
+
+
+def make_ec2_client(config: EC2Config, session: boto3.session.Session | None = None) -> Any:
+    session = session or make_session()
+    return session.client(
+        "ec2",
+        region_name=config.region,
+        endpoint_url=config.endpoint_url,
+        config=Config(
+            retries={"mode": config.retry_mode, "total_max_attempts": config.max_attempts},
+            connect_timeout=5,
+            read_timeout=30,
+            user_agent_extra="karpweb",
+        ),
+    )
+
+
+def make_pricing_client(config: EC2Config, session: boto3.session.Session | None = None) -> Any:
+    session = session or make_session()
+    return session.client(
+        "pricing",
+        region_name=config.pricing_region,
+        endpoint_url=config.pricing_endpoint_url,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5, read_timeout=30),
+    )
+
+
+def make_resource_groups_client(config: EC2Config, session: boto3.session.Session | None = None) -> Any:
+    session = session or make_session()
+    return session.client(
+        "resource-groups",
+        region_name=config.region,
+        endpoint_url=config.resource_groups_endpoint_url,
+        config=Config(
+            retries={"mode": config.retry_mode, "total_max_attempts": config.max_attempts},
+            connect_timeout=5,
+            read_timeout=30,
+        ),
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code") or "ClientError")
+    if isinstance(exc, CloudAPIError):
+        return exc.code
+    return type(exc).__name__
+
+
+def error_message(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Message") or exc)
+    return str(exc)
+
+
+class Caller:
+    """Calls one EC2 operation with our bounded retry on top of botocore's own.
+
+    botocore (``adaptive`` or ``standard`` mode) already retries throttling and 5xx answers with
+    backoff. When it gives up on a throttled call we retry up to ``extra_retries`` more times with
+    exponential backoff and jitter, and then raise :class:`CloudAPIError` with the EC2 code. The
+    sleep function is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        config: EC2Config,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.extra_retries = config.extra_retries
+        self.base = config.retry_base_seconds
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.retries_done = 0  # how many of our own retries happened (for metrics and tests)
+
+    def __call__(self, client: Any, operation: str, **params: Any) -> dict[str, Any]:
+        method = getattr(client, operation)
+        attempt = 0
+        while True:
+            try:
+                return method(**params)
+            except ClientError as exc:
+                code = error_code(exc)
+                if code in RETRYABLE_CODES and attempt < self.extra_retries:
+                    delay = self.base * (2**attempt) * (0.5 + self.rng.random())
+                    log.warning("EC2 %s answered %s; retry %d in %.2fs", operation, code, attempt + 1, delay)
+                    attempt += 1
+                    self.retries_done += 1
+                    self.sleep(delay)
+                    continue
+                raise CloudAPIError(code, error_message(exc), operation) from exc
+            except BotoCoreError as exc:
+                raise CloudAPIError(type(exc).__name__, str(exc), operation) from exc

@@ -1,0 +1,192 @@
+"""The small interface the control loop uses for a cloud, shared by EC2 and the simulated world.
+
+Everything here is plain data (dataclasses, dicts in EC2's own shape) so that the engine and a
+simulated world can produce and consume it without boto3. ``EC2CloudProvider`` in ``provider.py``
+implements :class:`CloudProvider` on boto3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+# Capacity types (label karpenter.sh/capacity-type).
+ON_DEMAND = "on-demand"
+SPOT = "spot"
+RESERVED = "reserved"
+
+# Reservation types (label karpenter.k8s.aws/capacity-reservation-type).
+RESERVATION_DEFAULT = "default"
+RESERVATION_CAPACITY_BLOCK = "capacity-block"
+
+
+class CloudAPIError(Exception):
+    """A cloud API call failed; ``code`` is the provider's error code (e.g. ``UnauthorizedOperation``)."""
+
+    def __init__(self, code: str, message: str, operation: str = "") -> None:
+        super().__init__(f"{operation + ': ' if operation else ''}{code}: {message}")
+        self.code = code
+        self.message = message
+        self.operation = operation
+
+
+class SelectorTermsError(ValueError):
+    """capacityReservationSelectorTerms are invalid; ``problems`` says exactly what, per term."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+@dataclass(frozen=True)
+class InstanceTypeInfo:
+    name: str
+    vcpus: int
+    memory_mib: int
+    architecture: str  # Kubernetes arch: amd64 | arm64
+    max_pods: int
+    gpu_count: int = 0
+    gpu_manufacturer: str = ""
+    gpu_name: str = ""
+    gpu_memory_mib: int = 0
+    network_interfaces: int = 0
+    ipv4_per_interface: int = 0
+    bare_metal: bool = False
+    hypervisor: str = ""
+    usage_classes: tuple[str, ...] = ()  # on-demand, spot, capacity-block
+    on_demand_price: float | None = None
+    price_source: str = ""  # pricing-api | bundled | "" (unknown)
+
+
+@dataclass(frozen=True)
+class OfferingInfo:
+    instance_type: str
+    zone: str
+    zone_id: str
+    capacity_type: str  # on-demand | spot | reserved
+    price: float | None
+    available: bool = True
+    reservation_id: str | None = None
+    reservation_type: str | None = None
+    interruptible: bool = False
+    reservation_capacity: int = 0
+
+
+@dataclass
+class Catalogue:
+    instance_types: list[InstanceTypeInfo]
+    offerings: list[OfferingInfo]
+    fetched_at: datetime
+    price_source: str  # where the on-demand prices came from: pricing-api | bundled | mixed
+    notes: list[str] = field(default_factory=list)
+
+    def instance_type(self, name: str) -> InstanceTypeInfo | None:
+        return next((it for it in self.instance_types if it.name == name), None)
+
+
+@dataclass(frozen=True)
+class LaunchOffering:
+    """One offering a NodeClaim may launch into (the engine's choice of compatible offerings)."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+    subnet_id: str | None = None
+    reservation_id: str | None = None
+    reservation_type: str | None = None  # default | capacity-block (reserved only)
+    interruptible: bool = False
+    reservation_capacity: int = 0
+
+
+@dataclass
+class LaunchRequest:
+    nodeclaim_name: str
+    nodeclass_name: str
+    image_id: str
+    offerings: Sequence[LaunchOffering]
+    security_group_ids: Sequence[str] = ()
+    subnet_ids: Mapping[str, str] = field(default_factory=dict)  # zone -> subnet, when an offering has none
+    instance_profile: str | None = None
+    user_data: str | None = None  # plain text; the adapter base64-encodes it
+    tags: Mapping[str, str] = field(default_factory=dict)
+    context: str | None = None  # EC2NodeClass spec.context, passed to CreateFleet
+
+
+@dataclass(frozen=True)
+class LaunchError:
+    code: str
+    message: str
+    instance_type: str | None = None
+    zone: str | None = None
+    capacity_type: str | None = None
+    reservation_id: str | None = None
+
+
+@dataclass
+class LaunchResult:
+    instance_id: str | None = None
+    instance_type: str | None = None
+    zone: str | None = None
+    capacity_type: str | None = None
+    reservation_id: str | None = None
+    reservation_type: str | None = None
+    interruptible: bool = False
+    fleet_id: str | None = None
+    error_code: str | None = None  # set when no instance was launched
+    error_message: str = ""
+    errors: list[LaunchError] = field(default_factory=list)  # every failure, for the decision log
+    reservations_marked_unavailable: list[str] = field(default_factory=list)
+    offerings_marked_unavailable: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.instance_id is not None
+
+
+@dataclass(frozen=True)
+class InstanceMembership:
+    """Where one instance sits: the capacity type EC2 says it has, and its reservation."""
+
+    instance_id: str
+    instance_type: str
+    zone: str
+    state: str
+    capacity_type: str
+    reservation_id: str | None
+    reservation_type: str | None
+    interruptible: bool
+    capacity_reservation_preference: str | None
+    launch_time: datetime | None
+    tags: Mapping[str, str]
+
+
+@dataclass
+class TerminateResult:
+    terminating: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+    errors: list[LaunchError] = field(default_factory=list)
+
+
+@runtime_checkable
+class CloudProvider(Protocol):
+    """What the loop needs from a cloud. Methods raise :class:`CloudAPIError` for API failures."""
+
+    def describe_reservations(self, selector_terms: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Active reservations the terms select, in EC2's ``CapacityReservation`` shape (plus
+        ``UltraserverType`` for UltraServer capacity blocks), unioned and de-duplicated by id."""
+
+    def available_instance_count(self, reservation_id: str) -> int:
+        """The in-memory available count (synced from EC2, decremented by launches)."""
+
+    def describe_instances(
+        self, instance_ids: Sequence[str] | None = None, tags: Mapping[str, str] | None = None
+    ) -> list[InstanceMembership]: ...
+
+    def catalogue(self) -> Catalogue: ...
+
+    def launch(self, request: LaunchRequest) -> LaunchResult: ...
+
+    def terminate(self, instance_ids: Sequence[str]) -> TerminateResult: ...

@@ -1,0 +1,266 @@
+"""Launching one instance with CreateFleet (``instant``), as upstream does (karpenter-semantics.md §6.4, §7).
+
+* The capacity type is reserved > spot > on-demand among the offerings still available.
+* Reserved offerings pass upstream's launch filters: one reservation partition (default ODCRs,
+  capacity blocks, interruptible ODCRs: the cheapest wins, ties to default); a capacity block
+  launch keeps exactly one offering; otherwise one reservation per (type, zone), the one with the
+  most capacity. Spot offerings dearer than the cheapest on-demand one are dropped when both are
+  allowed. At most 60 overrides, cheapest first.
+* One launch template per reservation: ``CapacityReservationPreference=capacity-reservations-only``
+  with the target id; ``InstanceMarketOptions.MarketType=capacity-block`` for capacity blocks;
+  preference ``none`` for on-demand and spot (never consume open ODCRs by accident).
+* ``DefaultTargetCapacityType``: ``on-demand`` for ODCRs, ``capacity-block`` for blocks,
+  ``reserved-capacity`` for interruptible ODCRs, else ``spot`` / ``on-demand``.
+* A ``ClientToken`` derived from the NodeClaim name, so a retried launch never starts a second
+  instance.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .client import Caller
+from .interface import (
+    ON_DEMAND,
+    RESERVATION_CAPACITY_BLOCK,
+    RESERVED,
+    SPOT,
+    CloudAPIError,
+    LaunchOffering,
+    LaunchRequest,
+)
+
+log = logging.getLogger(__name__)
+
+# karpenter-provider-aws pkg/errors/errors.go, unfulfillableCapacityErrorCodes.
+UNFULFILLABLE_CAPACITY_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+        "MaxFleetCountExceeded",
+        "ReservationCapacityExceeded",
+    }
+)
+MAX_OVERRIDES = 60
+NODECLAIM_TAG = "karpweb.io/nodeclaim"
+NODECLASS_TAG = "karpweb.io/nodeclass"
+MANAGED_TAG = "karpweb.io/managed"
+
+# Partition priorities for ties in the reservation-type filter: lower wins.
+_PARTITIONS = ("default", "capacity-block", "interruptible")
+
+
+def partition_of(offering: LaunchOffering) -> str:
+    if offering.reservation_type == RESERVATION_CAPACITY_BLOCK:
+        return "capacity-block"
+    return "interruptible" if offering.interruptible else "default"
+
+
+@dataclass
+class LaunchPlan:
+    capacity_type: str
+    partition: str | None  # for reserved launches
+    offerings: list[LaunchOffering]
+
+
+def plan(
+    offerings: Sequence[LaunchOffering],
+    reservation_count: Any,
+    offering_unavailable: Any,
+) -> LaunchPlan | None:
+    """Pick the capacity type and the offerings CreateFleet gets; None when nothing is left.
+
+    ``reservation_count(id) -> int`` is the in-memory availability; ``offering_unavailable(type,
+    zone, capacity_type) -> bool`` is the ICE cache.
+    """
+    usable: list[LaunchOffering] = []
+    for o in offerings:
+        if o.capacity_type == RESERVED:
+            if not o.reservation_id:
+                continue
+            count = int(reservation_count(o.reservation_id))
+            if count > 0:
+                usable.append(replace(o, reservation_capacity=count))
+        elif not offering_unavailable(o.instance_type, o.zone, o.capacity_type):
+            usable.append(o)
+
+    reserved = [o for o in usable if o.capacity_type == RESERVED]
+    if reserved:
+        cheapest: dict[str, float] = {}
+        for o in reserved:
+            p = partition_of(o)
+            cheapest[p] = min(cheapest.get(p, float("inf")), o.price)
+        partition = min(cheapest, key=lambda p: (cheapest[p], _PARTITIONS.index(p)))
+        kept = [o for o in reserved if partition_of(o) == partition]
+        if partition == "capacity-block":
+            # CreateFleet takes one capacity block per request: the cheapest, then the roomiest.
+            kept = [min(kept, key=lambda o: (o.price, -o.reservation_capacity, o.reservation_id))]
+        else:
+            # One override per (type, zone) pool: the reservation with the most capacity.
+            best: dict[tuple[str, str], LaunchOffering] = {}
+            for o in kept:
+                key = (o.instance_type, o.zone)
+                if key not in best or (o.reservation_capacity, o.reservation_id) > (
+                    best[key].reservation_capacity,
+                    best[key].reservation_id,
+                ):
+                    best[key] = o
+            kept = list(best.values())
+        return LaunchPlan(RESERVED, partition, _truncate(kept))
+
+    spot = [o for o in usable if o.capacity_type == SPOT]
+    on_demand = [o for o in usable if o.capacity_type == ON_DEMAND]
+    if spot and on_demand:
+        ceiling = min(o.price for o in on_demand)
+        spot = [o for o in spot if o.price <= ceiling]
+    if spot:
+        return LaunchPlan(SPOT, None, _truncate(spot))
+    if on_demand:
+        return LaunchPlan(ON_DEMAND, None, _truncate(on_demand))
+    return None
+
+
+def _truncate(offerings: list[LaunchOffering]) -> list[LaunchOffering]:
+    return sorted(offerings, key=lambda o: (o.price, o.instance_type, o.zone, o.reservation_id or ""))[
+        :MAX_OVERRIDES
+    ]
+
+
+def client_token(nodeclaim_name: str, attempt: int) -> str:
+    """At most 64 ASCII characters, stable for a NodeClaim and attempt number."""
+    digest = hashlib.sha256(f"{nodeclaim_name}/{attempt}".encode()).hexdigest()[:48]
+    return f"karpweb-{digest}"
+
+
+def launch_template_data(
+    request: LaunchRequest, offering: LaunchOffering | None, capacity_type: str, reserved_capacity: bool = True
+) -> dict[str, Any]:
+    """Launch template data; ``offering`` is the reservation's offering for reserved launches.
+    With the ReservedCapacity gate off no CapacityReservationSpecification is set (EC2's default
+    ``open`` applies), as upstream."""
+    data: dict[str, Any] = {
+        "ImageId": request.image_id,
+        "MetadataOptions": {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1},
+    }
+    if request.security_group_ids:
+        data["SecurityGroupIds"] = list(request.security_group_ids)
+    if request.user_data:
+        data["UserData"] = base64.b64encode(request.user_data.encode()).decode()
+    if request.instance_profile:
+        data["IamInstanceProfile"] = {"Name": request.instance_profile}
+    if capacity_type == RESERVED and offering is not None:
+        data["CapacityReservationSpecification"] = {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": offering.reservation_id},
+        }
+        if offering.reservation_type == RESERVATION_CAPACITY_BLOCK:
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        elif offering.interruptible:
+            data["InstanceMarketOptions"] = {"MarketType": "interruptible-capacity-reservation"}
+    elif reserved_capacity:
+        # Opt on-demand and spot out of open ODCRs (upstream's targeted launch mode).
+        data["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
+    return data
+
+
+class LaunchTemplates:
+    """Creates launch templates on first use; the name carries a hash of the data, so a template
+    is never changed in place and concurrent creators agree on it."""
+
+    def __init__(self, ec2: Any, call: Caller) -> None:
+        self._ec2 = ec2
+        self._call = call
+        self._ids: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def name_for(nodeclass_name: str, data: Mapping[str, Any]) -> str:
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in nodeclass_name)[:80]
+        return f"karpweb/{safe}/{digest}"
+
+    def ensure(self, nodeclass_name: str, data: Mapping[str, Any]) -> str:
+        name = self.name_for(nodeclass_name, data)
+        with self._lock:
+            if name in self._ids:
+                return self._ids[name]
+        try:
+            answer = self._call(
+                self._ec2,
+                "create_launch_template",
+                LaunchTemplateName=name,
+                LaunchTemplateData=dict(data),
+                TagSpecifications=[
+                    {"ResourceType": "launch-template", "Tags": [{"Key": NODECLASS_TAG, "Value": nodeclass_name}]}
+                ],
+            )
+            template_id = answer["LaunchTemplate"]["LaunchTemplateId"]
+        except CloudAPIError as exc:
+            if exc.code != "InvalidLaunchTemplateName.AlreadyExistsException":
+                raise
+            answer = self._call(self._ec2, "describe_launch_templates", LaunchTemplateNames=[name])
+            template_id = answer["LaunchTemplates"][0]["LaunchTemplateId"]
+        with self._lock:
+            self._ids[name] = template_id
+        return template_id
+
+
+def fleet_request(
+    request: LaunchRequest,
+    launch_plan: LaunchPlan,
+    template_ids: Mapping[str | None, str],
+) -> dict[str, Any]:
+    """CreateFleet parameters without ``ClientToken``; ``template_ids`` maps reservation id (None for
+    on-demand/spot) to its launch template id."""
+    groups: dict[str | None, list[LaunchOffering]] = {}
+    for o in launch_plan.offerings:
+        groups.setdefault(o.reservation_id if launch_plan.capacity_type == RESERVED else None, []).append(o)
+    configs = []
+    for reservation_id, offerings in groups.items():
+        overrides = []
+        for o in offerings:
+            override: dict[str, Any] = {"InstanceType": o.instance_type, "AvailabilityZone": o.zone, "Priority": o.price}
+            subnet = o.subnet_id or request.subnet_ids.get(o.zone)
+            if subnet:
+                override["SubnetId"] = subnet
+            overrides.append(override)
+        configs.append(
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template_ids[reservation_id], "Version": "$Latest"},
+                "Overrides": overrides,
+            }
+        )
+    if launch_plan.capacity_type == RESERVED:
+        default_type = {"capacity-block": "capacity-block", "interruptible": "reserved-capacity"}.get(
+            launch_plan.partition or "default", "on-demand"
+        )
+    else:
+        default_type = launch_plan.capacity_type
+    tags = {**request.tags, NODECLAIM_TAG: request.nodeclaim_name, NODECLASS_TAG: request.nodeclass_name, MANAGED_TAG: "true"}
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+    params: dict[str, Any] = {
+        "Type": "instant",
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": default_type},
+        "LaunchTemplateConfigs": configs,
+        "TagSpecifications": [{"ResourceType": r, "Tags": tag_list} for r in ("instance", "volume", "fleet")],
+    }
+    if default_type == "on-demand":
+        params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    elif default_type == "spot":
+        params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+    elif default_type == "reserved-capacity":
+        params["ReservedCapacityOptions"] = {"ReservationTypes": ["interruptible-capacity-reservation"]}
+    if request.context:
+        params["Context"] = request.context
+    return params

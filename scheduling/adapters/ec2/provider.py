@@ -1,0 +1,291 @@
+"""``EC2CloudProvider``: the :class:`~.interface.CloudProvider` on boto3."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import catalogue as catalogue_mod
+from . import launch as launch_mod
+from . import membership as membership_mod
+from .client import Caller, EC2Config, make_ec2_client, make_pricing_client, make_resource_groups_client
+from .interface import (
+    RESERVED,
+    Catalogue,
+    CloudAPIError,
+    InstanceMembership,
+    LaunchError,
+    LaunchOffering,
+    LaunchRequest,
+    LaunchResult,
+    OfferingInfo,
+    TerminateResult,
+)
+from .reservations import ReservationAvailability, ReservationDiscovery, utcnow
+from .status import ReservationStatus, build_status
+from .unavailable import UnavailableOfferings
+
+log = logging.getLogger(__name__)
+
+CATALOGUE_TTL = timedelta(minutes=5)
+MAX_TOKEN_ATTEMPTS = 5
+
+
+class EC2CloudProvider:
+    """EC2 through boto3: reservations, catalogue, launches, membership, termination.
+
+    ``clock`` and ``sleep`` are injectable; ``ec2``/``pricing`` clients may be passed in (tests,
+    custom sessions), otherwise they are made from :class:`EC2Config` (settings and environment).
+    """
+
+    def __init__(
+        self,
+        config: EC2Config | None = None,
+        *,
+        ec2: Any = None,
+        pricing: Any = None,
+        resource_groups: Any = None,
+        clock: Callable[[], datetime] = utcnow,
+        sleep: Callable[[float], None] = time.sleep,
+        instance_type_patterns: Sequence[str] = (),
+    ) -> None:
+        self.config = config or EC2Config.from_settings()
+        self.ec2 = ec2 or make_ec2_client(self.config)
+        if pricing is None and self.config.pricing_source == "api":
+            pricing = make_pricing_client(self.config)
+        self.pricing = pricing
+        self.resource_groups = resource_groups or make_resource_groups_client(self.config)
+        self.clock = clock
+        self.call = Caller(self.config, sleep=sleep)
+        self.availability = ReservationAvailability(clock)
+        self.unavailable = UnavailableOfferings(clock)
+        self.discovery = ReservationDiscovery(
+            self.ec2, self.call, self.availability, clock, resource_groups=self.resource_groups
+        )
+        self.templates = launch_mod.LaunchTemplates(self.ec2, self.call)
+        self.instance_type_patterns = tuple(instance_type_patterns)
+        self._catalogue: Catalogue | None = None
+        self._catalogue_lock = threading.Lock()
+        self._token_attempts: dict[str, int] = {}
+        self._instance_reservations: dict[str, str] = {}
+
+    # --- reservations ----------------------------------------------------------------------
+    def describe_reservations(self, selector_terms: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return self.discovery.list(selector_terms)
+
+    def available_instance_count(self, reservation_id: str) -> int:
+        return self.availability.get(reservation_id)
+
+    def nodeclass_status(self, name: str, selector_terms: Sequence[Mapping[str, Any]] | None) -> ReservationStatus:
+        """Status entries and ``CapacityReservationsReady`` for one EC2NodeClass."""
+        return build_status(
+            name, selector_terms, self.describe_reservations, self.clock(), enabled=self.config.reserved_capacity
+        )
+
+    # --- catalogue ---------------------------------------------------------------------------
+    def catalogue(self, refresh: bool = False) -> Catalogue:
+        """Instance types and on-demand/spot offerings; fetched at most every five minutes, with
+        availability from the unavailable-offerings cache applied on every call."""
+        with self._catalogue_lock:
+            now = self.clock()
+            if refresh or self._catalogue is None or self._catalogue.fetched_at + CATALOGUE_TTL <= now:
+                self._catalogue = catalogue_mod.fetch_catalogue(
+                    self.ec2,
+                    self.pricing,
+                    self.call,
+                    region=self.config.region,
+                    pricing_source=self.config.pricing_source,
+                    now=now,
+                    unavailable=self.unavailable,
+                    instance_type_patterns=self.instance_type_patterns,
+                )
+            cached = self._catalogue
+        offerings = [
+            replace(o, available=not self.unavailable.is_unavailable(o.instance_type, o.zone, o.capacity_type))
+            for o in cached.offerings
+        ]
+        return Catalogue(cached.instance_types, offerings, cached.fetched_at, cached.price_source, list(cached.notes))
+
+    def reserved_offerings(
+        self, reservations: Sequence[Mapping[str, Any]], zones: Iterable[str] | None = None
+    ) -> list[OfferingInfo]:
+        return catalogue_mod.reserved_offerings(
+            reservations, self.catalogue(), self.availability.get, self.clock(), zones
+        )
+
+    # --- launch ------------------------------------------------------------------------------
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        offerings = request.offerings
+        if not self.config.reserved_capacity:
+            offerings = [o for o in offerings if o.capacity_type != RESERVED]
+        launch_plan = launch_mod.plan(offerings, self.availability.get, self.unavailable.is_unavailable)
+        if launch_plan is None:
+            return LaunchResult(
+                error_code="InsufficientCapacity",
+                error_message="all requested instance types were unavailable during launch",
+            )
+        try:
+            template_ids = self._templates_for(request, launch_plan)
+        except CloudAPIError as exc:
+            return LaunchResult(error_code=exc.code, error_message=exc.message, errors=[LaunchError(exc.code, exc.message)])
+        params = launch_mod.fleet_request(request, launch_plan, template_ids)
+        reservation_of_template = {tid: rid for rid, tid in template_ids.items()}
+
+        attempt = self._token_attempts.get(request.nodeclaim_name, 0)
+        for _ in range(MAX_TOKEN_ATTEMPTS):
+            try:
+                answer = self.call(
+                    self.ec2, "create_fleet", **params, ClientToken=launch_mod.client_token(request.nodeclaim_name, attempt)
+                )
+            except CloudAPIError as exc:
+                if exc.code == "IdempotentParameterMismatch":
+                    # The token was used by an earlier launch of this NodeClaim with other
+                    # offerings. If that launch started an instance, it is the answer.
+                    existing = self.describe_instances(tags={launch_mod.NODECLAIM_TAG: request.nodeclaim_name})
+                    if existing:
+                        return self._result_from_instance(existing[0])
+                    attempt += 1
+                    self._token_attempts[request.nodeclaim_name] = attempt
+                    continue
+                return LaunchResult(
+                    error_code=exc.code,
+                    error_message=exc.message,
+                    errors=[LaunchError(exc.code, exc.message, capacity_type=launch_plan.capacity_type)],
+                )
+            result = self._fleet_result(answer, launch_plan, reservation_of_template)
+            if not result.ok:
+                # The next launch of this NodeClaim must not replay this failed fleet.
+                self._token_attempts[request.nodeclaim_name] = attempt + 1
+            return result
+        return LaunchResult(
+            error_code="IdempotentParameterMismatch",
+            error_message=f"no usable client token after {MAX_TOKEN_ATTEMPTS} attempts",
+        )
+
+    def _templates_for(self, request: LaunchRequest, launch_plan: launch_mod.LaunchPlan) -> dict[str | None, str]:
+        ids: dict[str | None, str] = {}
+        if launch_plan.capacity_type == RESERVED:
+            for o in launch_plan.offerings:
+                if o.reservation_id not in ids:
+                    data = launch_mod.launch_template_data(request, o, RESERVED)
+                    ids[o.reservation_id] = self.templates.ensure(request.nodeclass_name, data)
+        else:
+            data = launch_mod.launch_template_data(
+                request, None, launch_plan.capacity_type, self.config.reserved_capacity
+            )
+            ids[None] = self.templates.ensure(request.nodeclass_name, data)
+        return ids
+
+    def _fleet_result(
+        self,
+        answer: Mapping[str, Any],
+        launch_plan: launch_mod.LaunchPlan,
+        reservation_of_template: Mapping[str, str | None],
+    ) -> LaunchResult:
+        capacity_type = launch_plan.capacity_type
+        by_pool: dict[tuple[str | None, str, str], LaunchOffering] = {
+            (o.reservation_id if capacity_type == RESERVED else None, o.instance_type, o.zone): o
+            for o in launch_plan.offerings
+        }
+
+        def offering_for(item: Mapping[str, Any]) -> tuple[str | None, str, str]:
+            lto = item.get("LaunchTemplateAndOverrides") or {}
+            template_id = (lto.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateId")
+            override = lto.get("Overrides") or {}
+            return reservation_of_template.get(template_id), override.get("InstanceType", ""), override.get("AvailabilityZone", "")
+
+        result = LaunchResult(fleet_id=answer.get("FleetId"))
+        for err in answer.get("Errors", []) or []:
+            reservation_id, instance_type, zone = offering_for(err)
+            code = err.get("ErrorCode") or "UnknownError"
+            result.errors.append(
+                LaunchError(code, err.get("ErrorMessage") or "", instance_type, zone, capacity_type, reservation_id)
+            )
+            if code not in launch_mod.UNFULFILLABLE_CAPACITY_CODES:
+                continue  # e.g. RequestLimitExceeded: recorded, never marks capacity unavailable
+            if capacity_type == RESERVED:
+                if reservation_id and reservation_id not in result.reservations_marked_unavailable:
+                    self.availability.mark_unavailable(reservation_id)
+                    result.reservations_marked_unavailable.append(reservation_id)
+            elif instance_type and zone:
+                self.unavailable.mark(instance_type, zone, capacity_type, code, answer.get("FleetId"))
+                result.offerings_marked_unavailable.append((instance_type, zone, capacity_type))
+
+        instances = [i for i in answer.get("Instances", []) or [] if i.get("InstanceIds")]
+        if not instances:
+            codes = sorted({e.code for e in result.errors})
+            result.error_code = codes[0] if len(codes) == 1 else "UnfulfillableCapacity"
+            result.error_message = "; ".join(f"{e.code}: {e.message}" for e in result.errors) or "fleet launched no instance"
+            return result
+        item = instances[0]
+        reservation_id, instance_type, zone = offering_for(item)
+        offering = by_pool.get((reservation_id, instance_type, zone))
+        result.instance_id = item["InstanceIds"][0]
+        result.instance_type = item.get("InstanceType") or instance_type
+        result.zone = zone
+        result.capacity_type = capacity_type
+        if capacity_type == RESERVED and reservation_id:
+            result.reservation_id = reservation_id
+            result.reservation_type = offering.reservation_type if offering else None
+            result.interruptible = bool(offering and offering.interruptible)
+            self.availability.mark_launched(reservation_id)
+            self._instance_reservations[result.instance_id] = reservation_id
+        return result
+
+    def _result_from_instance(self, instance: InstanceMembership) -> LaunchResult:
+        return LaunchResult(
+            instance_id=instance.instance_id,
+            instance_type=instance.instance_type,
+            zone=instance.zone,
+            capacity_type=instance.capacity_type,
+            reservation_id=instance.reservation_id,
+            reservation_type=instance.reservation_type,
+            interruptible=instance.interruptible,
+        )
+
+    # --- membership and termination ------------------------------------------------------------
+    def describe_instances(
+        self, instance_ids: Sequence[str] | None = None, tags: Mapping[str, str] | None = None
+    ) -> list[InstanceMembership]:
+        found = membership_mod.describe(
+            self.ec2, self.call, instance_ids, tags, reserved_capacity=self.config.reserved_capacity
+        )
+        for m in found:
+            if m.reservation_id:
+                self._instance_reservations[m.instance_id] = m.reservation_id
+        return found
+
+    def terminate(self, instance_ids: Sequence[str]) -> TerminateResult:
+        """TerminateInstances; ids EC2 no longer knows are reported as not found and, when they sat
+        in a reservation, give its unit back to the in-memory count (upstream MarkTerminated)."""
+        result = TerminateResult()
+        ids = list(dict.fromkeys(instance_ids))
+        for start in range(0, len(ids), membership_mod.ID_CHUNK):
+            chunk = ids[start : start + membership_mod.ID_CHUNK]
+            try:
+                answer = self.call(self.ec2, "terminate_instances", InstanceIds=chunk)
+            except CloudAPIError as exc:
+                if exc.code != "InvalidInstanceID.NotFound":
+                    result.errors.append(LaunchError(exc.code, exc.message))
+                    continue
+                live = {m.instance_id for m in membership_mod.describe(self.ec2, self.call, chunk)}
+                gone = [i for i in chunk if i not in live]
+                result.not_found.extend(gone)
+                for instance_id in gone:
+                    reservation_id = self._instance_reservations.pop(instance_id, None)
+                    if reservation_id:
+                        self.availability.mark_terminated(reservation_id)
+                if not live:
+                    continue
+                try:
+                    answer = self.call(self.ec2, "terminate_instances", InstanceIds=sorted(live))
+                except CloudAPIError as retry_exc:
+                    result.errors.append(LaunchError(retry_exc.code, retry_exc.message))
+                    continue
+            result.terminating.extend(i["InstanceId"] for i in answer.get("TerminatingInstances", []))
+        return result

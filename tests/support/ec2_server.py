@@ -1,0 +1,1031 @@
+"""An EC2 endpoint for the tests: moto's EC2 server plus the capacity-reservation APIs it lacks.
+
+moto 5.2.5 serves instances, launch templates, instance types and offerings over real HTTP, but has
+no capacity-reservation API at all (create/describe/cancel answer HTTP 500), drops a RunInstances
+capacity-reservation target, treats ``MarketType=capacity-block`` as spot, and ignores the
+``ClientToken`` of CreateFleet. This module adds those parts to moto's EC2 response class and
+backend, *in this process*, and then starts a :class:`moto.server.ThreadedMotoServer` on
+127.0.0.1 and a free port. moto builds responses from botocore's service model, so each added
+action only returns a dict shaped like the EC2 API and boto3 parses the answer as from AWS.
+
+What the server adds (see ``docs/ec2.md`` for the full list):
+
+* ``CreateCapacityReservation`` (tags, instance match criteria, end date, client token),
+  ``DescribeCapacityReservations`` (ids with ``InvalidCapacityReservationId.NotFound``; filters
+  ``state``, ``owner-id``, ``instance-type``, ``availability-zone``, ``instance-platform``,
+  ``tenancy``, ``end-date-type``, ``instance-match-criteria``, ``reservation-type``, ``tag:KEY``,
+  ``tag-key``; ``MaxResults``/``NextToken`` pages; ``MaxResults`` together with ids is refused),
+  ``CancelCapacityReservation``, ``DescribeCapacityBlocks`` (for ``UltraserverType``).
+* Capacity blocks, created with :meth:`EC2TestServer.add_capacity_block` (EC2 sells them through an
+  offering/purchase flow that tests don't need). Their state follows the server clock:
+  ``scheduled`` before the start, ``active`` until the end, then ``expired``; EC2 terminates their
+  instances 30 minutes (60 for UltraServers) before the end and so does this server.
+* Reservation-aware ``RunInstances`` and instant ``CreateFleet``: ``CapacityReservationSpecification``
+  (request or launch template) with preference ``capacity-reservations-only`` + target id, ``open``
+  (the EC2 default: matching open reservations are used first) or ``none``;
+  ``InstanceMarketOptions.MarketType=capacity-block`` gives ``InstanceLifecycle=capacity-block``.
+  A launch decrements ``AvailableInstanceCount``; a full reservation answers
+  ``ReservationCapacityExceeded`` (RunInstances: an HTTP 400 error; CreateFleet instant: an entry in
+  the ``Errors`` list). ``TerminateInstances`` gives the unit back. CreateFleet honours
+  ``ClientToken``: the same token returns the same fleet and instances.
+* ``DescribeInstances`` shows ``CapacityReservationId``, ``CapacityReservationSpecification``,
+  ``InstanceLifecycle`` and supports the ``capacity-reservation-id`` and ``instance-lifecycle`` filters.
+* ``DescribeSpotPriceHistory`` answers from prices set with :meth:`EC2TestServer.set_spot_price`
+  (moto's own answer is one fixed fake price) and falls back to moto's answer when none are set.
+* A fault injector (:class:`FaultInjector`): the next N calls of an action answer an EC2 error
+  (``RequestLimitExceeded`` with HTTP 503 as EC2 does, ``InternalError`` with 500, ...), or an
+  instant CreateFleet reports an error code for every pool in its ``Errors`` list.
+* A call log (:attr:`EC2TestServer.calls`) of every EC2 action with its parsed parameters.
+
+Everything here is test support, not product code.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import hashlib
+import json
+import logging
+import secrets
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.ec2 import utils as moto_ec2_utils
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.instances import Instance
+from moto.ec2.responses import EC2Response
+from moto.resourcegroups import urls as resourcegroups_urls
+from moto.resourcegroups.responses import ResourceGroupsResponse
+from moto.server import ThreadedMotoServer
+
+ACCOUNT_ID = "123456789012"  # moto's default account
+DEFAULT_REGION = "us-east-1"
+
+# EC2 terminates capacity-block instances this long before the block ends.
+CAPACITY_BLOCK_TERMINATION_LEAD = timedelta(minutes=30)
+ULTRASERVER_TERMINATION_LEAD = timedelta(minutes=60)
+
+_LOCK = threading.RLock()  # the server is threaded; reservation counts change under this lock
+
+
+# --------------------------------------------------------------------------------------------
+# Server clock, call log, faults
+# --------------------------------------------------------------------------------------------
+
+
+class ServerClock:
+    """The time the server lives in: real time plus an offset, or a fixed instant."""
+
+    def __init__(self) -> None:
+        self._fixed: datetime | None = None
+        self._offset = timedelta(0)
+
+    def now(self) -> datetime:
+        if self._fixed is not None:
+            return self._fixed
+        return datetime.now(timezone.utc) + self._offset
+
+    def set(self, when: datetime | None) -> None:
+        """Freeze the clock at ``when`` (aware datetime), or return to real time with ``None``."""
+        self._fixed = when
+        self._offset = timedelta(0)
+
+    def advance(self, delta: timedelta) -> None:
+        if self._fixed is not None:
+            self._fixed += delta
+        else:
+            self._offset += delta
+
+
+CLOCK = ServerClock()
+
+
+@dataclass
+class Call:
+    action: str
+    params: dict[str, Any]
+
+
+@dataclass
+class _Fault:
+    action: str
+    code: str
+    status: int
+    message: str
+    remaining: int
+    in_fleet_errors: bool = False
+
+
+class FaultInjector:
+    """Makes the next N calls of an action fail like EC2 does.
+
+    ``inject("CreateFleet", "RequestLimitExceeded", count=2)`` answers the next two CreateFleet
+    calls with HTTP 503 ``RequestLimitExceeded``. ``fleet_error(code, count)`` instead lets the next
+    instant CreateFleet calls succeed at the HTTP level and report ``code`` for every pool in the
+    response's ``Errors`` list, as EC2 does for capacity errors.
+    """
+
+    DEFAULT_STATUS = {
+        "RequestLimitExceeded": 503,
+        "Throttling": 400,
+        "InternalError": 500,
+        "ServiceUnavailable": 503,
+        "Unavailable": 503,
+        "UnauthorizedOperation": 403,
+    }
+
+    def __init__(self) -> None:
+        self._faults: deque[_Fault] = deque()
+        self._lock = threading.Lock()
+
+    def inject(
+        self,
+        action: str,
+        code: str = "RequestLimitExceeded",
+        *,
+        count: int = 1,
+        status: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        with self._lock:
+            self._faults.append(
+                _Fault(
+                    action=action,
+                    code=code,
+                    status=status or self.DEFAULT_STATUS.get(code, 400),
+                    message=message or f"{code} (injected by the test server)",
+                    remaining=count,
+                )
+            )
+
+    def throttle(self, action: str, count: int = 1) -> None:
+        self.inject(action, "RequestLimitExceeded", count=count)
+
+    def fleet_error(self, code: str, *, count: int = 1, message: str | None = None) -> None:
+        with self._lock:
+            self._faults.append(
+                _Fault(
+                    action="CreateFleet",
+                    code=code,
+                    status=200,
+                    message=message or f"{code} (injected by the test server)",
+                    remaining=count,
+                    in_fleet_errors=True,
+                )
+            )
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(f.remaining for f in self._faults)
+
+    def take(self, action: str, *, in_fleet_errors: bool = False) -> _Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.action == action and fault.in_fleet_errors == in_fleet_errors:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+
+FAULTS = FaultInjector()
+CALLS: list[Call] = []
+
+
+def _aware(value: Any) -> datetime | None:
+    """moto parses timestamps into naive UTC datetimes (or leaves strings); make them aware."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def _error_body(code: str, message: str) -> str:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+        f"<RequestID>{secrets.token_hex(16)}</RequestID></Response>"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Reservation state, kept on moto's backend object so that moto's reset clears it too
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _CapacityState:
+    reservations: dict[str, dict[str, Any]] = field(default_factory=dict)  # EC2-shaped dicts
+    members: dict[str, set[str]] = field(default_factory=dict)  # reservation id -> instance ids
+    capacity_blocks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ultraserver: dict[str, str] = field(default_factory=dict)  # reservation id -> UltraserverType
+    reservation_tokens: dict[str, str] = field(default_factory=dict)
+    fleet_tokens: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    insufficient: set[tuple[str, str, str]] = field(default_factory=set)  # type, zone, market
+    spot_prices: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _backend(account_id: str = ACCOUNT_ID, region: str = DEFAULT_REGION) -> Any:
+    return ec2_backends[account_id][region]
+
+
+def _state(backend: Any) -> _CapacityState:
+    st = backend.__dict__.get("_karpweb_capacity")
+    if st is None:
+        st = backend.__dict__["_karpweb_capacity"] = _CapacityState()
+    return st
+
+
+def _zone_id(backend: Any, zone: str) -> str | None:
+    for zones in backend.zones.values():
+        for z in zones:
+            if z.name == zone:
+                return z.zone_id
+    return None
+
+
+def _check_zone(backend: Any, zone: str) -> None:
+    if _zone_id(backend, zone) is None:
+        raise EC2ClientError(
+            "InvalidParameterValue", f"Invalid availability zone: [{zone}]"
+        )
+
+
+def _new_reservation(
+    backend: Any,
+    *,
+    instance_type: str,
+    zone: str,
+    count: int,
+    owner_id: str,
+    platform: str = "Linux/UNIX",
+    tenancy: str = "default",
+    match: str = "open",
+    end: datetime | None = None,
+    start: datetime | None = None,
+    tags: dict[str, str] | None = None,
+    reservation_type: str = "default",
+    capacity_block_id: str | None = None,
+    interruptible: bool = False,
+    ebs_optimized: bool = False,
+) -> dict[str, Any]:
+    _check_zone(backend, zone)
+    if count < 1:
+        raise EC2ClientError("InvalidParameterValue", "InstanceCount must be at least 1")
+    now = CLOCK.now()
+    rid = "cr-" + secrets.token_hex(9)[:17]
+    reservation = {
+        "CapacityReservationId": rid,
+        "OwnerId": owner_id,
+        "CapacityReservationArn": f"arn:aws:ec2:{backend.region_name}:{owner_id}:capacity-reservation/{rid}",
+        "AvailabilityZoneId": _zone_id(backend, zone),
+        "InstanceType": instance_type,
+        "InstancePlatform": platform,
+        "AvailabilityZone": zone,
+        "Tenancy": tenancy,
+        "TotalInstanceCount": count,
+        "AvailableInstanceCount": count,
+        "EbsOptimized": ebs_optimized,
+        "EphemeralStorage": False,
+        "State": "active",
+        "StartDate": start or now,
+        "EndDate": end,
+        "EndDateType": "limited" if end else "unlimited",
+        "InstanceMatchCriteria": match,
+        "CreateDate": now,
+        "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()],
+        "ReservationType": reservation_type,
+        "DeliveryPreference": "fixed",
+        "Interruptible": interruptible,
+    }
+    if capacity_block_id:
+        reservation["CapacityBlockId"] = capacity_block_id
+    if start is not None and start > now:
+        reservation["State"] = "scheduled"
+    st = _state(backend)
+    st.reservations[rid] = reservation
+    st.members[rid] = set()
+    return reservation
+
+
+def _release_members(backend: Any, st: _CapacityState, rid: str, *, terminate: bool) -> None:
+    """A reservation ended: its instances leave it (ODCR) or are terminated (capacity block)."""
+    for instance_id in sorted(st.members.get(rid, set())):
+        instance = backend.get_instance_by_id(instance_id)
+        if instance is None or instance.state == "terminated":
+            continue
+        if terminate:
+            instance.terminate()
+        else:
+            instance.capacity_reservation_id = None
+    st.members[rid] = set()
+
+
+def _refresh(backend: Any) -> None:
+    """Move reservations along the server clock: scheduled -> active -> expired."""
+    st = _state(backend)
+    now = CLOCK.now()
+    with _LOCK:
+        for rid, r in st.reservations.items():
+            if r["State"] == "scheduled" and r["StartDate"] <= now:
+                r["State"] = "active"
+            if r["State"] not in ("active", "scheduled"):
+                continue
+            end = r.get("EndDate")
+            if end is None:
+                continue
+            if r["ReservationType"] == "capacity-block":
+                lead = (
+                    ULTRASERVER_TERMINATION_LEAD
+                    if st.ultraserver.get(rid)
+                    else CAPACITY_BLOCK_TERMINATION_LEAD
+                )
+                if now >= end - lead:
+                    _release_members(backend, st, rid, terminate=True)
+            if now >= end:
+                r["State"] = "expired"
+                r["AvailableInstanceCount"] = 0
+                _release_members(backend, st, rid, terminate=r["ReservationType"] == "capacity-block")
+        for cb in st.capacity_blocks.values():
+            states = {st.reservations[i]["State"] for i in cb["CapacityReservationIds"]}
+            cb["State"] = states.pop() if len(states) == 1 else cb["State"]
+
+
+def _end_reservation(backend: Any, rid: str, state: str) -> dict[str, Any]:
+    st = _state(backend)
+    with _LOCK:
+        r = st.reservations.get(rid)
+        if r is None:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{rid}' does not exist",
+            )
+        r["State"] = state
+        r["AvailableInstanceCount"] = 0
+        _release_members(backend, st, rid, terminate=r["ReservationType"] == "capacity-block")
+        return r
+
+
+# --------------------------------------------------------------------------------------------
+# Admission: which reservation, if any, an instance launch uses
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Placement:
+    preference: str  # open | none | capacity-reservations-only
+    target_id: str | None
+    market_type: str | None  # spot | capacity-block | None
+
+
+def _placement_from(spec: dict[str, Any], market: dict[str, Any]) -> _Placement:
+    target = spec.get("CapacityReservationTarget") or {}
+    preference = spec.get("CapacityReservationPreference") or ("capacity-reservations-only" if target else "open")
+    return _Placement(preference, target.get("CapacityReservationId"), (market or {}).get("MarketType"))
+
+
+def _admit(
+    backend: Any, instance_type: str, zone: str, placement: _Placement, count: int = 1
+) -> dict[str, Any] | None:
+    """Take ``count`` units for a launch; return the reservation used, or raise the EC2 error."""
+    st = _state(backend)
+    _refresh(backend)
+    if placement.target_id:
+        if placement.preference == "none":
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "A capacity reservation target cannot be combined with the preference 'none'",
+            )
+        r = st.reservations.get(placement.target_id)
+        if r is None:
+            raise EC2ClientError(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{placement.target_id}' does not exist",
+            )
+        if r["State"] != "active":
+            raise EC2ClientError(
+                "InvalidParameterValue",
+                f"Capacity Reservation {r['CapacityReservationId']} is not active (state {r['State']})",
+            )
+        if r["InstanceType"] != instance_type or r["AvailabilityZone"] != zone:
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                f"Capacity Reservation {r['CapacityReservationId']} is for {r['InstanceType']} in "
+                f"{r['AvailabilityZone']}, not {instance_type} in {zone}",
+            )
+        is_block = r["ReservationType"] == "capacity-block"
+        if is_block != (placement.market_type == "capacity-block"):
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "Capacity Blocks are launched with MarketType capacity-block and only into a Capacity Block",
+            )
+        if bool(r.get("Interruptible")) != (placement.market_type == "interruptible-capacity-reservation"):
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "Interruptible Capacity Reservations are launched with MarketType interruptible-capacity-reservation",
+            )
+        if r["AvailableInstanceCount"] < count:
+            raise EC2ClientError(
+                "ReservationCapacityExceeded",
+                f"There is insufficient capacity in the Capacity Reservation {r['CapacityReservationId']}",
+            )
+        r["AvailableInstanceCount"] -= count
+        return r
+    if placement.market_type in ("capacity-block", "interruptible-capacity-reservation"):
+        raise EC2ClientError(
+            "InvalidParameterCombination", f"MarketType {placement.market_type} needs a capacity reservation target"
+        )
+    if placement.preference in ("open", "capacity-reservations-only") and placement.market_type != "spot":
+        for r in st.reservations.values():
+            if (
+                r["State"] == "active"
+                and r["InstanceMatchCriteria"] == "open"
+                and r["ReservationType"] == "default"
+                and r["OwnerId"] == backend.account_id
+                and r["InstanceType"] == instance_type
+                and r["AvailabilityZone"] == zone
+                and r["AvailableInstanceCount"] >= count
+            ):
+                r["AvailableInstanceCount"] -= count
+                return r
+        if placement.preference == "capacity-reservations-only":
+            raise EC2ClientError(
+                "ReservationCapacityExceeded", "There is no matching open Capacity Reservation with free capacity"
+            )
+    market = "spot" if placement.market_type == "spot" else "on-demand"
+    if (instance_type, zone, market) in st.insufficient:
+        raise EC2ClientError(
+            "InsufficientInstanceCapacity",
+            f"We currently do not have sufficient {instance_type} capacity in the Availability Zone "
+            f"you requested ({zone}).",
+        )
+    return None
+
+
+def _give_back(r: dict[str, Any] | None, count: int) -> None:
+    if r is not None and r["State"] == "active":
+        r["AvailableInstanceCount"] = min(r["TotalInstanceCount"], r["AvailableInstanceCount"] + count)
+
+
+def _annotate(backend: Any, instance: Instance, r: dict[str, Any] | None, placement: _Placement) -> None:
+    spec: dict[str, Any] = {"CapacityReservationPreference": placement.preference}
+    if placement.target_id:
+        spec["CapacityReservationTarget"] = {"CapacityReservationId": placement.target_id}
+    instance.capacity_reservation_specification = spec
+    instance.capacity_reservation_id = r["CapacityReservationId"] if r else None
+    if placement.market_type == "capacity-block":
+        instance.lifecycle = "capacity-block"
+        instance.capacity_block_id = r.get("CapacityBlockId") if r else None
+    elif placement.market_type == "interruptible-capacity-reservation":
+        instance.lifecycle = "interruptible-capacity-reservation"
+    elif placement.market_type == "spot":
+        instance.lifecycle = "spot"
+        instance.spot_instance_request_id = "sir-" + secrets.token_hex(4)
+    else:
+        instance.lifecycle = None
+    if r is not None:
+        _state(backend).members[r["CapacityReservationId"]].add(instance.id)
+
+
+def _zone_for(backend: Any, subnet_id: str | None, zone: str | None) -> str:
+    if subnet_id:
+        return backend.get_subnet(subnet_id).availability_zone
+    return zone or backend.region_name + "a"
+
+
+# --------------------------------------------------------------------------------------------
+# Patches on moto's Instance model and EC2 response class
+# --------------------------------------------------------------------------------------------
+
+Instance.capacity_reservation_id = None
+Instance.capacity_reservation_specification = {"CapacityReservationPreference": "open"}
+Instance.capacity_block_id = None
+Instance.spot_instance_request_id = None
+
+_original_terminate = Instance.terminate
+
+
+def _terminate(self: Instance) -> Any:
+    if self.state != "terminated" and self.capacity_reservation_id:
+        st = _state(self.ec2_backend)
+        with _LOCK:
+            r = st.reservations.get(self.capacity_reservation_id)
+            _give_back(r, 1)
+            st.members.get(self.capacity_reservation_id, set()).discard(self.id)
+    return _original_terminate(self)
+
+
+Instance.terminate = _terminate
+
+moto_ec2_utils.filter_dict_attribute_mapping.setdefault("capacity-reservation-id", "capacity_reservation_id")
+moto_ec2_utils.filter_dict_attribute_mapping.setdefault("instance-lifecycle", "lifecycle")
+
+
+_RESERVATION_FILTERS = {
+    "state": "State",
+    "owner-id": "OwnerId",
+    "instance-type": "InstanceType",
+    "availability-zone": "AvailabilityZone",
+    "instance-platform": "InstancePlatform",
+    "tenancy": "Tenancy",
+    "end-date-type": "EndDateType",
+    "instance-match-criteria": "InstanceMatchCriteria",
+    "reservation-type": "ReservationType",
+}
+
+
+def _matches(r: dict[str, Any], name: str, values: list[str]) -> bool:
+    tags = {t["Key"]: t["Value"] for t in r["Tags"]}
+    if name in _RESERVATION_FILTERS:
+        return str(r.get(_RESERVATION_FILTERS[name])) in values
+    if name == "tag-key":
+        return any(fnmatch.fnmatchcase(k, v) for k in tags for v in values)
+    if name.startswith("tag:"):
+        key = name[4:]
+        return key in tags and any(fnmatch.fnmatchcase(tags[key], v) for v in values)
+    raise EC2ClientError("InvalidParameterValue", f"The filter '{name}' is invalid")
+
+
+class _CapacityReservationActions(EC2Response):
+    """The added actions; their methods are copied onto moto's EC2Response below."""
+
+    def create_capacity_reservation(self) -> ActionResult:
+        self.error_on_dryrun()
+        backend = self.ec2_backend
+        st = _state(backend)
+        token = self._get_param("ClientToken")
+        with _LOCK:
+            if token and token in st.reservation_tokens:
+                return ActionResult({"CapacityReservation": st.reservations[st.reservation_tokens[token]]})
+            end = _aware(self._get_param("EndDate"))
+            end_type = self._get_param("EndDateType") or ("limited" if end else "unlimited")
+            if end_type == "limited" and not end:
+                raise EC2ClientError("InvalidParameterValue", "EndDate is required when EndDateType is limited")
+            if end is not None and end <= CLOCK.now():
+                raise EC2ClientError("InvalidParameterValue", "EndDate must be in the future")
+            zone = self._get_param("AvailabilityZone")
+            if not zone and self._get_param("AvailabilityZoneId"):
+                zone_id = self._get_param("AvailabilityZoneId")
+                zone = next(z.name for zs in backend.zones.values() for z in zs if z.zone_id == zone_id)
+            tags = self._parse_tag_specification().get("capacity-reservation", {})
+            r = _new_reservation(
+                backend,
+                instance_type=self._get_param("InstanceType"),
+                zone=zone,
+                count=int(self._get_param("InstanceCount")),
+                owner_id=self.current_account,
+                platform=self._get_param("InstancePlatform"),
+                tenancy=self._get_param("Tenancy") or "default",
+                match=self._get_param("InstanceMatchCriteria") or "open",
+                end=end,
+                start=_aware(self._get_param("StartDate")),
+                tags=tags,
+                ebs_optimized=bool(self._get_param("EbsOptimized")),
+            )
+            if token:
+                st.reservation_tokens[token] = r["CapacityReservationId"]
+            return ActionResult({"CapacityReservation": r})
+
+    def describe_capacity_reservations(self) -> ActionResult:
+        self.error_on_dryrun()
+        backend = self.ec2_backend
+        st = _state(backend)
+        ids = self._get_param("CapacityReservationIds", [])
+        max_results = self._get_param("MaxResults")
+        if ids and max_results is not None:
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "The parameter capacityReservationIdSet cannot be used with the parameter maxResults",
+            )
+        if max_results is not None and not 1 <= int(max_results) <= 1000:
+            raise EC2ClientError("InvalidParameterValue", "MaxResults must be between 1 and 1000")
+        _refresh(backend)
+        with _LOCK:
+            if ids:
+                missing = [i for i in ids if i not in st.reservations]
+                if missing:
+                    raise EC2ClientError(
+                        "InvalidCapacityReservationId.NotFound",
+                        f"The capacity reservation ID '{missing[0]}' does not exist",
+                    )
+                found = [st.reservations[i] for i in ids]
+            else:
+                found = list(st.reservations.values())
+            for name, values in self._filters_from_querystring().items():
+                found = [r for r in found if _matches(r, name, values)]
+            found = sorted(found, key=lambda r: (r["CreateDate"], r["CapacityReservationId"]))
+            start = int(self._get_param("NextToken") or 0)
+            stop = len(found) if max_results is None else start + int(max_results)
+            result: dict[str, Any] = {"CapacityReservations": copy.deepcopy(found[start:stop])}
+            if stop < len(found):
+                result["NextToken"] = str(stop)
+            return ActionResult(result)
+
+    def cancel_capacity_reservation(self) -> ActionResult:
+        self.error_on_dryrun()
+        rid = self._get_param("CapacityReservationId")
+        r = _state(self.ec2_backend).reservations.get(rid)
+        if r is not None and r["ReservationType"] == "capacity-block":
+            raise EC2ClientError("InvalidParameterValue", "Capacity Blocks cannot be cancelled")
+        if r is not None and r["State"] not in ("active", "scheduled"):
+            raise EC2ClientError("InvalidParameterValue", f"Capacity Reservation {rid} is {r['State']}")
+        _end_reservation(self.ec2_backend, rid, "cancelled")
+        return ActionResult({"Return": True})
+
+    def describe_capacity_blocks(self) -> ActionResult:
+        self.error_on_dryrun()
+        st = _state(self.ec2_backend)
+        _refresh(self.ec2_backend)
+        ids = self._get_param("CapacityBlockIds", [])
+        blocks = [b for b in st.capacity_blocks.values() if not ids or b["CapacityBlockId"] in ids]
+        return ActionResult({"CapacityBlocks": copy.deepcopy(blocks)})
+
+    def describe_spot_price_history(self) -> ActionResult:
+        st = _state(self.ec2_backend)
+        if not st.spot_prices:
+            return _original_spot_history(self)
+        types = set(self._get_param("InstanceTypes", []))
+        products = set(self._get_param("ProductDescriptions", []))
+        zone = self._get_param("AvailabilityZone")
+        filters = self._filters_from_querystring()
+        rows = [
+            p
+            for p in st.spot_prices
+            if (not types or p["InstanceType"] in types)
+            and (not products or p["ProductDescription"] in products)
+            and (not zone or p["AvailabilityZone"] == zone)
+            and all(
+                str(p.get({"instance-type": "InstanceType", "availability-zone": "AvailabilityZone",
+                           "product-description": "ProductDescription"}.get(k, ""))) in v
+                for k, v in filters.items()
+            )
+        ]
+        rows.sort(key=lambda p: p["Timestamp"], reverse=True)
+        start = int(self._get_param("NextToken") or 0)
+        max_results = int(self._get_param("MaxResults") or 1000)
+        result: dict[str, Any] = {"SpotPriceHistory": rows[start : start + max_results]}
+        if start + max_results < len(rows):
+            result["NextToken"] = str(start + max_results)
+        return ActionResult(result)
+
+    def run_instances(self) -> ActionResult:
+        backend = self.ec2_backend
+        spec = self._get_param("CapacityReservationSpecification") or {}
+        market = self._get_param("InstanceMarketOptions") or {}
+        lt_arg = self._get_param("LaunchTemplate") or {}
+        if lt_arg:
+            data = backend._get_template_from_args(lt_arg).data
+            spec = spec or data.get("CapacityReservationSpecification") or {}
+            market = market or data.get("InstanceMarketOptions") or {}
+            instance_type = self._get_param("InstanceType") or data.get("InstanceType", "m1.small")
+        else:
+            instance_type = self._get_param("InstanceType", "m1.small")
+        placement = _placement_from(spec, market)
+        zone = _zone_for(backend, self._get_param("SubnetId"), self._get_param("Placement.AvailabilityZone"))
+        count = int(self._get_param("MinCount", if_none="1"))
+        with _LOCK:
+            r = _admit(backend, instance_type, zone, placement, count)
+            try:
+                result = _original_run_instances(self)
+            except Exception:
+                _give_back(r, count)
+                raise
+            for instance in result.result.instances:
+                _annotate(backend, instance, r, placement)
+        return result
+
+    def create_fleet(self) -> ActionResult:
+        if self._get_param("Type") != "instant":
+            return _original_create_fleet(self)
+        self.error_on_dryrun()
+        backend = self.ec2_backend
+        st = _state(backend)
+        token = self._get_param("ClientToken")
+        fingerprint = hashlib.sha256(
+            json.dumps({k: v for k, v in self.querystring.items() if k != "ClientToken"}, sort_keys=True, default=str).encode()
+        ).hexdigest()
+        with _LOCK:
+            if token and token in st.fleet_tokens:
+                seen_fingerprint, seen = st.fleet_tokens[token]
+                if seen_fingerprint != fingerprint:
+                    raise EC2ClientError(
+                        "IdempotentParameterMismatch",
+                        "The client token has already been used with different parameters",
+                    )
+                return ActionResult(copy.deepcopy(seen))
+            result = _instant_fleet(self, backend)
+            if token:
+                st.fleet_tokens[token] = (fingerprint, copy.deepcopy(result))
+            return ActionResult(result)
+
+
+def _instant_fleet(resp: EC2Response, backend: Any) -> dict[str, Any]:
+    """An instant fleet: try the pools in priority order until the target capacity is launched."""
+    target = resp._get_param("TargetCapacitySpecification") or {}
+    total = int(target.get("TotalTargetCapacity", 1))
+    default_type = target.get("DefaultTargetCapacityType") or "on-demand"
+    tag_specs = resp._get_param("TagSpecifications", [])
+    instance_tags = moto_ec2_utils.convert_tag_spec(tag_specs).get("instance", {})
+    fleet_id = moto_ec2_utils.random_fleet_id()
+
+    pools = []
+    for config in resp._get_param("LaunchTemplateConfigs", []):
+        lt_spec = dict(config["LaunchTemplateSpecification"])
+        lt_arg = {k: v for k, v in lt_spec.items() if k in ("LaunchTemplateId", "LaunchTemplateName", "Version")}
+        version = backend._get_template_from_args(lt_arg)
+        lt_spec["LaunchTemplateId"] = version.template.id
+        lt_spec["Version"] = str(version.number)
+        for position, override in enumerate(config.get("Overrides") or [{}]):
+            data = dict(version.data)
+            data.update({k: v for k, v in override.items() if k != "Priority"})
+            pools.append((float(override.get("Priority", 0) or 0), len(pools), lt_spec, override, data))
+    pools.sort(key=lambda p: (p[0], p[1]))
+
+    lifecycle = {"spot": "spot", "capacity-block": "capacity-block"}.get(default_type, "on-demand")
+    injected = FAULTS.take("CreateFleet", in_fleet_errors=True)
+    instances: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    launched = 0
+    for _, _, lt_spec, override, data in pools:
+        if launched >= total:
+            break
+        lt_and_overrides = {"LaunchTemplateSpecification": lt_spec, "Overrides": override}
+        market = dict(data.get("InstanceMarketOptions") or {})
+        if default_type == "spot":
+            market["MarketType"] = "spot"
+        elif default_type == "capacity-block" and not market:
+            market["MarketType"] = "capacity-block"
+        placement = _placement_from(data.get("CapacityReservationSpecification") or {}, market)
+        instance_type = data.get("InstanceType")
+        try:
+            if injected is not None:
+                raise EC2ClientError(injected.code, injected.message)
+            zone = _zone_for(backend, data.get("SubnetId"), data.get("AvailabilityZone")
+                             or (data.get("Placement") or {}).get("AvailabilityZone"))
+            r = _admit(backend, instance_type, zone, placement)
+        except EC2ClientError as err:
+            errors.append({"LaunchTemplateAndOverrides": lt_and_overrides, "Lifecycle": lifecycle,
+                           "ErrorCode": err.code, "ErrorMessage": err.message})
+            continue
+        reservation = backend.run_instances(
+            data.get("ImageId"),
+            1,
+            data.get("UserData"),
+            [],
+            instance_type=instance_type,
+            is_instance_type_default=False,
+            placement=None if data.get("SubnetId") else zone,
+            subnet_id=data.get("SubnetId"),
+            region_name=backend.region_name,
+            security_group_ids=data.get("SecurityGroupIds", []),
+            tags={"instance": instance_tags},
+            launch_template={"LaunchTemplateId": lt_spec["LaunchTemplateId"], "Version": lt_spec["Version"]},
+            client_token=resp._get_param("ClientToken"),
+        )
+        instance = reservation.instances[0]
+        instance.add_tags({"aws:ec2:fleet-id": fleet_id})
+        _annotate(backend, instance, r, placement)
+        launched += 1
+        instances.append({"LaunchTemplateAndOverrides": lt_and_overrides, "Lifecycle": lifecycle,
+                          "InstanceIds": [instance.id], "InstanceType": instance_type})
+    return {"FleetId": fleet_id, "Errors": errors, "Instances": instances}
+
+
+_original_run_instances = EC2Response.run_instances
+_original_create_fleet = EC2Response.create_fleet
+_original_spot_history = EC2Response.describe_spot_price_history
+_original_call_action = EC2Response.call_action
+
+for _name in (
+    "create_capacity_reservation",
+    "describe_capacity_reservations",
+    "cancel_capacity_reservation",
+    "describe_capacity_blocks",
+    "describe_spot_price_history",
+    "run_instances",
+    "create_fleet",
+):
+    setattr(EC2Response, _name, _CapacityReservationActions.__dict__[_name])
+
+
+def _call_action(self: EC2Response) -> Any:
+    action = self._get_action()
+    CALLS.append(Call(action, copy.deepcopy(dict(self._get_params()))))
+    fault = FAULTS.take(action)
+    if fault is not None:
+        return fault.status, {"Content-Type": "text/xml", "status": fault.status}, _error_body(fault.code, fault.message)
+    _refresh(self.ec2_backend)  # time moved on: start, expire, terminate as EC2 would have
+    return _original_call_action(self)
+
+
+EC2Response.call_action = _call_action
+
+# Capacity Reservation groups: group ARN -> reservation ids. moto's resource-groups service does
+# not implement ListGroupResources; this answers it for the groups the tests register.
+RESOURCE_GROUPS: dict[str, list[str]] = {}
+
+
+def _list_group_resources(self: ResourceGroupsResponse) -> Any:
+    group = self._get_param("Group") or self._get_param("GroupName")
+    if group not in RESOURCE_GROUPS:
+        return 404, {"x-amzn-ErrorType": "NotFoundException"}, json.dumps({"Message": f"Cannot find group {group}"})
+    region, account = self.region, self.current_account
+    resources = [
+        {"Identifier": {"ResourceArn": f"arn:aws:ec2:{region}:{account}:capacity-reservation/{rid}",
+                        "ResourceType": "AWS::EC2::CapacityReservation"}}
+        for rid in RESOURCE_GROUPS[group]
+    ]
+    return json.dumps({"Resources": resources, "ResourceIdentifiers": [r["Identifier"] for r in resources]})
+
+
+ResourceGroupsResponse.list_group_resources = _list_group_resources
+resourcegroups_urls.url_paths["{0}/list-group-resources$"] = ResourceGroupsResponse.dispatch
+
+
+# --------------------------------------------------------------------------------------------
+# The server and its test-side helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EC2TestServer:
+    """moto's EC2 server with capacity reservations, on 127.0.0.1 and a free port.
+
+    The server runs in a thread of this process, so the helpers below arrange the world directly
+    on the backend while the code under test talks to :attr:`endpoint_url` over HTTP.
+    """
+
+    def __init__(self, region: str = DEFAULT_REGION, account_id: str = ACCOUNT_ID) -> None:
+        self.region = region
+        self.account_id = account_id
+        self.port = _free_port()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self.faults = FAULTS
+        self.clock = CLOCK
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+
+    def start(self) -> EC2TestServer:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    # --- state ---------------------------------------------------------------------------
+    @property
+    def backend(self) -> Any:
+        return _backend(self.account_id, self.region)
+
+    @property
+    def calls(self) -> list[Call]:
+        return CALLS
+
+    def calls_of(self, action: str) -> list[Call]:
+        return [c for c in CALLS if c.action == action]
+
+    def reset(self) -> None:
+        """A fresh world: moto's EC2 backend for this region, no faults, empty call log, real time."""
+        ec2_backends[self.account_id].reset()
+        FAULTS.clear()
+        CALLS.clear()
+        CLOCK.set(None)
+        RESOURCE_GROUPS.clear()
+
+    def reservation(self, reservation_id: str) -> dict[str, Any]:
+        _refresh(self.backend)
+        return _state(self.backend).reservations[reservation_id]
+
+    # --- arranging the world -------------------------------------------------------------
+    def add_reservation(
+        self,
+        instance_type: str,
+        zone: str,
+        count: int,
+        *,
+        owner_id: str | None = None,
+        match: str = "targeted",
+        tags: dict[str, str] | None = None,
+        end: datetime | None = None,
+        interruptible: bool = False,
+    ) -> str:
+        """An ODCR, optionally owned by another account (shared with this one through RAM)."""
+        with _LOCK:
+            r = _new_reservation(
+                self.backend,
+                instance_type=instance_type,
+                zone=zone,
+                count=count,
+                owner_id=owner_id or self.account_id,
+                match=match,
+                tags=tags,
+                end=end,
+                interruptible=interruptible,
+            )
+        return r["CapacityReservationId"]
+
+    def add_capacity_block(
+        self,
+        instance_type: str,
+        zone: str,
+        count: int,
+        *,
+        start: datetime,
+        end: datetime,
+        ultraserver_type: str | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> str:
+        """A purchased Capacity Block (a ``capacity-block`` reservation, targeted, with an end date)."""
+        with _LOCK:
+            block_id = "cb-" + secrets.token_hex(9)[:17]
+            r = _new_reservation(
+                self.backend,
+                instance_type=instance_type,
+                zone=zone,
+                count=count,
+                owner_id=self.account_id,
+                match="targeted",
+                start=start,
+                end=end,
+                tags=tags,
+                reservation_type="capacity-block",
+                capacity_block_id=block_id,
+            )
+            st = _state(self.backend)
+            rid = r["CapacityReservationId"]
+            block: dict[str, Any] = {
+                "CapacityBlockId": block_id,
+                "AvailabilityZone": zone,
+                "AvailabilityZoneId": r["AvailabilityZoneId"],
+                "CapacityReservationIds": [rid],
+                "StartDate": start,
+                "EndDate": end,
+                "CreateDate": CLOCK.now(),
+                "State": r["State"],
+                "Tags": r["Tags"],
+            }
+            if ultraserver_type:
+                block["UltraserverType"] = ultraserver_type
+                st.ultraserver[rid] = ultraserver_type
+            st.capacity_blocks[block_id] = block
+        _refresh(self.backend)
+        return rid
+
+    def add_reservation_group(self, name: str, reservation_ids: list[str]) -> str:
+        """A Capacity Reservation group (resource group) holding these reservations; returns its ARN."""
+        arn = f"arn:aws:resource-groups:{self.region}:{self.account_id}:group/{name}"
+        RESOURCE_GROUPS[arn] = list(reservation_ids)
+        return arn
+
+    def expire(self, reservation_id: str) -> None:
+        """End a reservation now, as EC2 does at its end date (capacity blocks: instances terminated)."""
+        _end_reservation(self.backend, reservation_id, "expired")
+
+    def set_state(self, reservation_id: str, state: str) -> None:
+        """Put a reservation in any state (e.g. ``pending``, ``failed``) without side effects."""
+        with _LOCK:
+            _state(self.backend).reservations[reservation_id]["State"] = state
+
+    def set_available(self, reservation_id: str, count: int) -> None:
+        with _LOCK:
+            _state(self.backend).reservations[reservation_id]["AvailableInstanceCount"] = count
+
+    def set_insufficient_capacity(self, instance_type: str, zone: str, market: str = "on-demand") -> None:
+        """Launches of this pool (``on-demand`` or ``spot``) fail with InsufficientInstanceCapacity."""
+        _state(self.backend).insufficient.add((instance_type, zone, market))
+
+    def set_spot_price(self, instance_type: str, zone: str, price: float, when: datetime | None = None) -> None:
+        _state(self.backend).spot_prices.append(
+            {
+                "AvailabilityZone": zone,
+                "InstanceType": instance_type,
+                "ProductDescription": "Linux/UNIX",
+                "SpotPrice": f"{price:.6f}",
+                "Timestamp": when or CLOCK.now(),
+            }
+        )
+
+    def instance(self, instance_id: str) -> Instance:
+        return self.backend.get_instance(instance_id)
+
+
+def start_server(region: str = DEFAULT_REGION) -> EC2TestServer:
+    return EC2TestServer(region=region).start()
