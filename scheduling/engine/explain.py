@@ -1,0 +1,103 @@
+"""Why a pod could not be placed, in an operator's words.
+
+Explanations are only built for pods that failed, so they can afford to look again at every
+instance type: which ones match the constraints, which have room, which offerings are available.
+"""
+
+from __future__ import annotations
+
+from .catalog import Catalog
+from .cluster import Pod
+from .labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, OS, RESERVED, SPOT, ZONE
+from .nodeclaim import NO_INSTANCE_TYPE, PoolTemplate, Rejection
+from .quantities import CPU, PODS, ResourceList
+from .requirements import IN, Requirements
+from .scheduler import Failure
+
+_SHORT_NAMES = {ZONE: "zone", CAPACITY_TYPE: "capacity-type", INSTANCE_TYPE: "instance-type", ARCH: "arch", OS: "os"}
+_MAX_REASONS = 3
+
+
+def failure_reason(failure: Failure, pool_count: int) -> str:
+    pod = failure.pod
+    if not pod.alternatives:
+        return "its required node affinity has no term that can match a node"
+    rejections = failure.rejections
+    if failure.deferred:
+        rejections = [(t, r) for t, r in rejections if r.reserved_held]
+    if not rejections:
+        return "no existing node has room for it and there is no NodePool to launch one"
+    parts = [(template.name, pool_reason(template, pod, rejection)) for template, rejection in rejections]
+    if pool_count == 1 and len(parts) == 1:
+        return parts[0][1]
+    return "; ".join(f"nodepool {name}: {reason}" for name, reason in parts)
+
+
+def pool_reason(template: PoolTemplate, pod: Pod, rejection: Rejection) -> str:
+    if rejection.kind != NO_INSTANCE_TYPE or template.catalog is None:
+        return rejection.reason
+    requests = template.daemon_overhead.add(pod.requests)
+    for alternative in pod.alternatives:
+        if template.requirements.compatible(alternative, template.catalog.well_known) is None:
+            requirements = template.requirements.intersect(alternative)
+            return no_instance_type(template, requirements, alternative, requests)
+    return rejection.reason
+
+
+def no_instance_type(template: PoolTemplate, requirements: Requirements, pod_requirements: Requirements,
+                     requests: ResourceList) -> str:
+    catalog = template.catalog
+    wanted = describe_requests(requests, template.daemon_overhead)
+    constraints = describe_constraints(pod_requirements, catalog) or describe_constraints(template.requirements, catalog)
+    matching = [(it, catalog.compatible_offerings(it, requirements)) for it in catalog.matching(requirements)]
+    matching = [(it, offers) for it, offers in matching if offers]
+    if not matching:
+        return _nothing_matches(template, requirements, constraints)
+    fitting = [(it, offers) for it, offers in matching if requests.fits(it.allocatable)]
+    if not fitting:
+        if constraints and any(requests.fits(it.allocatable) for it in catalog.instance_types):
+            return f"no instance type satisfies {wanted} with {constraints}"
+        return f"no instance type has room for {wanted}{_largest(matching, requests)}"
+    reasons = sorted({o.unavailable_reason for _, offers in fitting for o in offers if not o.available and o.unavailable_reason})
+    if reasons:
+        extra = f" (and {len(reasons) - _MAX_REASONS} more)" if len(reasons) > _MAX_REASONS else ""
+        return "; ".join(reasons[:_MAX_REASONS]) + extra
+    return f"no instance type satisfies {wanted}" + (f" with {constraints}" if constraints else "")
+
+
+def _nothing_matches(template: PoolTemplate, requirements: Requirements, constraints: str) -> str:
+    capacity_type = requirements.get(CAPACITY_TYPE)
+    reserved_only = capacity_type is not None and not capacity_type.has(ON_DEMAND) and not capacity_type.has(SPOT)
+    if reserved_only and capacity_type.has(RESERVED):
+        return f"no reservation selected by EC2NodeClass {template.pool.node_class} matches" + (
+            f" {constraints}" if constraints else " this NodePool")
+    return f"no instance type offers {constraints}" if constraints else "no instance type matches this NodePool"
+
+
+def _largest(matching, requests: ResourceList) -> str:
+    names = [n for n in requests if n != PODS and requests[n]] or [CPU]
+    best = max((it for it, _ in matching), key=lambda it: tuple(it.allocatable.get(n, 0) for n in names))
+    return f" (largest: {best.name} with {best.allocatable.format(names)} allocatable)"
+
+
+def describe_requests(requests: ResourceList, overhead: ResourceList) -> str:
+    shown = ResourceList({n: a for n, a in requests.items() if n != PODS})
+    text = shown.format() or "its requests"
+    extra = ResourceList({n: a for n, a in overhead.items() if n != PODS})
+    if extra.format():
+        text += f" (including DaemonSet overhead {extra.format()})"
+    return text
+
+
+def describe_constraints(requirements: Requirements, catalog: Catalog) -> str:
+    """The requirements that pick instance types and offerings: `zone us-east-1c`, ..."""
+    parts = []
+    for req in sorted(requirements, key=lambda r: r.key):
+        if req.key not in catalog.relevant_keys:
+            continue
+        name = _SHORT_NAMES.get(req.key, req.key)
+        if req.operator == IN and len(req.values) == 1:
+            parts.append(f"{name} {next(iter(req.values))}")
+        else:
+            parts.append(str(req).replace(req.key, name, 1))
+    return ", ".join(parts)

@@ -1,0 +1,125 @@
+"""Instance types and their offerings (one per capacity type and zone, one per reservation).
+
+An offering is what a launch buys: an instance type in a zone with a capacity type. A reserved
+offering belongs to exactly one reservation, has an integer capacity (the reservation's
+`AvailableInstanceCount`) and costs the on-demand price / 10,000,000: free, but ordered like the
+on-demand prices so that consolidation still moves from large reserved types to small ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from .labels import (
+    CAPACITY_TYPE, OFFERING_LABELS, ON_DEMAND, RESERVATION_ID, RESERVATION_INTERRUPTIBLE, RESERVATION_TYPE,
+    RESERVED, ZONE,
+)
+from .overhead import KubeletConfig, allocatable
+from .quantities import ResourceList
+from .requirements import Requirements
+from .reservations import CapacityReservation
+
+RESERVED_PRICE_DIVISOR = 10_000_000
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Offering:
+    capacity_type: str
+    zone: str
+    price: float
+    available: bool = True
+    reservation: CapacityReservation | None = None
+    unavailable_reason: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, capacity_type: str, zone: str, price: float, available: bool = True,
+               reservation: CapacityReservation | None = None, unavailable_reason: str | None = None) -> "Offering":
+        labels = {ZONE: zone, CAPACITY_TYPE: capacity_type}
+        if reservation is not None:
+            labels[RESERVATION_ID] = reservation.id
+            labels[RESERVATION_TYPE] = reservation.reservation_type
+            labels[RESERVATION_INTERRUPTIBLE] = "true" if reservation.interruptible else "false"
+        if not available and unavailable_reason is None:
+            unavailable_reason = f"{capacity_type} in {zone} is unavailable"
+        return cls(capacity_type, zone, price, available, reservation, unavailable_reason, labels)
+
+    @property
+    def reserved(self) -> bool:
+        return self.reservation is not None
+
+    @property
+    def reservation_id(self) -> str | None:
+        return self.reservation.id if self.reservation is not None else None
+
+    @property
+    def capacity(self) -> int:
+        """Reserved units available; on-demand and spot are unbounded."""
+        return self.reservation.available_count if self.reservation is not None else 2**62
+
+    def compatible(self, requirements: Requirements) -> bool:
+        """Upstream `Offerings.Compatible`: labels the offering lacks (reservation labels on
+        on-demand and spot) count as DoesNotExist."""
+        for key in OFFERING_LABELS:
+            req = requirements.get(key)
+            if req is None:
+                continue
+            value = self.labels.get(key)
+            if value is None:
+                if not req.admits_absent:
+                    return False
+            elif not req.has(value):
+                return False
+        return True
+
+
+@dataclass(slots=True, eq=False)
+class InstanceType:
+    name: str
+    capacity: ResourceList
+    labels: dict[str, str]
+    offerings: tuple[Offering, ...]
+    allocatable: ResourceList
+
+    def matches(self, requirements: Requirements, instance_keys: frozenset[str]) -> bool:
+        """Whether the instance type's own labels satisfy the requirements. A label the type
+        does not define counts as DoesNotExist (so `instance-family In [m5]` needs the label)."""
+        labels = self.labels
+        for req in requirements:
+            if req.key not in instance_keys:
+                continue
+            value = labels.get(req.key)
+            if value is None:
+                if not req.admits_absent:
+                    return False
+            elif not req.has(value):
+                return False
+        return True
+
+    def on_demand_price(self, zone: str | None = None) -> float:
+        """The on-demand price in `zone`, else the cheapest anywhere, else 0 (as upstream)."""
+        prices = [o.price for o in self.offerings if o.capacity_type == ON_DEMAND]
+        in_zone = [o.price for o in self.offerings if o.capacity_type == ON_DEMAND and o.zone == zone]
+        if in_zone:
+            return min(in_zone)
+        return min(prices) if prices else 0.0
+
+    def with_overhead_and_reservations(self, kubelet: KubeletConfig, reserved: Iterable[Offering]) -> "InstanceType":
+        """A copy for one EC2NodeClass: its kubelet settings and the reservations it selects."""
+        return InstanceType(self.name, self.capacity, self.labels, self.offerings + tuple(reserved),
+                            allocatable(self.capacity, kubelet))
+
+
+def reserved_offering(instance_type: InstanceType, reservation: CapacityReservation, now: datetime) -> Offering:
+    """The offering of one reservation (upstream `ReservedCapacityResolver`)."""
+    reason = reservation.unavailable_reason(now)
+    return Offering.create(
+        RESERVED,
+        reservation.zone,
+        instance_type.on_demand_price(reservation.zone) / RESERVED_PRICE_DIVISOR,
+        available=reason is None,
+        reservation=reservation,
+        unavailable_reason=reason,
+    )

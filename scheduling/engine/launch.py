@@ -1,0 +1,95 @@
+"""What a planned node claim launches, and the labels its node will carry.
+
+Finalising (upstream `FinalizeScheduling`): a claim holding a reservation unit is pinned to
+`capacity-type In [reserved]` and `capacity-reservation-id In [<its reservation>]`, so it launches
+exactly that reservation's instance type and offering (which also makes a capacity block launch
+one instance type and one offering). A claim without a unit is pinned away from reserved capacity,
+so it can never launch into a unit another claim planned. The launch is reserved before spot
+before on-demand, the cheapest offering within that capacity type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .instancetypes import InstanceType, Offering
+from .labels import (
+    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, NODE_NAME_FIELD, NODEPOOL, RESERVATION_ID, RESERVED,
+    WELL_KNOWN_LABELS,
+)
+from .nodeclaim import NodeClaim
+from .requirements import NOT_IN, Requirement, Requirements
+
+MAX_INSTANCE_TYPES = 600  # upstream NodeClaimTemplate truncation
+
+
+@dataclass(slots=True)
+class FinalClaim:
+    claim: NodeClaim
+    requirements: Requirements
+    instance_type_options: list[InstanceType]
+    instance_type: InstanceType
+    offering: Offering
+    labels: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.claim.name
+
+
+def finalize(claim: NodeClaim) -> FinalClaim:
+    requirements = _pin(claim)
+    options = _priced_options(claim.instance_types, requirements)
+    instance_type, offering = _launch_choice(claim, options)
+    labels = node_labels(claim, requirements, instance_type, offering)
+    return FinalClaim(claim, requirements, [it for it, _ in options][:MAX_INSTANCE_TYPES],
+                      instance_type, offering, labels)
+
+
+def _pin(claim: NodeClaim) -> Requirements:
+    if claim.hold is not None:
+        return claim.requirements.intersect([
+            Requirement.single(CAPACITY_TYPE, RESERVED),
+            Requirement.single(RESERVATION_ID, claim.hold.reservation.id),
+        ])
+    return claim.requirements.intersect([Requirement.of(CAPACITY_TYPE, NOT_IN, [RESERVED])])
+
+
+def _priced_options(instance_types: list[InstanceType], requirements: Requirements) -> list[tuple[InstanceType, list[Offering]]]:
+    """Instance types with available compatible offerings, cheapest first (upstream OrderByPrice)."""
+    options = []
+    for it in instance_types:
+        offers = [o for o in it.offerings if o.available and o.compatible(requirements)]
+        if offers:
+            options.append((it, offers))
+    options.sort(key=lambda item: (min(o.price for o in item[1]), item[0].name))
+    return options
+
+
+def _launch_choice(claim: NodeClaim, options: list[tuple[InstanceType, list[Offering]]]) -> tuple[InstanceType, Offering]:
+    if claim.hold is not None:
+        for it, offers in options:
+            if claim.hold in offers:
+                return it, claim.hold
+    candidates = [(it, o) for it, offers in options for o in offers]
+    if not candidates:
+        raise RuntimeError(f"node claim {claim.name} has no offering left to launch")  # a scheduler bug
+    return min(candidates, key=lambda item: (CAPACITY_TYPE_PREFERENCE[item[1].capacity_type], item[1].price,
+                                             item[0].name, item[1].zone))
+
+
+def node_labels(claim: NodeClaim, requirements: Requirements, it: InstanceType, offering: Offering) -> dict[str, str]:
+    """Labels the node will carry: a value for every custom requirement (upstream `Labels()`),
+    the nodepool, the instance type's labels, and the offering's zone and capacity type plus,
+    only when reserved, the reservation labels."""
+    labels: dict[str, str] = {}
+    for req in requirements:
+        if req.key in WELL_KNOWN_LABELS or req.key in (HOSTNAME, NODE_NAME_FIELD):
+            continue
+        value = req.any_value()
+        if value is not None:
+            labels[req.key] = value
+    labels[NODEPOOL] = claim.template.name
+    labels.update(it.labels)
+    labels.update(offering.labels)
+    return dict(sorted(labels.items()))

@@ -1,0 +1,85 @@
+"""The reservation ledger: how many units of each reservation a scheduling run has planned.
+
+It is built once per run from the reserved offerings of every NodePool; when several NodePools
+(or EC2NodeClasses) see the same reservation it keeps the smallest capacity any of them reports,
+as upstream's ReservationManager does. A host (a node claim of this run) holds at most ONE unit
+at a time, in the reservation it will launch into; upstream holds a unit in every compatible
+reservation per claim, which is what limits it to one reserved claim per loop (see
+`scheduler.py`). The ledger never lets the holders of a reservation outnumber its capacity.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Iterable
+
+from .instancetypes import Offering
+
+
+class ReservedMode(Enum):
+    # Provisioning: a claim never gives up its last reserved option; a pod that would make it
+    # do so opens a new claim instead.
+    STRICT = "strict"
+    # Consolidation simulations: a claim may drop its reservation and fall back to on-demand or
+    # spot (upstream's default; strict mode could stalemate drift).
+    FALLBACK = "fallback"
+
+
+class LedgerError(RuntimeError):
+    """A unit was asked for that the reservation does not have; a scheduler bug, never input."""
+
+
+class ReservationLedger:
+    def __init__(self) -> None:
+        self._capacity: dict[str, int] = {}
+        self._holders: dict[str, set[str]] = {}
+        self._held_by: dict[str, str] = {}
+
+    @classmethod
+    def from_offerings(cls, offerings: Iterable[Offering]) -> "ReservationLedger":
+        ledger = cls()
+        for offering in offerings:
+            if offering.reservation is not None:
+                ledger.register(offering.reservation.id, offering.capacity if offering.available else 0)
+        return ledger
+
+    def register(self, reservation_id: str, capacity: int) -> None:
+        """Record a reservation's capacity as one NodePool sees it; the minimum wins."""
+        known = self._capacity.get(reservation_id)
+        self._capacity[reservation_id] = capacity if known is None else min(known, capacity)
+        self._holders.setdefault(reservation_id, set())
+
+    def capacity(self, reservation_id: str) -> int:
+        return self._capacity.get(reservation_id, 0)
+
+    def planned(self, reservation_id: str) -> int:
+        return len(self._holders.get(reservation_id, ()))
+
+    def remaining(self, reservation_id: str) -> int:
+        return self.capacity(reservation_id) - self.planned(reservation_id)
+
+    def held_by(self, host: str) -> str | None:
+        return self._held_by.get(host)
+
+    def can_reserve(self, host: str, reservation_id: str) -> bool:
+        return self._held_by.get(host) == reservation_id or self.remaining(reservation_id) > 0
+
+    def reserve(self, host: str, reservation_id: str) -> None:
+        """Hold one unit for `host`, giving back the unit it held elsewhere, if any."""
+        current = self._held_by.get(host)
+        if current == reservation_id:
+            return
+        if self.remaining(reservation_id) <= 0:
+            raise LedgerError(f"reservation {reservation_id} has no unit left for {host}")
+        if current is not None:
+            self.release(host)
+        self._holders[reservation_id].add(host)
+        self._held_by[host] = reservation_id
+
+    def release(self, host: str) -> None:
+        current = self._held_by.pop(host, None)
+        if current is not None:
+            self._holders[current].discard(host)
+
+    def reservation_ids(self) -> list[str]:
+        return sorted(self._capacity)

@@ -1,0 +1,262 @@
+"""First-fit-decreasing scheduling of pending pods, reserved capacity first.
+
+Algorithm (upstream core `pkg/controllers/provisioning/scheduling`, karpenter-semantics §4):
+pods are taken largest first (CPU, then memory, then age); each goes to the first place that
+takes it: an existing node (initialised first, then by name), then a node claim already planned
+in this run (fewest pods first), then a new node claim from the first NodePool that can launch
+it (weight descending, then name descending). A pod that fits nowhere goes to the back of the
+queue and is retried until a whole pass makes no progress. NodePool limits count existing nodes
+and every planned claim at the largest instance type it may still launch.
+
+Reserved capacity: one unit per claim, not one per compatible reservation
+--------------------------------------------------------------------------
+Upstream lets an in-flight claim hold a unit in EVERY reservation compatible with it, because it
+does not know yet which instance type the launch will pick, and defers any pod that finds the
+compatible reservations held. With a 1 x small and a 1 x medium reservation and three pods that
+each need their own node, the first claim holds both units, the second and third pods are
+deferred, and it takes three provisioning loops to place them.
+
+karpweb lets a claim hold at most one unit, in the reservation it will actually launch into, and
+pins the launch to it (FinalizeScheduling). So a held unit is a used unit, and nothing needs to be
+deferred to protect it:
+  * A claim takes the cheapest compatible reservation it can get (the smallest type that fits all
+    its pods; ties: default ODCR before capacity block before interruptible, then the most units
+    left, then id) and keeps it while it stays compatible.
+  * When a new pod makes the held reservation incompatible (it no longer fits, or the pod wants
+    another zone), the claim swaps to the cheapest compatible reservation still free. If there is
+    none, in strict mode (provisioning) the pod is refused so the claim keeps its reserved option
+    and the pod opens another claim; in fallback mode (consolidation simulations) the claim gives
+    the unit back and continues as on-demand or spot.
+  * A claim without a unit takes one as soon as a compatible one is free. When every compatible
+    unit is held by other claims of this run, the pod is not deferred: those claims will use the
+    units, so the pod goes on-demand or spot if its NodePool allows it. Only when reserved
+    capacity held by this run is the pod's ONLY possible place is it deferred, so the next loop
+    (which sees the new nodes and fresh counts) decides it.
+  * Swaps can free a unit after some claim went on-demand; a final pass hands free units to
+    claims without one (a claim may always launch into a reservation its instance types fit).
+In the example above karpweb plans, in one run, the first pod on the small reservation, the second
+on the medium one and the third on-demand. The rule "never fall back to a lower-weight NodePool
+while a higher one has compatible reserved capacity" holds because a NodePool with a free
+compatible unit always takes the pod itself; only capacity already planned for this run's claims
+lets a lower NodePool take it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .cluster import Pod
+from .instancetypes import InstanceType
+from .ledger import ReservationLedger, ReservedMode
+from .nodeclaim import LIMITS, NO_INSTANCE_TYPE, ExistingNode, NodeClaim, PoolTemplate, Proposal, Rejection
+from .quantities import ResourceList, format_resource
+
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes generateName's alphabet
+
+
+@dataclass(slots=True)
+class Failure:
+    pod: Pod
+    # Why each NodePool could not take the pod (in NodePool order), from the last attempt.
+    rejections: list[tuple[PoolTemplate, Rejection]]
+
+    @property
+    def deferred(self) -> bool:
+        return any(rejection.reserved_held for _, rejection in self.rejections)
+
+
+@dataclass(slots=True)
+class Results:
+    claims: list[NodeClaim]
+    bindings: dict[str, str]  # pod key -> existing node name
+    failures: list[Failure]
+    ledger: ReservationLedger
+    limits: dict[str, "PoolLimits"] = field(default_factory=dict)
+
+
+class PoolLimits:
+    """A NodePool's `spec.limits` against existing nodes plus planned claims."""
+
+    def __init__(self, limits: ResourceList, used: ResourceList):
+        self.limits = limits
+        self.used = ResourceList({name: used.get(name, 0) for name in limits})
+        self._claims: dict[int, ResourceList] = {}
+
+    def allows(self, it: InstanceType) -> bool:
+        for name, limit in self.limits.items():
+            amount = 1 if name == "nodes" else it.capacity.get(name, 0)
+            if self.used[name] + amount > limit:
+                return False
+        return True
+
+    def track(self, claim: NodeClaim) -> None:
+        """Count the claim at its largest remaining instance type (updated as it narrows)."""
+        new = claim.max_capacity(self.limits)
+        old = self._claims.get(claim.seq)
+        for name in self.limits:
+            self.used[name] += new[name] - (old[name] if old else 0)
+        self._claims[claim.seq] = new
+
+    def message(self, instance_types: list[InstanceType]) -> str:
+        blocked = []
+        for name, limit in sorted(self.limits.items()):
+            smallest = min((1 if name == "nodes" else it.capacity.get(name, 0) for it in instance_types), default=0)
+            if self.used[name] + smallest > limit:
+                blocked.append(f"{name} {format_resource(name, self.used[name])} of {format_resource(name, limit)} in use")
+        return "NodePool limits reached (" + ("; ".join(blocked) or "no instance type fits the remaining limits") + ")"
+
+
+class _Memo:
+    """Per pod signature: targets known not to take such a pod, for the rest of the run."""
+
+    __slots__ = ("nodes", "claims", "seen", "pools")
+
+    def __init__(self, nodes: list[ExistingNode]):
+        self.nodes = nodes
+        self.claims: list[NodeClaim] = []
+        self.seen = 0
+        self.pools: dict[str, Rejection] = {}
+
+
+class ClaimNamer:
+    """Deterministic, unique node claim names `<nodepool>-<5 characters>`."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self.taken = set(taken)
+        self.counters: dict[str, int] = {}
+
+    def next(self, pool: str) -> str:
+        while True:
+            count = self.counters.get(pool, 0)
+            self.counters[pool] = count + 1
+            digest = hashlib.sha256(f"{pool}/{count}".encode()).digest()
+            name = f"{pool}-" + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:5])
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+class Scheduler:
+    def __init__(self, templates: list[PoolTemplate], existing: list[ExistingNode], ledger: ReservationLedger,
+                 mode: ReservedMode = ReservedMode.STRICT, limits: dict[str, PoolLimits] | None = None,
+                 taken_names: Iterable[str] = ()):
+        self.templates = sorted(templates, key=lambda t: t.pool.order_key())
+        self.existing = sorted(existing, key=lambda n: (not n.node.ready, n.name))
+        self.ledger = ledger
+        self.mode = mode
+        self.limits = limits or {}
+        self.claims: list[NodeClaim] = []
+        self.bindings: dict[str, str] = {}
+        self.namer = ClaimNamer([n.name for n in existing] + list(taken_names))
+        self._memos: dict[tuple, _Memo] = {}
+        self._seq = 0
+
+    def solve(self, pods: Iterable[Pod]) -> Results:
+        queue = deque(sorted(pods, key=Pod.sort_key))
+        last_length: dict[str, int] = {}
+        rejections: dict[str, list[tuple[PoolTemplate, Rejection]]] = {}
+        while queue and last_length.get(queue[0].key) != len(queue):
+            pod = queue.popleft()
+            outcome = self._place(pod)
+            if outcome is not None:
+                rejections[pod.key] = outcome
+                queue.append(pod)
+                last_length[pod.key] = len(queue)
+        self._hand_out_free_units()
+        failures = [Failure(pod, rejections[pod.key]) for pod in sorted(queue, key=Pod.sort_key)]
+        return Results(self.claims, self.bindings, failures, self.ledger, self.limits)
+
+    # placing one pod ----------------------------------------------------------------------------
+
+    def _place(self, pod: Pod) -> list[tuple[PoolTemplate, Rejection]] | None:
+        memo = self._memos.get(pod.signature)
+        if memo is None:
+            memo = self._memos[pod.signature] = _Memo(self.existing)
+        if self._place_on_existing(pod, memo) or self._place_on_claim(pod, memo):
+            return None
+        rejections = []
+        for template in self.templates:
+            rejection = self._open_claim(template, pod, memo)
+            if rejection is None:
+                return None
+            rejections.append((template, rejection))
+        return rejections
+
+    def _place_on_existing(self, pod: Pod, memo: _Memo) -> bool:
+        refused = set()
+        placed = False
+        for node in memo.nodes:
+            if node.fit(pod) is None:
+                node.commit(pod)
+                self.bindings[pod.key] = node.name
+                placed = True
+                break
+            refused.add(node.seq)
+        if refused:
+            memo.nodes = [n for n in memo.nodes if n.seq not in refused]
+        return placed
+
+    def _place_on_claim(self, pod: Pod, memo: _Memo) -> bool:
+        memo.claims.extend(self.claims[memo.seen:])
+        memo.seen = len(self.claims)
+        refused = set()
+        placed = False
+        for claim in sorted(memo.claims, key=lambda c: (len(c.pods), c.seq)):
+            outcome = claim.fit(pod, self.ledger, self.mode)
+            if isinstance(outcome, Proposal):
+                claim.commit(pod, outcome, self.ledger)
+                self._track_limits(claim)
+                placed = True
+                break
+            if outcome.permanent:
+                refused.add(claim.seq)
+        if refused:
+            memo.claims = [c for c in memo.claims if c.seq not in refused]
+        return placed
+
+    def _open_claim(self, template: PoolTemplate, pod: Pod, memo: _Memo) -> Rejection | None:
+        known = memo.pools.get(template.name)
+        if known is not None:
+            return known
+        if template.problem is not None:
+            memo.pools[template.name] = rejection = Rejection(template.problem)
+            return rejection
+        instance_types, limited = self._within_limits(template)
+        if not instance_types and limited:
+            return Rejection(self.limits[template.name].message(template.instance_types), permanent=False, kind=LIMITS)
+        claim = NodeClaim(template, instance_types, self._seq)
+        outcome = claim.fit(pod, self.ledger, self.mode)
+        if isinstance(outcome, Rejection):
+            if limited and outcome.kind == NO_INSTANCE_TYPE:
+                return Rejection(self.limits[template.name].message(template.instance_types), permanent=False, kind=LIMITS)
+            if outcome.permanent:
+                memo.pools[template.name] = outcome
+            return outcome
+        self._seq += 1
+        claim.commit(pod, outcome, self.ledger, name=self.namer.next(template.name))
+        self.claims.append(claim)
+        self._track_limits(claim)
+        return None
+
+    def _within_limits(self, template: PoolTemplate) -> tuple[list[InstanceType], bool]:
+        limits = self.limits.get(template.name)
+        if limits is None:
+            return template.instance_types, False
+        allowed = [it for it in template.instance_types if limits.allows(it)]
+        return allowed, len(allowed) != len(template.instance_types)
+
+    def _track_limits(self, claim: NodeClaim) -> None:
+        limits = self.limits.get(claim.template.name)
+        if limits is not None:
+            limits.track(claim)
+
+    def _hand_out_free_units(self) -> None:
+        """Units freed by swaps go to claims that hold none (oldest claim first)."""
+        for claim in self.claims:
+            if claim.hold is None and claim.template.allows_reserved():
+                best = claim.free_reservation(self.ledger)
+                if best is not None:
+                    claim.take(best, self.ledger)

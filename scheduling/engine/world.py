@@ -1,0 +1,565 @@
+"""WORLD.json -> engine objects, collecting every problem with its JSON path.
+
+Objects are read as `kubectl get -o json` and `aws ec2 describe-capacity-reservations` write them:
+a list may also be a Kubernetes `List` (`{"items": [...]}`), reservations may be the whole
+`{"CapacityReservations": [...]}` output (as the `capacityReservations` value or at the top level),
+and timestamps may be datetimes (boto3). Nothing stops at the first problem: `parse_world` raises
+one WorldError listing all of them as `(json_path, message)`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any, Callable
+
+from .cluster import DaemonSet, Node, NodeClass, NodePool, Pod, World
+from .instancetypes import InstanceType, Offering
+from .labels import ARCH, DEFAULT_ARCH, DEFAULT_OS, INSTANCE_TYPE, NODE_NAME_FIELD, ON_DEMAND, OS, SPOT
+from .overhead import KubeletConfig, allocatable
+from .podaffinity import AffinityTerm, LabelSelector
+from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, ResourceList, parse_decimal, parse_resource
+from .requirements import IN, NOT_IN, Requirement, RequirementError, Requirements
+from .reservations import CapacityReservation
+from .taints import EFFECTS, Taint, Toleration
+from .timeutil import parse_time, utcnow
+
+DEFAULT_MAX_PODS = 110
+DEFAULT_EPHEMERAL_STORAGE = "20Gi"  # the EKS AMIs' default root volume
+RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+TERMINAL_PHASES = ("Succeeded", "Failed")
+_LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+class WorldError(ValueError):
+    """Bad input: every problem, as `(json_path, message)` pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        return [f"{path}: {message}" for path, message in self.problems]
+
+
+def load_json(text: str, source: str = "WORLD.json") -> Any:
+    """Parse JSON text, turning a syntax error into a WorldError naming the position."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorldError([(source, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")]) from None
+
+
+def parse_world(data: Any, now: datetime | None = None) -> World:
+    reader = _Reader()
+    world = reader.world(data, now)
+    if reader.problems:
+        raise WorldError(reader.problems)
+    return world
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append((path, message))
+
+    # generic shapes ------------------------------------------------------------------------------
+
+    def mapping(self, value: Any, path: str, required: bool = False) -> dict:
+        if value is None:
+            if required:
+                self.problem(path, "is required")
+            return {}
+        if not isinstance(value, dict):
+            self.problem(path, "expected an object")
+            return {}
+        return value
+
+    def items(self, value: Any, path: str) -> list[tuple[str, Any]]:
+        """A list, or a Kubernetes List object; returns (path, item) pairs."""
+        if value is None:
+            return []
+        if isinstance(value, dict) and isinstance(value.get("items"), list):
+            value, path = value["items"], f"{path}.items"
+        if not isinstance(value, list):
+            self.problem(path, "expected a list")
+            return []
+        return [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+
+    def string(self, parent: dict, key: str, path: str, *, required: bool = False, default: str | None = None) -> str | None:
+        value = parent.get(key)
+        if value is None:
+            if required:
+                self.problem(f"{path}.{key}", "is required")
+            return default
+        if not isinstance(value, str):
+            self.problem(f"{path}.{key}", f"expected a string, got {json.dumps(value)}")
+            return default
+        if required and not value:
+            self.problem(f"{path}.{key}", "must not be empty")
+        return value
+
+    def boolean(self, parent: dict, key: str, path: str, default: bool) -> bool:
+        value = parent.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.problem(f"{path}.{key}", f"expected true or false, got {json.dumps(value)}")
+            return default
+        return value
+
+    def integer(self, parent: dict, key: str, path: str, *, default: int | None = None, required: bool = False,
+                minimum: int = 0, maximum: int | None = None) -> int | None:
+        value = parent.get(key)
+        if value is None:
+            if required:
+                self.problem(f"{path}.{key}", "is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(f"{path}.{key}", f"expected an integer, got {json.dumps(value)}")
+            return default
+        if value < minimum or (maximum is not None and value > maximum):
+            bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+            self.problem(f"{path}.{key}", f"{value} must be {bounds}")
+            return default
+        return value
+
+    def number(self, parent: dict, key: str, path: str) -> float | None:
+        value = parent.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            self.problem(f"{path}.{key}", "expected a non-negative number" if value is not None else "is required")
+            return None
+        return float(value)
+
+    def time(self, parent: dict, key: str, path: str) -> datetime | None:
+        value = parent.get(key)
+        if value is None:
+            return None
+        try:
+            return parse_time(value)
+        except ValueError:
+            self.problem(f"{path}.{key}", f"{json.dumps(value, default=str)} is not a timestamp")
+            return None
+
+    def string_map(self, value: Any, path: str) -> dict[str, str]:
+        result = {}
+        for key, item in self.mapping(value, path).items():
+            if isinstance(item, str):
+                result[key] = item
+            else:
+                self.problem(f"{path}.{key}", f"expected a string, got {json.dumps(item)}")
+        return result
+
+    def quantity(self, name: str, value: Any, path: str) -> int | None:
+        try:
+            return parse_resource(name, value)
+        except QuantityError as exc:
+            self.problem(path, str(exc))
+            return None
+
+    def resources(self, value: Any, path: str) -> ResourceList:
+        result = ResourceList()
+        for name, item in self.mapping(value, path).items():
+            amount = self.quantity(name, item, f"{path}.{name}")
+            if amount is not None:
+                result[name] = amount
+        return result
+
+    def metadata(self, obj: dict, path: str) -> tuple[dict, str | None]:
+        meta = self.mapping(obj.get("metadata"), f"{path}.metadata", required=True)
+        return meta, self.string(meta, "name", f"{path}.metadata", required=True)
+
+    def unique(self, seen: set, key: Any, path: str, what: str) -> bool:
+        if key in seen:
+            self.problem(path, f"duplicate {what}")
+            return False
+        seen.add(key)
+        return True
+
+    # the world -----------------------------------------------------------------------------------
+
+    def world(self, data: Any, now: datetime | None) -> World:
+        if not isinstance(data, dict):
+            self.problem("world", "expected a JSON object")
+            return World(now=now or utcnow())
+        moment = self.time(data, "now", "world") if data.get("now") is not None else None
+        gates = self.mapping(data.get("featureGates"), "featureGates")
+        world = World(now=moment or now or utcnow(),
+                      reserved_capacity=self.boolean(gates, "ReservedCapacity", "featureGates", True))
+        world.instance_types = self.instance_types(data.get("instanceTypes"))
+        world.reservations = self.reservations(data)
+        world.reservation_groups = self.reservation_groups(data.get("capacityReservationGroups"))
+        world.node_classes = self.collect(data.get("ec2NodeClasses"), "ec2NodeClasses", self.node_class, "EC2NodeClass")
+        world.node_pools = self.collect(data.get("nodePools"), "nodePools", self.node_pool, "NodePool")
+        world.nodes = self.collect(data.get("nodes"), "nodes", self.node, "node")
+        world.daemon_sets = self.collect(data.get("daemonSets"), "daemonSets", self.daemon_set, "DaemonSet",
+                                         key=lambda d: (d.namespace, d.name))
+        world.pods = [p for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]
+        return world
+
+    def collect(self, value: Any, path: str, parse: Callable, what: str, key: Callable = lambda o: o.name) -> list:
+        result, seen = [], set()
+        for item_path, item in self.items(value, path):
+            if not isinstance(item, dict):
+                self.problem(item_path, "expected an object")
+                continue
+            obj = parse(item, item_path)
+            if obj is not None and self.unique(seen, key(obj), f"{item_path}.metadata.name", f"{what} {key(obj)}"):
+                result.append(obj)
+        return result
+
+    # instance types ------------------------------------------------------------------------------
+
+    def instance_types(self, value: Any) -> list[InstanceType]:
+        result, seen = [], set()
+        for path, item in self.items(value, "instanceTypes"):
+            if not isinstance(item, dict):
+                self.problem(path, "expected an object")
+                continue
+            it = self.instance_type(item, path)
+            if it is not None and self.unique(seen, it.name, f"{path}.name", f'instance type "{it.name}"'):
+                result.append(it)
+        return result
+
+    def instance_type(self, item: dict, path: str) -> InstanceType | None:
+        name = self.string(item, "name", path, required=True)
+        capacity = self.resources(item.get("resources"), f"{path}.resources")
+        for resource in (CPU, MEMORY):
+            if item.get(resource) is None:
+                self.problem(f"{path}.{resource}", "is required")
+            else:
+                capacity[resource] = self.quantity(resource, item[resource], f"{path}.{resource}") or 0
+        pods = item.get(PODS, DEFAULT_MAX_PODS)
+        capacity[PODS] = self.quantity(PODS, pods, f"{path}.pods") or 0
+        capacity.setdefault(EPHEMERAL_STORAGE, parse_resource(EPHEMERAL_STORAGE, DEFAULT_EPHEMERAL_STORAGE))
+        labels = {ARCH: DEFAULT_ARCH, OS: DEFAULT_OS, **self.string_map(item.get("labels"), f"{path}.labels")}
+        offerings = [o for o in (self.offering(o, p) for p, o in self.items(item.get("offerings"), f"{path}.offerings")) if o]
+        if not name:
+            return None
+        labels[INSTANCE_TYPE] = name
+        return InstanceType(name, capacity, labels, tuple(offerings), allocatable(capacity, KubeletConfig()))
+
+    def offering(self, item: Any, path: str) -> Offering | None:
+        if not isinstance(item, dict):
+            self.problem(path, "expected an object")
+            return None
+        capacity_type = self.string(item, "capacityType", path, required=True)
+        if capacity_type not in (ON_DEMAND, SPOT, None):
+            hint = ("reserved offerings come from capacityReservations" if capacity_type == "reserved"
+                    else f"expected {ON_DEMAND} or {SPOT}")
+            self.problem(f"{path}.capacityType", f'"{capacity_type}": {hint}')
+            return None
+        zone = self.string(item, "zone", path, required=True)
+        price = self.number(item, "price", path)
+        available = self.boolean(item, "available", path, True)
+        if capacity_type is None or not zone or price is None:
+            return None
+        return Offering.create(capacity_type, zone, price, available)
+
+    # reservations --------------------------------------------------------------------------------
+
+    def reservations(self, data: dict) -> list[CapacityReservation]:
+        value, path = data.get("capacityReservations"), "capacityReservations"
+        if isinstance(value, dict) and "CapacityReservations" in value:
+            value, path = value["CapacityReservations"], "capacityReservations.CapacityReservations"
+        entries = self.items(value, path)
+        if "CapacityReservations" in data:
+            entries += self.items(data["CapacityReservations"], "CapacityReservations")
+        result, seen = [], set()
+        for item_path, item in entries:
+            if not isinstance(item, dict):
+                self.problem(item_path, "expected an object")
+                continue
+            reservation = self.reservation(item, item_path)
+            if reservation and self.unique(seen, reservation.id, f"{item_path}.CapacityReservationId",
+                                           f"reservation {reservation.id}"):
+                result.append(reservation)
+        return result
+
+    def reservation(self, item: dict, path: str) -> CapacityReservation | None:
+        rid = self.string(item, "CapacityReservationId", path, required=True)
+        if rid and not RESERVATION_ID.match(rid):
+            self.problem(f"{path}.CapacityReservationId", f'"{rid}" does not match {RESERVATION_ID.pattern}')
+        instance_type = self.string(item, "InstanceType", path, required=True)
+        zone = self.string(item, "AvailabilityZone", path, required=True)
+        available = self.integer(item, "AvailableInstanceCount", path, required=True)
+        total = self.integer(item, "TotalInstanceCount", path, default=available)
+        fields = dict(
+            owner_id=self.string(item, "OwnerId", path, default=""),
+            state=self.string(item, "State", path, default="active"),
+            instance_match_criteria=self.string(item, "InstanceMatchCriteria", path, default="open"),
+            reservation_type=self.string(item, "ReservationType", path, default="default") or "default",
+            end=self.time(item, "EndDate", path),
+            tags=self.tags(item.get("Tags"), f"{path}.Tags"),
+            interruptible=self.boolean(item, "Interruptible", path, False),
+            ultraserver_type=self.string(item, "UltraserverType", path, default=""),
+        )
+        if not (rid and instance_type and zone) or available is None:
+            return None
+        return CapacityReservation(rid, instance_type, zone, available, total or 0, **fields)
+
+    def tags(self, value: Any, path: str) -> dict[str, str]:
+        if isinstance(value, dict):
+            return self.string_map(value, path)
+        tags = {}
+        for item_path, item in self.items(value, path):
+            entry = self.mapping(item, item_path)
+            key = self.string(entry, "Key", item_path, required=True)
+            if key is not None:
+                tags[key] = self.string(entry, "Value", item_path, default="")
+        return tags
+
+    def reservation_groups(self, value: Any) -> dict[str, frozenset[str]]:
+        groups = {}
+        for path, item in self.items(value, "capacityReservationGroups"):
+            entry = self.mapping(item, path)
+            arn = self.string(entry, "GroupArn", path, required=True)
+            ids = [i for p, i in self.items(entry.get("CapacityReservationIds"), f"{path}.CapacityReservationIds")
+                   if isinstance(i, str) or self.problem(p, "expected a string")]
+            if arn:
+                groups[arn] = frozenset(ids)
+        return groups
+
+    # EC2NodeClasses and NodePools ----------------------------------------------------------------
+
+    def node_class(self, item: dict, path: str) -> NodeClass | None:
+        _, name = self.metadata(item, path)
+        spec = self.mapping(item.get("spec"), f"{path}.spec")
+        kubelet = self.kubelet(spec.get("kubelet"), f"{path}.spec.kubelet")
+        return NodeClass(name, spec.get("capacityReservationSelectorTerms"), kubelet) if name else None
+
+    def kubelet(self, value: Any, path: str) -> KubeletConfig:
+        spec = self.mapping(value, path)
+        eviction = self.string_map(spec.get("evictionHard"), f"{path}.evictionHard")
+        for signal, threshold in eviction.items():
+            try:
+                parse_decimal(threshold[:-1] if threshold.endswith("%") else threshold)
+            except QuantityError as exc:
+                self.problem(f"{path}.evictionHard.{signal}", str(exc))
+        return KubeletConfig(
+            max_pods=self.integer(spec, "maxPods", path, minimum=1),
+            kube_reserved=self.resources(spec.get("kubeReserved"), f"{path}.kubeReserved"),
+            system_reserved=self.resources(spec.get("systemReserved"), f"{path}.systemReserved"),
+            eviction_hard=eviction,
+        )
+
+    def node_pool(self, item: dict, path: str) -> NodePool | None:
+        _, name = self.metadata(item, path)
+        spec = self.mapping(item.get("spec"), f"{path}.spec")
+        template = self.mapping(spec.get("template"), f"{path}.spec.template")
+        template_spec = self.mapping(template.get("spec"), f"{path}.spec.template.spec")
+        ref = self.mapping(template_spec.get("nodeClassRef"), f"{path}.spec.template.spec.nodeClassRef", required=True)
+        node_class = self.string(ref, "name", f"{path}.spec.template.spec.nodeClassRef", required=True)
+        requirements = self.requirements(template_spec.get("requirements"), f"{path}.spec.template.spec.requirements")
+        pool = NodePool(
+            name=name or "",
+            node_class=node_class or "",
+            requirements=Requirements(requirements),
+            labels=self.string_map(self.mapping(template.get("metadata"), f"{path}.spec.template.metadata").get("labels"),
+                                   f"{path}.spec.template.metadata.labels"),
+            taints=self.taints(template_spec.get("taints"), f"{path}.spec.template.spec.taints"),
+            weight=self.integer(spec, "weight", f"{path}.spec", default=0, maximum=100),
+            limits=self.resources(spec["limits"], f"{path}.spec.limits") if spec.get("limits") is not None else None,
+        )
+        return pool if name else None
+
+    def requirements(self, value: Any, path: str, *, field_selector: bool = False) -> list[Requirement]:
+        result = []
+        for item_path, item in self.items(value, path):
+            entry = self.mapping(item, item_path)
+            key = self.string(entry, "key", item_path, required=True)
+            operator = self.string(entry, "operator", item_path, required=True)
+            values = self.string_list(entry.get("values"), f"{item_path}.values")
+            min_values = self.integer(entry, "minValues", item_path, minimum=1)
+            if field_selector and key is not None and key != NODE_NAME_FIELD:
+                self.problem(f"{item_path}.key", f'"{key}": matchFields supports only {NODE_NAME_FIELD}')
+                continue
+            if field_selector and operator not in (IN, NOT_IN, None):
+                self.problem(f"{item_path}.operator", f'"{operator}": matchFields supports only In and NotIn')
+                continue
+            if key and operator:
+                try:
+                    result.append(Requirement.of(key, operator, values, min_values))
+                except RequirementError as exc:
+                    self.problem(f"{item_path}.operator", str(exc))
+        return result
+
+    def string_list(self, value: Any, path: str) -> list[str]:
+        return [item for item_path, item in self.items(value, path)
+                if isinstance(item, str) or self.problem(item_path, f"expected a string, got {json.dumps(item)}")]
+
+    def taints(self, value: Any, path: str) -> tuple[Taint, ...]:
+        result = []
+        for item_path, item in self.items(value, path):
+            entry = self.mapping(item, item_path)
+            key = self.string(entry, "key", item_path, required=True)
+            effect = self.string(entry, "effect", item_path, required=True)
+            if effect is not None and effect not in EFFECTS:
+                self.problem(f"{item_path}.effect", f'"{effect}" is not one of {", ".join(EFFECTS)}')
+            elif key and effect:
+                result.append(Taint(key, self.string(entry, "value", item_path, default=""), effect))
+        return tuple(result)
+
+    # nodes ---------------------------------------------------------------------------------------
+
+    def node(self, item: dict, path: str) -> Node | None:
+        meta, name = self.metadata(item, path)
+        spec = self.mapping(item.get("spec"), f"{path}.spec")
+        status = self.mapping(item.get("status"), f"{path}.status")
+        allocatable = self.resources(status.get("allocatable"), f"{path}.status.allocatable")
+        allocatable.setdefault(PODS, DEFAULT_MAX_PODS)
+        capacity = self.resources(status["capacity"], f"{path}.status.capacity") if status.get("capacity") else allocatable
+        if not name:
+            return None
+        return Node(
+            name=name,
+            labels=self.string_map(meta.get("labels"), f"{path}.metadata.labels"),
+            allocatable=allocatable,
+            capacity=capacity,
+            taints=self.taints(spec.get("taints"), f"{path}.spec.taints"),
+            unschedulable=self.boolean(spec, "unschedulable", f"{path}.spec", False),
+            deleting=meta.get("deletionTimestamp") is not None,
+            ready=self.node_ready(status.get("conditions"), f"{path}.status.conditions"),
+        )
+
+    def node_ready(self, value: Any, path: str) -> bool:
+        for _, item in self.items(value, path):
+            if isinstance(item, dict) and item.get("type") == "Ready":
+                return item.get("status") == "True"
+        return True
+
+    # pods ----------------------------------------------------------------------------------------
+
+    def pod(self, item: dict, path: str) -> Pod | None:
+        meta, name = self.metadata(item, path)
+        spec = self.mapping(item.get("spec"), f"{path}.spec", required=True)
+        status = self.mapping(item.get("status"), f"{path}.status")
+        pod = self.pod_from_spec(meta, name, spec, path)
+        if pod is None or status.get("phase") in TERMINAL_PHASES:
+            return None
+        pod.node_name = self.string(spec, "nodeName", f"{path}.spec") or None
+        return pod
+
+    def daemon_set(self, item: dict, path: str) -> DaemonSet | None:
+        meta, name = self.metadata(item, path)
+        spec = self.mapping(item.get("spec"), f"{path}.spec")
+        template = self.mapping(spec.get("template"), f"{path}.spec.template", required=True)
+        template_meta = {**self.mapping(template.get("metadata"), f"{path}.spec.template.metadata"),
+                         "namespace": meta.get("namespace")}
+        pod_spec = self.mapping(template.get("spec"), f"{path}.spec.template.spec", required=True)
+        pod = self.pod_from_spec(template_meta, name, pod_spec, f"{path}.spec.template")
+        return DaemonSet(pod.namespace, name, pod) if pod is not None and name else None
+
+    def pod_from_spec(self, meta: dict, name: str | None, spec: dict, path: str) -> Pod | None:
+        namespace = self.string(meta, "namespace", f"{path}.metadata", default="default") or "default"
+        requests = self.pod_requests(spec, f"{path}.spec")
+        affinity = self.mapping(spec.get("affinity"), f"{path}.spec.affinity")
+        pod = dict(
+            requests=requests,
+            uid=self.string(meta, "uid", f"{path}.metadata", default=""),
+            created=self.time(meta, "creationTimestamp", f"{path}.metadata"),
+            labels=self.string_map(meta.get("labels"), f"{path}.metadata.labels"),
+            node_selector=Requirements.from_labels(self.string_map(spec.get("nodeSelector"), f"{path}.spec.nodeSelector")),
+            affinity_terms=self.node_affinity(affinity.get("nodeAffinity"), f"{path}.spec.affinity.nodeAffinity"),
+            tolerations=self.tolerations(spec.get("tolerations"), f"{path}.spec.tolerations"),
+            anti_affinity=self.anti_affinity(affinity.get("podAntiAffinity"), namespace,
+                                             f"{path}.spec.affinity.podAntiAffinity"),
+        )
+        return Pod(namespace, name, **pod) if name else None
+
+    def pod_requests(self, spec: dict, path: str) -> ResourceList:
+        """Effective requests as the Kubernetes scheduler computes them: the sum of the containers
+        (plus restartable init containers, i.e. sidecars), or the largest init container step if
+        larger, plus the pod overhead, plus one `pods`. A container without requests but with
+        limits requests its limits (API defaulting)."""
+        containers = self.items(spec.get("containers"), f"{path}.containers")
+        if not containers:
+            self.problem(f"{path}.containers", "must list at least one container")
+        total = ResourceList()
+        for item_path, container in containers:
+            total = total.add(self.container_requests(container, item_path))
+        sidecars, init_peak = ResourceList(), ResourceList()
+        for item_path, container in self.items(spec.get("initContainers"), f"{path}.initContainers"):
+            requests = self.container_requests(container, item_path)
+            if isinstance(container, dict) and container.get("restartPolicy") == "Always":
+                sidecars = sidecars.add(requests)
+            else:
+                init_peak = init_peak.max(requests.add(sidecars))
+        total = total.add(sidecars).max(init_peak)
+        total = total.add(self.resources(spec.get("overhead"), f"{path}.overhead"))
+        total[PODS] = total.get(PODS, 0) + 1
+        return total
+
+    def container_requests(self, container: Any, path: str) -> ResourceList:
+        entry = self.mapping(container, path)
+        resources = self.mapping(entry.get("resources"), f"{path}.resources")
+        limits = self.resources(resources.get("limits"), f"{path}.resources.limits")
+        requests = self.resources(resources.get("requests"), f"{path}.resources.requests")
+        return ResourceList({**limits, **requests})
+
+    def node_affinity(self, value: Any, path: str) -> tuple[Requirements, ...] | None:
+        node_affinity = self.mapping(value, path)
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if required is None:
+            return None
+        required_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+        terms = []
+        for term_path, term in self.items(self.mapping(required, required_path).get("nodeSelectorTerms"),
+                                          f"{required_path}.nodeSelectorTerms"):
+            entry = self.mapping(term, term_path)
+            terms.append(Requirements(
+                self.requirements(entry.get("matchExpressions"), f"{term_path}.matchExpressions")
+                + self.requirements(entry.get("matchFields"), f"{term_path}.matchFields", field_selector=True)
+            ))
+        return tuple(terms)
+
+    def tolerations(self, value: Any, path: str) -> tuple[Toleration, ...]:
+        result = []
+        for item_path, item in self.items(value, path):
+            entry = self.mapping(item, item_path)
+            operator = self.string(entry, "operator", item_path, default="Equal")
+            if operator not in ("Equal", "Exists"):
+                self.problem(f"{item_path}.operator", f'"{operator}" is not one of Equal, Exists')
+                continue
+            result.append(Toleration(
+                key=self.string(entry, "key", item_path, default="") or "",
+                operator=operator,
+                value=self.string(entry, "value", item_path, default="") or "",
+                effect=self.string(entry, "effect", item_path, default="") or "",
+            ))
+        return tuple(result)
+
+    def anti_affinity(self, value: Any, namespace: str, path: str) -> tuple[AffinityTerm, ...]:
+        required = self.mapping(value, path).get("requiredDuringSchedulingIgnoredDuringExecution")
+        terms = []
+        for item_path, item in self.items(required, f"{path}.requiredDuringSchedulingIgnoredDuringExecution"):
+            entry = self.mapping(item, item_path)
+            topology_key = self.string(entry, "topologyKey", item_path, required=True)
+            namespaces = self.string_list(entry.get("namespaces"), f"{item_path}.namespaces")
+            scope = None if entry.get("namespaceSelector") is not None else frozenset(namespaces or [namespace])
+            selector = self.label_selector(entry.get("labelSelector"), f"{item_path}.labelSelector")
+            if topology_key:
+                terms.append(AffinityTerm(selector, scope, topology_key))
+        return tuple(terms)
+
+    def label_selector(self, value: Any, path: str) -> LabelSelector | None:
+        if value is None:
+            return None
+        selector = self.mapping(value, path)
+        reqs = [Requirement.single(k, v) for k, v in self.string_map(selector.get("matchLabels"), f"{path}.matchLabels").items()]
+        for item_path, item in self.items(selector.get("matchExpressions"), f"{path}.matchExpressions"):
+            entry = self.mapping(item, item_path)
+            key = self.string(entry, "key", item_path, required=True)
+            operator = self.string(entry, "operator", item_path, required=True)
+            if operator is not None and operator not in _LABEL_SELECTOR_OPERATORS:
+                self.problem(f"{item_path}.operator", f'"{operator}" is not one of {", ".join(_LABEL_SELECTOR_OPERATORS)}')
+                continue
+            if key and operator:
+                try:
+                    reqs.append(Requirement.of(key, operator, self.string_list(entry.get("values"), f"{item_path}.values")))
+                except RequirementError as exc:
+                    self.problem(f"{item_path}.operator", str(exc))
+        return LabelSelector(Requirements(reqs))
