@@ -5,6 +5,7 @@ See karpweb/env.py for the strict readers; README.md lists every variable.
 
 from pathlib import Path
 
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 from karpweb.env import (
@@ -72,6 +73,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "karpweb.roles.roles_context",
             ],
         },
     },
@@ -100,7 +102,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.min.js is served from the plotly package itself (no CDN, no vendored copy).
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).parent / "package_data")]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -110,7 +113,7 @@ STORAGES = {
     },
 }
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
 # --- Celery ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from django.contrib import admin
-from django.urls import path
-from django.views.generic import RedirectView
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
 
 admin.site.site_header = "karpweb administration"
 admin.site.site_title = "karpweb admin"
@@ -8,6 +8,8 @@ admin.site.index_title = "Manual overrides (every change is recorded in the audi
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # The operator pages replace this redirect when they land.
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("reservations.urls")),
+    path("", include("scheduling.urls")),
 ]

@@ -1,9 +1,35 @@
 """What EC2 says about capacity reservations, and how full they were over time."""
 
+import datetime
+
 from django.db import models
+from django.db.models import Avg, ExpressionWrapper, F, FloatField, Q
+from django.urls import reverse
 from django.utils import timezone
 
 from karpweb.conditions import ConditionsMixin
+from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block_timing
+
+# AWS Health warns when a reservation stays under this utilization for 24 hours.
+LOW_UTILIZATION_THRESHOLD = 0.20
+LOW_UTILIZATION_WINDOW = datetime.timedelta(hours=24)
+
+
+class CapacityReservationQuerySet(models.QuerySet):
+    def usable(self, now=None):
+        now = now or timezone.now()
+        return self.filter(Q(end_date__isnull=True) | Q(end_date__gt=now), state=CapacityReservation.State.ACTIVE)
+
+    def with_recent_utilization(self, now=None):
+        """Annotate `recent_utilization` (mean used/total over the last 24 hours of samples) and
+        `recent_since` (the oldest sample in that window), in the same query."""
+        now = now or timezone.now()
+        window = Q(samples__sampled_at__gt=now - LOW_UTILIZATION_WINDOW, samples__total__gt=0)
+        share = ExpressionWrapper(F("samples__used") * 1.0 / F("samples__total"), output_field=FloatField())
+        return self.annotate(
+            recent_utilization=Avg(share, filter=window),
+            recent_since=models.Min("samples__sampled_at", filter=window),
+        )
 
 
 class CapacityReservation(models.Model):
@@ -67,6 +93,8 @@ class CapacityReservation(models.Model):
     tags = models.JSONField(default=dict, blank=True, help_text="EC2 tags as a {key: value} object.")
     last_seen = models.DateTimeField(null=True, blank=True, help_text="When EC2 last reported this reservation.")
 
+    objects = CapacityReservationQuerySet.as_manager()
+
     class Meta:
         ordering = ["reservation_id"]
         indexes = [models.Index(fields=["instance_type", "availability_zone"])]
@@ -74,6 +102,9 @@ class CapacityReservation(models.Model):
     def __str__(self):
         kind = "capacity block" if self.is_capacity_block else "ODCR"
         return f"{self.reservation_id} ({kind} {self.instance_type} in {self.availability_zone})"
+
+    def get_absolute_url(self):
+        return reverse("reservations:detail", args=[self.reservation_id])
 
     @property
     def used_instance_count(self) -> int:
@@ -93,6 +124,22 @@ class CapacityReservation(models.Model):
     @property
     def is_ultraserver(self) -> bool:
         return bool(self.ultraserver_type)
+
+    @property
+    def timing(self) -> CapacityBlockTiming | None:
+        """Drain and termination times of a capacity block; None for ODCRs without a block end."""
+        if not self.is_capacity_block or self.end_date is None:
+            return None
+        return capacity_block_timing(self.end_date, ultraserver=self.is_ultraserver)
+
+    def is_low_utilization(self, now=None) -> bool:
+        """Under 20 % for a full 24 hours (needs `with_recent_utilization`)."""
+        now = now or timezone.now()
+        since = getattr(self, "recent_since", None)
+        average = getattr(self, "recent_utilization", None)
+        # Samples come once per sync; allow one missed sample at the window's start.
+        covered = since is not None and now - since >= LOW_UTILIZATION_WINDOW - datetime.timedelta(hours=1)
+        return covered and average is not None and average < LOW_UTILIZATION_THRESHOLD
 
     def is_usable(self, now=None) -> bool:
         now = now or timezone.now()
@@ -140,6 +187,9 @@ class EC2NodeClass(ConditionsMixin, models.Model):
         ordering = ["name"]
         verbose_name = "EC2NodeClass"
         verbose_name_plural = "EC2NodeClasses"
+
+    def get_absolute_url(self):
+        return reverse("reservations:nodeclass", args=[self.name])
 
     def __str__(self):
         return self.name

@@ -12,6 +12,7 @@ import random
 from django.db import transaction
 
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.status import refresh_node_class_status
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
 
 ACCOUNT = "123456789012"
@@ -96,6 +97,7 @@ def seed(now: datetime.datetime) -> None:
     nodes = _seed_nodes(now, pools, node_classes, reservations)
     _seed_pods(now, nodes)
     _seed_samples(now, reservations)
+    refresh_node_class_status(now)
 
 
 def _seed_catalogue(now):

@@ -4,6 +4,7 @@ loop decided, plus the audit log of manual changes."""
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from karpweb.conditions import ConditionsMixin
@@ -132,6 +133,9 @@ class NodePool(ConditionsMixin, models.Model):
         ordering = ["-weight", "name"]
         verbose_name = "NodePool"
 
+    def get_absolute_url(self):
+        return reverse("scheduling:nodepool", args=[self.name])
+
     def __str__(self):
         return self.name
 
@@ -170,6 +174,9 @@ class NodeClaim(ConditionsMixin, models.Model):
         ordering = ["name"]
         verbose_name = "NodeClaim"
 
+    def get_absolute_url(self):
+        return reverse("scheduling:nodeclaim", args=[self.name])
+
     def __str__(self):
         return self.name
 
@@ -202,6 +209,9 @@ class Node(models.Model):
 
     class Meta:
         ordering = ["name"]
+
+    def get_absolute_url(self):
+        return reverse("scheduling:node", args=[self.name])
 
     def __str__(self):
         return self.name
@@ -238,6 +248,9 @@ class Pod(models.Model):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="unique_pod_per_namespace")]
+
+    def get_absolute_url(self):
+        return reverse("scheduling:pod", args=[self.namespace, self.name])
 
     def __str__(self):
         return f"{self.namespace}/{self.name}"

@@ -57,7 +57,7 @@ class NodeFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Node
 
-    name = factory.Sequence(lambda n: f"ip-10-0-0-{n}.ec2.internal")
+    name = factory.Sequence(lambda n: f"node-{n}.test.internal")
     node_pool = factory.SubFactory(NodePoolFactory)
     instance_type = "m5.large"
     zone = "us-east-1a"

@@ -1,0 +1,35 @@
+"""The list-page pattern both apps use: a FilterSet, a django-tables2 table, htmx partial rendering."""
+
+from django.views.generic import TemplateView
+from django_tables2 import RequestConfig
+
+from karpweb.roles import ViewerRequiredMixin
+
+PAGE_SIZE = 50
+
+
+class ObjectListView(ViewerRequiredMixin, TemplateView):
+    """Subclasses set queryset, filterset_class, table_class and title."""
+
+    template_name = "generic/object_list.html"
+    queryset = None
+    filterset_class = None
+    table_class = None
+    title = ""
+
+    def get_queryset(self):
+        return self.queryset.all()
+
+    def get_template_names(self):
+        # htmx asks for the table alone when a filter changes or a page is turned.
+        if self.request.htmx:
+            return ["htmx/table.html"]
+        return [self.template_name]
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        filterset = self.filterset_class(self.request.GET or None, queryset=self.get_queryset(), request=self.request)
+        table = self.table_class(filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset())
+        RequestConfig(self.request, paginate={"per_page": PAGE_SIZE}).configure(table)
+        context.update(filterset=filterset, table=table, title=self.title)
+        return context

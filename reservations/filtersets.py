@@ -1,0 +1,48 @@
+"""One FilterSet per list: the pages and the API filter the same way."""
+
+import django_filters
+from django.db.models import Q, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+
+from reservations.models import CapacityReservation, EC2NodeClass
+
+
+class CapacityReservationFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    reservation_type = django_filters.ChoiceFilter(choices=CapacityReservation.ReservationType.choices, label="Type")
+    availability_zone = django_filters.CharFilter(lookup_expr="iexact", label="AZ")
+    instance_type = django_filters.CharFilter(lookup_expr="iexact")
+    state = django_filters.MultipleChoiceFilter(choices=CapacityReservation.State.choices)
+    owner_id = django_filters.CharFilter(label="Owner")
+    instance_match_criteria = django_filters.ChoiceFilter(choices=CapacityReservation.MatchCriteria.choices)
+    tag = django_filters.CharFilter(method="filter_tag", label="Tag", help_text="key=value, or key for any value")
+
+    class Meta:
+        model = CapacityReservation
+        fields = ["q", "reservation_type", "availability_zone", "instance_type", "state", "owner_id", "tag"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(
+            Q(reservation_id__icontains=value) | Q(instance_type__icontains=value) | Q(owner_id__icontains=value)
+        )
+
+    def filter_tag(self, queryset, name, value):
+        key, _, tag_value = value.partition("=")
+        key = key.strip()
+        if not key:
+            return queryset.none()
+        queryset = queryset.filter(tags__has_key=key)
+        if tag_value.strip() and tag_value.strip() != "*":
+            # Cast: compare the tag as text, not as a JSON value (the same on SQLite and PostgreSQL).
+            text = Cast(KeyTextTransform(key, "tags"), TextField())
+            queryset = queryset.alias(tag_value=text).filter(tag_value=tag_value.strip())
+        return queryset
+
+
+class EC2NodeClassFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
+
+    class Meta:
+        model = EC2NodeClass
+        fields = ["q"]

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from reservations import views
+
+app_name = "reservations"
+
+urlpatterns = [
+    path("reservations/", views.ReservationListView.as_view(), name="list"),
+    path("reservations/<str:reservation_id>/", views.ReservationDetailView.as_view(), name="detail"),
+    path("nodeclasses/", views.NodeClassListView.as_view(), name="nodeclasses"),
+    path("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), name="nodeclass"),
+    path("capacity-blocks/", views.CapacityBlockView.as_view(), name="capacity_blocks"),
+]

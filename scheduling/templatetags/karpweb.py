@@ -1,0 +1,48 @@
+import datetime
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+def _span(seconds: int) -> str:
+    seconds = abs(int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h {minutes:02d}m"
+    if hours:
+        return f"{hours}h {minutes:02d}m {seconds:02d}s"
+    return f"{minutes}m {seconds:02d}s"
+
+
+@register.filter
+def countdown(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> str:
+    """'in 1h 02m 05s' or '4m 10s ago'."""
+    if moment is None:
+        return "—"
+    now = now or timezone.now()
+    delta = (moment - now).total_seconds()
+    return f"in {_span(delta)}" if delta >= 0 else f"{_span(delta)} ago"
+
+
+@register.filter
+def is_past(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> bool:
+    return moment is not None and moment <= (now or timezone.now())
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+@register.filter
+def dollars(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.2f}"
+
+
+@register.filter
+def condition_badge(status: str) -> str:
+    return {"True": "ok", "False": "bad"}.get(status, "unknown")

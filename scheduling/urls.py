@@ -1,0 +1,19 @@
+from django.urls import path
+
+from scheduling import views
+
+app_name = "scheduling"
+
+urlpatterns = [
+    path("", views.OverviewView.as_view(), name="overview"),
+    path("nodepools/", views.NodePoolListView.as_view(), name="nodepools"),
+    path("nodepools/<str:name>/", views.NodePoolDetailView.as_view(), name="nodepool"),
+    path("nodepools/<str:name>/mode/", views.NodePoolModeView.as_view(), name="nodepool_mode"),
+    path("nodes/", views.NodeListView.as_view(), name="nodes"),
+    path("nodes/<str:name>/", views.NodeDetailView.as_view(), name="node"),
+    path("nodeclaims/", views.NodeClaimListView.as_view(), name="nodeclaims"),
+    path("nodeclaims/<str:name>/", views.NodeClaimDetailView.as_view(), name="nodeclaim"),
+    path("pods/", views.PodListView.as_view(), name="pods"),
+    path("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), name="pod"),
+    path("decisions/", views.DecisionListView.as_view(), name="decisions"),
+]

@@ -1,0 +1,207 @@
+import json
+
+from django.contrib import messages
+from django.db.models import Count, Sum
+from django.db.models.functions import TruncHour
+from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
+from django.views import View
+from django.views.generic import TemplateView
+
+from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
+from karpweb.views_generic import ObjectListView
+from reservations.models import CapacityReservation, UtilizationSample
+from reservations.views import upcoming_capacity_blocks
+from scheduling.audit import diff, record_change
+from scheduling.filtersets import DecisionFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet
+from scheduling.models import AuditEntry, Decision, Mode, Node, NodeClaim, NodePool, Pod
+from scheduling.modes import effective_mode, global_mode
+from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices
+from scheduling.tables import DecisionTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
+
+RECENT_DECISIONS = 10
+CHART_HOURS = 48
+
+
+class OverviewView(ViewerRequiredMixin, TemplateView):
+    template_name = "overview.html"
+
+    def get_template_names(self):
+        return ["htmx/overview_stats.html"] if self.request.htmx else [self.template_name]
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        now = timezone.now()
+        reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).order_by("reservation_id"))
+        prices = on_demand_prices({r.instance_type for r in reservations})
+        idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
+        pools = list(NodePool.objects.order_by("-weight", "name"))
+        context.update(
+            now=now,
+            used=sum(r.used_instance_count for r in reservations),
+            idle=sum(r.available_instance_count for r in reservations),
+            total=sum(r.total_instance_count for r in reservations),
+            idle_cost=sum(cost for cost in idle_costs if cost),
+            unpriced=sum(1 for cost in idle_costs if cost is None),
+            low_utilization=[r for r in reservations if r.is_low_utilization(now)],
+            drains=upcoming_capacity_blocks(now)[:5],
+            pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
+            decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
+            global_mode=global_mode(),
+            chart=utilization_chart(now),
+        )
+        return context
+
+
+def utilization_chart(now) -> dict:
+    """Used and total reserved instances per hour, summed over all reservations."""
+    rows = (
+        UtilizationSample.objects.filter(sampled_at__gt=now - timezone.timedelta(hours=CHART_HOURS))
+        .annotate(hour=TruncHour("sampled_at"))
+        .values("hour")
+        .annotate(used=Sum("used"), total=Sum("total"))
+        .order_by("hour")
+    )
+    rows = list(rows)
+    return {
+        "x": [row["hour"].isoformat() for row in rows],
+        "used": [row["used"] for row in rows],
+        "idle": [row["total"] - row["used"] for row in rows],
+    }
+
+
+class NodePoolListView(ObjectListView):
+    title = "NodePools"
+    filterset_class = NodePoolFilterSet
+    table_class = NodePoolTable
+
+    def get_queryset(self):
+        return NodePool.objects.select_related("node_class").annotate(node_count=Count("nodes")).order_by("-weight", "name")
+
+
+class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
+    template_name = "scheduling/nodepool_detail.html"
+
+    def get_context_data(self, name, **kwargs):
+        context = super().get_context_data(**kwargs)
+        pool = get_object_or_404(NodePool.objects.select_related("node_class"), name=name)
+        nodes = list(pool.nodes.order_by("name"))
+        reservations = (
+            pool.node_class.selected_reservations.order_by("reservation_id") if pool.node_class else CapacityReservation.objects.none()
+        )
+        used_cpu = sum(node.allocatable_cpu_millicores for node in nodes)
+        used_memory = sum(node.allocatable_memory_bytes for node in nodes)
+        context.update(
+            pool=pool,
+            nodes=nodes,
+            by_capacity_type=count_by(nodes, lambda node: node.capacity_type or "unknown"),
+            reservations=reservations,
+            limits=limit_usage(pool.limits, used_cpu, used_memory, len(nodes)),
+            mode=effective_mode(pool),
+            global_mode=global_mode(),
+            modes=Mode.choices,
+        )
+        return context
+
+
+def limit_usage(limits: dict, cpu_millicores: int, memory_bytes: int, nodes: int) -> list[dict]:
+    """[{resource, used, limit}] for display, with the NodePool's limit strings as set."""
+    used = {"cpu": f"{cpu_millicores / 1000:g}", "memory": f"{memory_bytes / 2**30:.0f}Gi", "nodes": str(nodes)}
+    rows = [{"resource": key, "used": used.get(key, "—"), "limit": value} for key, value in sorted(limits.items())]
+    return rows or [{"resource": "cpu", "used": used["cpu"], "limit": "no limit"}]
+
+
+class NodePoolModeView(OperatorRequiredMixin, View):
+    """Operators switch a NodePool between observe, control and following the global mode."""
+
+    def post(self, request, name):
+        pool = get_object_or_404(NodePool, name=name)
+        new_mode = request.POST.get("mode", "")
+        if new_mode not in {"", Mode.OBSERVE, Mode.CONTROL}:
+            messages.error(request, f'mode: "{new_mode}" is not one of observe, control or blank (follow global)')
+            return redirect(pool)
+        if new_mode != pool.mode:
+            changes = diff({"mode": pool.mode}, {"mode": new_mode})
+            pool.mode = new_mode
+            pool.save(update_fields=["mode"])
+            record_change(user=request.user, source=AuditEntry.Source.UI, obj=pool, action=AuditEntry.Action.CHANGE, changes=changes)
+            messages.success(request, f"{pool.name} now runs in {effective_mode(pool)} mode.")
+        return redirect(pool)
+
+
+class NodeListView(ObjectListView):
+    title = "Nodes"
+    filterset_class = NodeFilterSet
+    table_class = NodeTable
+
+    def get_queryset(self):
+        return Node.objects.select_related("node_pool", "reservation").annotate(pod_count=Count("pods")).order_by("name")
+
+
+class NodeDetailView(ViewerRequiredMixin, TemplateView):
+    template_name = "scheduling/node_detail.html"
+
+    def get_context_data(self, name, **kwargs):
+        context = super().get_context_data(**kwargs)
+        node = get_object_or_404(Node.objects.select_related("node_pool", "node_claim", "reservation"), name=name)
+        context.update(node=node, pods=node.pods.order_by("namespace", "name"))
+        return context
+
+
+class NodeClaimListView(ObjectListView):
+    title = "NodeClaims"
+    filterset_class = NodeClaimFilterSet
+    table_class = NodeClaimTable
+
+    def get_queryset(self):
+        return NodeClaim.objects.select_related("node_pool", "reservation").order_by("name")
+
+
+class NodeClaimDetailView(ViewerRequiredMixin, TemplateView):
+    template_name = "scheduling/nodeclaim_detail.html"
+
+    def get_context_data(self, name, **kwargs):
+        context = super().get_context_data(**kwargs)
+        claim = get_object_or_404(
+            NodeClaim.objects.select_related("node_pool", "node_class", "reservation", "node"), name=name
+        )
+        node = getattr(claim, "node", None)
+        context.update(claim=claim, node=node, pods=node.pods.order_by("namespace", "name") if node else [])
+        return context
+
+
+class PodListView(ObjectListView):
+    title = "Pods"
+    filterset_class = PodFilterSet
+    table_class = PodTable
+
+    def get_queryset(self):
+        return Pod.objects.order_by("namespace", "name")
+
+
+class PodDetailView(ViewerRequiredMixin, TemplateView):
+    template_name = "scheduling/pod_detail.html"
+
+    def get_context_data(self, namespace, name, **kwargs):
+        context = super().get_context_data(**kwargs)
+        pod = get_object_or_404(Pod.objects.select_related("node", "node__reservation", "node__node_pool"), namespace=namespace, name=name)
+        decisions = Decision.objects.filter(subject=f"pod {pod}").order_by("-created_at")[:RECENT_DECISIONS]
+        context.update(pod=pod, decisions=decisions, spec_json=json.dumps(pod.spec, indent=2))
+        return context
+
+
+class DecisionListView(ObjectListView):
+    title = "Decisions"
+    filterset_class = DecisionFilterSet
+    table_class = DecisionTable
+    template_name = "scheduling/decision_list.html"
+
+    def get_queryset(self):
+        return Decision.objects.select_related("node_pool").order_by("-created_at")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["global_mode"] = global_mode()
+        return context
+
+

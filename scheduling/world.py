@@ -1,0 +1,162 @@
+"""The database as a WORLD.json document (../simulate-contract.md): the one way the loop, the
+what-if page and the API hand the current world to the engine.
+
+Objects come out the way Kubernetes and EC2 write them, so the engine reads the database exactly
+as it reads a pasted `kubectl get -o json`."""
+
+from django.conf import settings
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from reservations.models import CapacityReservation, EC2NodeClass
+from scheduling.engine.timeutil import format_time
+from scheduling.models import CapacityType, InstanceType, Node, NodePool, Offering, Pod
+
+KEEP_IDLE_RESERVED_ANNOTATION = "karpweb.io/keep-idle-reserved-nodes"
+
+
+def current_world(now=None, *, include_pods: bool = True) -> dict:
+    now = now or timezone.now()
+    return {
+        "now": format_time(now),
+        "featureGates": {"ReservedCapacity": settings.KARPWEB_FEATURE_RESERVED_CAPACITY},
+        "instanceTypes": instance_types(),
+        "capacityReservations": [reservation_item(r) for r in CapacityReservation.objects.order_by("reservation_id")],
+        "ec2NodeClasses": [node_class_object(nc) for nc in EC2NodeClass.objects.order_by("name")],
+        "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
+        "nodes": [node_object(n) for n in Node.objects.order_by("name")],
+        "pods": [pod_object(p) for p in Pod.objects.order_by("namespace", "name")] if include_pods else [],
+    }
+
+
+def instance_types() -> list[dict]:
+    """Instance types with their on-demand and spot offerings (reserved ones come from reservations)."""
+    open_market = Offering.objects.filter(reservation__isnull=True).exclude(capacity_type=CapacityType.RESERVED)
+    types = InstanceType.objects.prefetch_related(
+        Prefetch("offerings", queryset=open_market.order_by("capacity_type", "zone"))
+    ).order_by("name")
+    return [
+        {
+            "name": it.name,
+            "cpu": f"{it.cpu_millicores}m",
+            "memory": str(it.memory_bytes),
+            "pods": it.max_pods,
+            "labels": {"kubernetes.io/arch": it.arch, "kubernetes.io/os": it.os, **(it.labels or {})},
+            "offerings": [
+                {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}
+                for o in it.offerings.all()
+            ],
+        }
+        for it in types
+    ]
+
+
+def reservation_item(r: CapacityReservation) -> dict:
+    """One reservation as DescribeCapacityReservations reports it."""
+    item = {
+        "CapacityReservationId": r.reservation_id,
+        "CapacityReservationArn": r.arn,
+        "OwnerId": r.owner_id,
+        "InstanceType": r.instance_type,
+        "InstancePlatform": r.instance_platform,
+        "AvailabilityZone": r.availability_zone,
+        "AvailabilityZoneId": r.availability_zone_id,
+        "Tenancy": r.tenancy,
+        "TotalInstanceCount": r.total_instance_count,
+        "AvailableInstanceCount": r.available_instance_count,
+        "State": r.state,
+        "InstanceMatchCriteria": r.instance_match_criteria,
+        "ReservationType": r.reservation_type,
+        "Interruptible": r.interruptible,
+        "EndDateType": r.end_date_type,
+        "Tags": [{"Key": key, "Value": value} for key, value in sorted((r.tags or {}).items())],
+    }
+    for key, value in (("StartDate", r.start_date), ("EndDate", r.end_date), ("CreateDate", r.create_date)):
+        if value:
+            item[key] = format_time(value)
+    if r.ultraserver_type:
+        item["UltraserverType"] = r.ultraserver_type
+    return item
+
+
+def _metadata(name, *, uid="", labels=None, annotations=None, created=None, namespace=None) -> dict:
+    meta = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    if uid:
+        meta["uid"] = uid
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+    if created:
+        meta["creationTimestamp"] = format_time(created)
+    return meta
+
+
+def node_class_object(nc: EC2NodeClass) -> dict:
+    spec = {**(nc.spec or {}), "capacityReservationSelectorTerms": nc.capacity_reservation_selector_terms}
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": _metadata(nc.name, uid=nc.uid, annotations=nc.annotations, created=nc.created_at),
+        "spec": spec,
+    }
+
+
+def node_pool_object(p: NodePool) -> dict:
+    node_class_ref = p.node_class_ref or (
+        {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": p.node_class.name} if p.node_class else {}
+    )
+    annotations = {KEEP_IDLE_RESERVED_ANNOTATION: "true"} if p.keep_idle_reserved_nodes else None
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": _metadata(p.name, uid=p.uid, annotations=annotations, created=p.created_at),
+        "spec": {
+            "weight": p.weight,
+            "limits": p.limits or {},
+            "disruption": {
+                "consolidationPolicy": p.consolidation_policy,
+                "consolidateAfter": p.consolidate_after,
+                "budgets": p.budgets or [{"nodes": "10%"}],
+            },
+            "template": {
+                "metadata": {"labels": p.labels or {}},
+                "spec": {
+                    "nodeClassRef": node_class_ref,
+                    "requirements": p.requirements or [],
+                    "taints": p.taints or [],
+                    "startupTaints": p.startup_taints or [],
+                    "expireAfter": p.expire_after,
+                },
+            },
+        },
+    }
+
+
+def node_object(n: Node) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": _metadata(n.name, uid=n.uid, labels=n.labels, annotations=n.annotations, created=n.created_at),
+        "spec": {"providerID": n.provider_id, "taints": n.taints or [], "unschedulable": n.unschedulable},
+        "status": {
+            "allocatable": {"cpu": f"{n.allocatable_cpu_millicores}m", "memory": str(n.allocatable_memory_bytes),
+                            "pods": str(n.allocatable_pods)},
+            "conditions": [{"type": "Ready", "status": "True" if n.ready else "False"}],
+        },
+    }
+
+
+def pod_object(p: Pod) -> dict:
+    spec = dict(p.spec or {})
+    spec.setdefault("containers", [])
+    if p.node_name:
+        spec["nodeName"] = p.node_name
+    else:
+        spec.pop("nodeName", None)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": _metadata(p.name, namespace=p.namespace, uid=p.uid, labels=p.labels, annotations=p.annotations,
+                              created=p.created_at),
+        "spec": spec,
+        "status": {"phase": p.phase},
+    }

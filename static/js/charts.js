@@ -1,0 +1,11 @@
+// Draws the plotly charts whose data the page embeds with json_script.
+function karpwebChart(elementId, dataId, series) {
+  const data = JSON.parse(document.getElementById(dataId).textContent);
+  const traces = series.map(([key, name, color]) => ({
+    x: data.x, y: data[key], name: name, type: "scatter", mode: "lines", stackgroup: "one",
+    line: { color: color, width: 1 },
+  }));
+  Plotly.newPlot(elementId, traces, {
+    margin: { t: 10, r: 10, b: 40, l: 40 }, legend: { orientation: "h" }, yaxis: { rangemode: "tozero" },
+  }, { displayModeBar: false, responsive: true });
+}

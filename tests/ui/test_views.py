@@ -1,0 +1,198 @@
+"""Every page: who may see it, what it shows, and a query count that does not grow with rows."""
+
+import datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from reservations.models import CapacityReservation
+from scheduling.models import AuditEntry, Decision, Node, NodePool, Pod
+from tests.factories.reservations import CapacityReservationFactory, UtilizationSampleFactory
+from tests.factories.scheduling import DecisionFactory, NodeClaimFactory, NodeFactory, NodePoolFactory, PodFactory
+
+pytestmark = pytest.mark.django_db
+
+LIST_PAGES = [
+    "scheduling:overview", "reservations:list", "reservations:capacity_blocks", "reservations:nodeclasses",
+    "scheduling:nodepools", "scheduling:nodes", "scheduling:nodeclaims", "scheduling:pods", "scheduling:decisions",
+]
+
+
+def detail_urls():
+    reservation = CapacityReservation.objects.order_by("reservation_id").first()
+    node = Node.objects.order_by("name").first()
+    pod = Pod.objects.order_by("name").first()
+    return [
+        reservation.get_absolute_url(), node.get_absolute_url(), node.node_claim.get_absolute_url(),
+        node.node_pool.get_absolute_url(), node.node_pool.node_class.get_absolute_url(), pod.get_absolute_url(),
+    ]
+
+
+@pytest.mark.parametrize("page", LIST_PAGES)
+def test_login_required(client, page):
+    response = client.get(reverse(page))
+    assert response.status_code == 302 and response.url.startswith("/login/")
+
+
+@pytest.mark.parametrize("page", LIST_PAGES)
+def test_user_without_a_role_is_refused(client, nobody, page):
+    client.force_login(nobody)
+    assert client.get(reverse(page)).status_code == 403
+
+
+@pytest.mark.parametrize("page", LIST_PAGES)
+def test_viewer_sees_every_list_page(viewer_client, demo_world, page):
+    response = viewer_client.get(reverse(page))
+    assert response.status_code == 200
+
+
+def test_viewer_sees_every_detail_page(viewer_client, demo_world):
+    for url in detail_urls():
+        assert viewer_client.get(url).status_code == 200, url
+
+
+def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
+    page = viewer_client.get(reverse("scheduling:overview")).content.decode()
+    active = CapacityReservation.objects.usable()
+    used = sum(r.used_instance_count for r in active)
+    total = sum(r.total_instance_count for r in active)
+    assert f"{used} / {total}" in page
+    # Idle m5.xlarge (4 x $0.192) + m5.large (4 x $0.096) + c6a.large (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70)
+    assert "$145.82/h" in page
+    assert "cr-0a1b2c3d4e5f60005" in page  # the block that ends within the hour
+    assert "cr-0a1b2c3d4e5f60002" in page  # idle under 20 % for 24 hours
+    assert 'id="utilization-chart"' in page and "utilization-data" in page
+
+
+def test_overview_partial_for_htmx(viewer_client, demo_world):
+    response = viewer_client.get(reverse("scheduling:overview"), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert b"<html" not in response.content and b"idle reserved instances" in response.content
+
+
+def test_reservation_list_filters(viewer_client, demo_world):
+    url = reverse("reservations:list")
+    page = viewer_client.get(url, {"reservation_type": "capacity-block"}).content.decode()
+    assert "cr-0a1b2c3d4e5f60005" in page and "cr-0a1b2c3d4e5f60001" not in page
+    page = viewer_client.get(url, {"tag": "team=batch"}).content.decode()
+    assert "cr-0a1b2c3d4e5f60003" in page and "cr-0a1b2c3d4e5f60005" not in page
+    page = viewer_client.get(url, {"tag": "team"}).content.decode()
+    assert "cr-0a1b2c3d4e5f60003" in page and "cr-0a1b2c3d4e5f60005" in page
+    page = viewer_client.get(url, {"availability_zone": "us-east-1c", "state": ["active"]}).content.decode()
+    assert "cr-0a1b2c3d4e5f60004" in page and "cr-0a1b2c3d4e5f60008" not in page
+    page = viewer_client.get(url, {"instance_type": "m5.large", "owner_id": "123456789012"}).content.decode()
+    assert "cr-0a1b2c3d4e5f60001" in page and "cr-0a1b2c3d4e5f60002" not in page
+
+
+def test_bad_filter_value_is_reported_not_crashed(viewer_client, demo_world):
+    response = viewer_client.get(reverse("reservations:list"), {"state": "melted"})
+    assert response.status_code == 200
+    assert "state" in response.content.decode() and "melted" in response.content.decode()
+
+
+def test_reservation_detail_chart_nodes_and_low_use_flag(viewer_client, demo_world):
+    idle = viewer_client.get(reverse("reservations:detail", args=["cr-0a1b2c3d4e5f60002"])).content.decode()
+    assert "under 20 % for 24 hours" in idle and "reservation-data" in idle
+    busy = viewer_client.get(reverse("reservations:detail", args=["cr-0a1b2c3d4e5f60001"])).content.decode()
+    assert "under 20 % for 24 hours" not in busy
+    assert busy.count("/nodes/ip-") == 6
+    assert "/nodeclasses/default/" in busy
+
+
+def test_low_utilization_needs_a_full_day_of_samples(viewer_client, db):
+    now = timezone.now()
+    young = CapacityReservationFactory(reservation_id="cr-0young", total_instance_count=10, available_instance_count=10)
+    for hours in range(0, 6):
+        UtilizationSampleFactory(reservation=young, sampled_at=now - datetime.timedelta(hours=hours), used=0, available=10, total=10)
+    assert not CapacityReservation.objects.with_recent_utilization(now).get(pk=young.pk).is_low_utilization(now)
+    for hours in range(6, 25):
+        UtilizationSampleFactory(reservation=young, sampled_at=now - datetime.timedelta(hours=hours) + datetime.timedelta(minutes=1),
+                                 used=1, available=9, total=10)
+    assert CapacityReservation.objects.with_recent_utilization(now).get(pk=young.pk).is_low_utilization(now)
+
+
+def test_capacity_block_countdowns(viewer_client, db):
+    now = timezone.now()
+    CapacityReservationFactory(reservation_id="cr-0block", capacity_block=True, end_date=now + datetime.timedelta(minutes=100))
+    CapacityReservationFactory(reservation_id="cr-0ultra", capacity_block=True, ultraserver_type="trn2u.48xlarge",
+                               end_date=now + datetime.timedelta(minutes=100))
+    page = viewer_client.get(reverse("reservations:capacity_blocks"), HTTP_HX_REQUEST="true").content.decode()
+    block_row = page.split('data-block="cr-0block"')[1].split("</tr>")[0]
+    ultra_row = page.split('data-block="cr-0ultra"')[1].split("</tr>")[0]
+    assert "in 59m" in block_row  # drain at end - 40 min
+    assert "in 29m" in ultra_row  # drain at end - 70 min for an UltraServer block
+    assert "<html" not in page
+
+
+def test_nodepool_detail_and_mode_change_by_operator(operator_client, operator, demo_world):
+    url = reverse("scheduling:nodepool", args=["web"])
+    page = operator_client.get(url).content.decode()
+    assert "Change mode" in page and "cr-0a1b2c3d4e5f60001" in page and "reserved: 7" in page
+    response = operator_client.post(reverse("scheduling:nodepool_mode", args=["web"]), {"mode": "control"})
+    assert response.status_code == 302
+    assert NodePool.objects.get(name="web").mode == "control"
+    entry = AuditEntry.objects.get()
+    assert (entry.actor, entry.source, entry.changes) == ("otto", "ui", {"mode": ["", "control"]})
+
+
+def test_mode_change_rejects_bad_value_and_viewers(client, viewer, operator, demo_world):
+    url = reverse("scheduling:nodepool_mode", args=["web"])
+    client.force_login(viewer)
+    assert client.post(url, {"mode": "control"}).status_code == 403
+    assert "Change mode" not in client.get(reverse("scheduling:nodepool", args=["web"])).content.decode()
+    client.force_login(operator)
+    response = client.post(url, {"mode": "chaos"}, follow=True)
+    assert 'mode: "chaos" is not one of' in [str(m) for m in response.context["messages"]][0]
+    assert NodePool.objects.get(name="web").mode == ""
+    assert not AuditEntry.objects.exists()
+
+
+def test_decisions_filter(viewer_client, db):
+    DecisionFactory(kind=Decision.Kind.DRAIN, subject="node gpu-3", reason="node gpu-3 drains at 13:20")
+    DecisionFactory(kind=Decision.Kind.LAUNCH, subject="pod default/web-7", reason="pod web-7 went to on-demand")
+    page = viewer_client.get(reverse("scheduling:decisions"), {"kind": "drain"}).content.decode()
+    assert "gpu-3" in page and "web-7" not in page
+    page = viewer_client.get(reverse("scheduling:decisions"), {"q": "on-demand"}).content.decode()
+    assert "web-7" in page and "gpu-3" not in page
+
+
+def grow_world(extra):
+    pool = NodePoolFactory(name="grow")
+    for index in range(extra):
+        reservation = CapacityReservationFactory(capacity_block=True, end_date=timezone.now() + datetime.timedelta(hours=3))
+        UtilizationSampleFactory(reservation=reservation)
+        node = NodeFactory(node_pool=pool, reservation=reservation, reservation_label=reservation.reservation_id,
+                           node_claim=NodeClaimFactory(node_pool=pool, reservation=reservation))
+        PodFactory(node=node, node_name=node.name)
+        DecisionFactory(node_pool=pool)
+
+
+def query_count(client, url):
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+@pytest.mark.parametrize("page", LIST_PAGES)
+def test_query_count_does_not_grow_with_rows(viewer_client, demo_world, page):
+    url = reverse(page)
+    grow_world(2)
+    before = query_count(viewer_client, url)
+    grow_world(15)
+    after = query_count(viewer_client, url)
+    assert after == before, f"{url}: {before} queries with few rows, {after} with more"
+    assert before <= 12, f"{url} takes {before} queries"
+
+
+def test_detail_query_counts_do_not_grow(viewer_client, demo_world):
+    urls = detail_urls()
+    before = [query_count(viewer_client, url) for url in urls]
+    grow_world(5)
+    reservation = CapacityReservation.objects.get(reservation_id="cr-0a1b2c3d4e5f60001")
+    for _ in range(5):
+        NodeFactory(reservation=reservation, node_pool=NodePool.objects.get(name="web"))
+    after = [query_count(viewer_client, url) for url in urls]
+    assert after == before
