@@ -30,8 +30,10 @@ What the server adds (see ``docs/ec2.md`` for the full list):
   ``ClientToken``: the same token returns the same fleet and instances.
 * ``DescribeInstances`` shows ``CapacityReservationId``, ``CapacityReservationSpecification``,
   ``InstanceLifecycle`` and supports the ``capacity-reservation-id`` and ``instance-lifecycle`` filters.
-* ``DescribeSpotPriceHistory`` answers from prices set with :meth:`EC2TestServer.set_spot_price`
-  (moto's own answer is one fixed fake price) and falls back to moto's answer when none are set.
+* ``DescribeSpotPriceHistory`` answers from the prices set with :meth:`EC2TestServer.set_spot_price`
+  (newest first, empty when none are set) instead of moto's fixed fake price for every type.
+* resource-groups ``ListGroupResources`` for Capacity Reservation groups registered with
+  :meth:`EC2TestServer.add_reservation_group` (moto does not implement it).
 * A fault injector (:class:`FaultInjector`): the next N calls of an action answer an EC2 error
   (``RequestLimitExceeded`` with HTTP 503 as EC2 does, ``InternalError`` with 500, ...), or an
   instant CreateFleet reports an error code for every pool in its ``Errors`` list.
@@ -655,8 +657,6 @@ class _CapacityReservationActions(EC2Response):
 
     def describe_spot_price_history(self) -> ActionResult:
         st = _state(self.ec2_backend)
-        if not st.spot_prices:
-            return _original_spot_history(self)
         types = set(self._get_param("InstanceTypes", []))
         products = set(self._get_param("ProductDescriptions", []))
         zone = self._get_param("AvailabilityZone")
@@ -806,7 +806,6 @@ def _instant_fleet(resp: EC2Response, backend: Any) -> dict[str, Any]:
 
 _original_run_instances = EC2Response.run_instances
 _original_create_fleet = EC2Response.create_fleet
-_original_spot_history = EC2Response.describe_spot_price_history
 _original_call_action = EC2Response.call_action
 
 for _name in (
@@ -1011,6 +1010,9 @@ class EC2TestServer:
     def set_insufficient_capacity(self, instance_type: str, zone: str, market: str = "on-demand") -> None:
         """Launches of this pool (``on-demand`` or ``spot``) fail with InsufficientInstanceCapacity."""
         _state(self.backend).insufficient.add((instance_type, zone, market))
+
+    def clear_insufficient_capacity(self) -> None:
+        _state(self.backend).insufficient.clear()
 
     def set_spot_price(self, instance_type: str, zone: str, price: float, when: datetime | None = None) -> None:
         _state(self.backend).spot_prices.append(

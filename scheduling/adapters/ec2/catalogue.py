@@ -174,7 +174,9 @@ def fetch_catalogue(
     unavailable: UnavailableOfferings,
     instance_type_patterns: Sequence[str] = (),
 ) -> Catalogue:
-    """The region's instance types and on-demand/spot offerings with prices."""
+    """The region's instance types and on-demand/spot offerings with prices. ``instance_type_patterns``
+    (EC2 ``instance-type`` filter values, wildcards allowed) narrows DescribeInstanceTypes; the
+    offerings are then matched to those types here."""
     filters = [{"Name": "instance-type", "Values": list(instance_type_patterns)}] if instance_type_patterns else []
     raw_types = _pages(call, ec2, "describe_instance_types", "InstanceTypes", Filters=filters, MaxResults=100)
     offerings_raw = _pages(
@@ -183,7 +185,6 @@ def fetch_catalogue(
         "describe_instance_type_offerings",
         "InstanceTypeOfferings",
         LocationType="availability-zone",
-        Filters=filters,
         MaxResults=1000,
     )
     zones = call(ec2, "describe_availability_zones").get("AvailabilityZones", [])

@@ -233,8 +233,9 @@ class EC2CloudProvider:
             result.reservation_id = reservation_id
             result.reservation_type = offering.reservation_type if offering else None
             result.interruptible = bool(offering and offering.interruptible)
-            self.availability.mark_launched(reservation_id)
-            self._instance_reservations[result.instance_id] = reservation_id
+            if result.instance_id not in self._instance_reservations:  # a replayed fleet counts once
+                self.availability.mark_launched(reservation_id)
+                self._instance_reservations[result.instance_id] = reservation_id
         return result
 
     def _result_from_instance(self, instance: InstanceMembership) -> LaunchResult:
