@@ -9,5 +9,6 @@ urlpatterns = [
     path("reservations/<str:reservation_id>/", views.ReservationDetailView.as_view(), name="detail"),
     path("nodeclasses/", views.NodeClassListView.as_view(), name="nodeclasses"),
     path("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), name="nodeclass"),
+    path("nodeclasses/<str:name>/edit/", views.NodeClassEditView.as_view(), name="nodeclass_edit"),
     path("capacity-blocks/", views.CapacityBlockView.as_view(), name="capacity_blocks"),
 ]

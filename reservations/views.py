@@ -1,16 +1,27 @@
 import json
 
 from django.db.models import Count, Prefetch
-from django.shortcuts import get_object_or_404
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.generic import TemplateView
 
-from karpweb.roles import ViewerRequiredMixin
+from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
+from reservations.forms import EditorInputError, apply_action, editor_rows, terms_from_post
+from reservations.selector_terms import (
+    InvalidSelectorTerms,
+    SelectorTermConflict,
+    preview,
+    save_selector_terms,
+    terms_diff,
+    validation_problems,
+)
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet
 from reservations.models import CapacityReservation, EC2NodeClass
 from reservations.tables import CapacityReservationTable, EC2NodeClassTable
-from scheduling.models import Node
+from scheduling.models import AuditEntry, Node
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 SAMPLES_SHOWN = 7 * 24 * 2  # a week of half-hourly samples
@@ -110,3 +121,62 @@ class NodeClassDetailView(ViewerRequiredMixin, TemplateView):
             terms_json=json.dumps(node_class.capacity_reservation_selector_terms, indent=2),
         )
         return context
+
+
+class NodeClassEditView(OperatorRequiredMixin, TemplateView):
+    """The selector-term editor: rows, live validation, preview with diff, conflict-safe save."""
+
+    template_name = "reservations/nodeclass_edit.html"
+
+    def get_template_names(self):
+        return ["htmx/selector_term_editor.html"] if self.request.htmx else [self.template_name]
+
+    def get(self, request, name):
+        node_class = get_object_or_404(EC2NodeClass, name=name)
+        terms = node_class.capacity_reservation_selector_terms or []
+        return self.render(node_class, terms, node_class.resource_version)
+
+    def post(self, request, name):
+        node_class = get_object_or_404(EC2NodeClass, name=name)
+        version = request.POST.get("resource_version", "")
+        try:
+            terms = terms_from_post(request.POST)
+        except EditorInputError as exc:
+            return self.render(node_class, node_class.capacity_reservation_selector_terms or [], version, errors=[str(exc)])
+        action = request.POST.get("action", "preview")
+        if action == "save":
+            try:
+                save_selector_terms(node_class, terms, version, user=request.user, source=AuditEntry.Source.UI)
+            except InvalidSelectorTerms as exc:
+                return self.render(node_class, terms, version, problems=exc.problems)
+            except SelectorTermConflict as exc:
+                node_class.refresh_from_db()
+                return self.render(node_class, terms, version, conflict=str(exc), show_preview=True)
+            messages.success(request, f"Saved the selector terms of {node_class.name}.")
+            response = redirect(node_class)
+            if request.htmx:
+                response = HttpResponse(status=204, headers={"HX-Redirect": node_class.get_absolute_url()})
+            return response
+        if action != "preview":
+            terms = apply_action(terms, action)
+        return self.render(node_class, terms, version, show_preview=action == "preview")
+
+    def render(self, node_class, terms, version, *, problems=None, errors=(), conflict="", show_preview=False):
+        problems = validation_problems(terms) if problems is None else problems
+        result = preview(node_class, terms) if show_preview and not problems else None
+        current = {r["id"] for r in node_class.status_capacity_reservations or []}
+        context = self.get_context_data(
+            node_class=node_class,
+            rows=editor_rows(terms, problems),
+            problems=problems,
+            errors=errors,
+            version=version,
+            conflict=conflict,
+            server_terms_json=json.dumps(node_class.capacity_reservation_selector_terms, indent=2) if conflict else "",
+            result=result,
+            added=sorted({r.id for r in result.reservations} - current) if result else [],
+            removed=sorted(current - {r.id for r in result.reservations}) if result else [],
+            terms_diff=terms_diff(node_class.capacity_reservation_selector_terms or [], terms) if show_preview else "",
+            match_criteria=["", "open", "targeted"],
+        )
+        return self.render_to_response(context)

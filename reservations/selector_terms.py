@@ -1,0 +1,95 @@
+"""Editing an EC2NodeClass's capacityReservationSelectorTerms: validate with the engine's
+messages, preview what the new terms select, and save without losing a concurrent edit.
+
+The UI, the API and the admin all save through `save_selector_terms`."""
+
+import difflib
+import json
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from reservations.models import EC2NodeClass
+from reservations.status import resolve_from_database, write_node_class_status
+from scheduling.audit import diff, record_change
+from scheduling.engine.selectors import NodeClassReservations, parse_terms
+
+FIELD = "capacityReservationSelectorTerms"
+
+
+class InvalidSelectorTerms(ValueError):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+class SelectorTermConflict(Exception):
+    """Someone else changed the EC2NodeClass after this edit read it."""
+
+
+def validation_problems(terms) -> list[str]:
+    """The engine's per-term messages, e.g. `capacityReservationSelectorTerms[1].id: "x" does not match ^cr-[0-9a-z]+$`."""
+    return parse_terms(terms, FIELD)[1]
+
+
+def preview(node_class: EC2NodeClass, terms, now=None) -> NodeClassReservations:
+    """What `terms` would select for this class, from the reservations karpweb knows."""
+    now = now or timezone.now()
+    stand_in = SimpleNamespace(name=node_class.name, capacity_reservation_selector_terms=terms)
+    return resolve_from_database([stand_in], now)[node_class.name]
+
+
+def terms_diff(old, new) -> str:
+    before = json.dumps(old, indent=2, sort_keys=True).splitlines()
+    after = json.dumps(new, indent=2, sort_keys=True).splitlines()
+    return "\n".join(difflib.unified_diff(before, after, "current", "edited", lineterm="", n=2))
+
+
+def _write_to_cluster(node_class: EC2NodeClass, terms, read_version: str) -> str:
+    """Write through the Kubernetes API (which refuses a stale resourceVersion); the new version."""
+    from scheduling.adapters.kube.adapter import KubeClusterAdapter
+    from scheduling.adapters.kube.config import load_api_client
+
+    adapter = KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
+    try:
+        written = adapter.update_selector_terms(node_class.name, terms, read_version)
+    except Exception as exc:
+        if getattr(exc, "conflict", False):
+            raise SelectorTermConflict(str(exc)) from exc
+        raise
+    return written["metadata"]["resourceVersion"]
+
+
+def _next_version(read_version: str) -> str:
+    return str(int(read_version) + 1) if read_version.isdigit() else "1"
+
+
+@transaction.atomic
+def save_selector_terms(node_class: EC2NodeClass, terms, read_version: str, *, user, source: str) -> EC2NodeClass:
+    """Replace the whole list if the class is still at `read_version`; else SelectorTermConflict."""
+    problems = validation_problems(terms)
+    if problems:
+        raise InvalidSelectorTerms(problems)
+    if settings.KARPWEB_CLUSTER == "kubernetes":
+        new_version = _write_to_cluster(node_class, terms, read_version)
+    else:
+        new_version = _next_version(read_version)
+    # Compare-and-swap on the version: of two concurrent saves only one matches.
+    updated = EC2NodeClass.objects.filter(pk=node_class.pk, resource_version=read_version).update(
+        capacity_reservation_selector_terms=terms, resource_version=new_version
+    )
+    if not updated:
+        raise SelectorTermConflict(
+            f"EC2NodeClass {node_class.name} changed after version {read_version or '(none)'} was read "
+            "(someone else edited it); reload it and apply your edit again"
+        )
+    old_terms = node_class.capacity_reservation_selector_terms
+    node_class.refresh_from_db()
+    record_change(user=user, source=source, obj=node_class, action="change",
+                  changes=diff({"capacity_reservation_selector_terms": old_terms},
+                               {"capacity_reservation_selector_terms": terms}))
+    now = timezone.now()
+    write_node_class_status(node_class, preview(node_class, terms, now), now)
+    return node_class
