@@ -1014,6 +1014,9 @@ class EC2TestServer:
     def clear_insufficient_capacity(self) -> None:
         _state(self.backend).insufficient.clear()
 
+    def clear_spot_prices(self) -> None:
+        _state(self.backend).spot_prices.clear()
+
     def set_spot_price(self, instance_type: str, zone: str, price: float, when: datetime | None = None) -> None:
         _state(self.backend).spot_prices.append(
             {

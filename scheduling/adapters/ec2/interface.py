@@ -181,6 +181,15 @@ class CloudProvider(Protocol):
     def available_instance_count(self, reservation_id: str) -> int:
         """The in-memory available count (synced from EC2, decremented by launches)."""
 
+    def inventory(self) -> list[dict[str, Any]]:
+        """Every reservation usable now or soon (owned or shared), selected by a class or not."""
+
+    def reservations_by_id(self, reservation_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """These reservations in any state (expired, cancelled, ...); unknown ids left out."""
+
+    def nodeclass_status(self, name: str, selector_terms: Sequence[Mapping[str, Any]] | None) -> Any:
+        """``status.ReservationStatus`` for one EC2NodeClass (built with ``status.build_status``)."""
+
     def describe_instances(
         self, instance_ids: Sequence[str] | None = None, tags: Mapping[str, str] | None = None
     ) -> list[InstanceMembership]: ...

@@ -78,6 +78,14 @@ class EC2CloudProvider:
     def describe_reservations(self, selector_terms: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         return self.discovery.list(selector_terms)
 
+    def inventory(self) -> list[dict[str, Any]]:
+        """Every reservation usable now or soon (owned or shared), whatever the classes select."""
+        return self.discovery.inventory()
+
+    def reservations_by_id(self, reservation_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """These reservations in any state; ids EC2 no longer knows are left out."""
+        return self.discovery.by_ids(reservation_ids)
+
     def available_instance_count(self, reservation_id: str) -> int:
         return self.availability.get(reservation_id)
 

@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 QUERY_CACHE_TTL = timedelta(minutes=1)
 AVAILABILITY_TTL = timedelta(hours=24)
 NOT_FOUND = "InvalidCapacityReservationId.NotFound"
-MAX_PAGES = 1000  # a guard: EC2 never pages this far, a repeating token must not loop forever
+MAX_PAGES = 1000
+# States the inventory lists: usable now or soon (a purchased capacity block is "scheduled").
+INVENTORY_STATES = ("active", "scheduled", "pending", "payment-pending", "assessing", "delayed")  # a guard: EC2 never pages this far, a repeating token must not loop forever
 
 # UltraServer instance types, used only when DescribeCapacityBlocks is not allowed.
 ULTRASERVER_TYPE_PREFIXES = ("p6e-gb200.", "trn2u.", "u-p6e-gb200")
@@ -117,6 +119,34 @@ class ReservationDiscovery:
                         groups = set(found[rid].get("ResourceGroupArns", ())) | set(reservation["ResourceGroupArns"])
                         found[rid]["ResourceGroupArns"] = sorted(groups)
             return [r for r in found.values() if r.get("EndDate") is None or _aware(r["EndDate"]) > now]
+
+    def inventory(self, states: Sequence[str] = INVENTORY_STATES) -> list[dict[str, Any]]:
+        """Every reservation the account owns or has shared with it in these states (not cached):
+        the console's view of all prepaid capacity, selected by a class or idle. Syncs counts."""
+        with self._lock:
+            reservations = self._pages({"Filters": [{"Name": "state", "Values": list(states)}], "MaxResults": 1000})
+            self._annotate_ultraserver(reservations)
+            self._availability.sync(
+                {r["CapacityReservationId"]: int(r.get("AvailableInstanceCount") or 0) for r in reservations if r.get("State") == "active"}
+            )
+            return reservations
+
+    def by_ids(self, reservation_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """These reservations in any state (e.g. to learn that one expired or was cancelled); ids EC2
+        no longer knows are left out."""
+        found: list[dict[str, Any]] = []
+        ids = sorted(set(reservation_ids))
+        for start in range(0, len(ids), 100):
+            chunk = ids[start : start + 100]
+            try:
+                found.extend(self._pages({"CapacityReservationIds": chunk}, not_found_is_empty=False))
+            except CloudAPIError as exc:
+                if exc.code != NOT_FOUND:
+                    raise
+                for rid in chunk:
+                    found.extend(self._pages({"CapacityReservationIds": [rid]}))
+        self._annotate_ultraserver(found)
+        return found
 
     def _cached(self, query: ReservationQuery, now: datetime) -> list[dict[str, Any]]:
         entry = self._cache.get(query)
