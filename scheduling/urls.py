@@ -16,4 +16,5 @@ urlpatterns = [
     path("pods/", views.PodListView.as_view(), name="pods"),
     path("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), name="pod"),
     path("decisions/", views.DecisionListView.as_view(), name="decisions"),
+    path("what-if/", views.WhatIfView.as_view(), name="whatif"),
 ]

@@ -18,6 +18,8 @@ from scheduling.models import AuditEntry, Decision, Mode, Node, NodeClaim, NodeP
 from scheduling.modes import effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices
 from scheduling.tables import DecisionTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
+from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, pod_outcome, pretty, run_world, run_world_text
+from scheduling.world import current_world
 
 RECENT_DECISIONS = 10
 CHART_HOURS = 48
@@ -187,6 +189,11 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
         pod = get_object_or_404(Pod.objects.select_related("node", "node__reservation", "node__node_pool"), namespace=namespace, name=name)
         decisions = Decision.objects.filter(subject=f"pod {pod}").order_by("-created_at")[:RECENT_DECISIONS]
         context.update(pod=pod, decisions=decisions, spec_json=json.dumps(pod.spec, indent=2))
+        if pod.is_pending:
+            # "Why not reserved?": what the engine would do with this pod in the current world.
+            outcome = run_world(current_world())
+            context["engine_answer"] = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
+            context["engine_problems"] = outcome.problems
         return context
 
 
@@ -205,3 +212,24 @@ class DecisionListView(ObjectListView):
         return context
 
 
+
+
+class WhatIfView(ViewerRequiredMixin, TemplateView):
+    """Paste or upload a WORLD.json (or start from the current world), run simulate, read the decisions."""
+
+    template_name = "scheduling/whatif.html"
+
+    def get(self, request):
+        text = json.dumps(current_world(), indent=2) if request.GET.get("from") == "current" else ""
+        return self.render_to_response(self.get_context_data(world_text=text))
+
+    def post(self, request):
+        upload = request.FILES.get("world_file")
+        if upload is not None and upload.size > MAX_WORLD_BYTES:
+            outcome, text = SimulationOutcome(problems=[f"world_file: larger than {MAX_WORLD_BYTES // 2**20} MiB"]), ""
+        else:
+            text = upload.read().decode("utf-8", errors="replace") if upload else request.POST.get("world", "")
+            outcome = run_world_text(text) if text.strip() else SimulationOutcome(problems=["world: paste a WORLD.json or choose a file"])
+        context = self.get_context_data(world_text=text, outcome=outcome,
+                                        decisions_json=pretty(outcome.decisions) if outcome.ok else "")
+        return self.render_to_response(context)

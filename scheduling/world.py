@@ -41,6 +41,7 @@ def instance_types() -> list[dict]:
             "cpu": f"{it.cpu_millicores}m",
             "memory": str(it.memory_bytes),
             "pods": it.max_pods,
+            "resources": {"nvidia.com/gpu": str(it.gpu_count)} if it.gpu_count else {},
             "labels": {"kubernetes.io/arch": it.arch, "kubernetes.io/os": it.os, **(it.labels or {})},
             "offerings": [
                 {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}

@@ -1,0 +1,76 @@
+"""The operator's pages in a real browser: charts drawn, countdowns ticking, the term editor."""
+
+import pytest
+from playwright.sync_api import expect
+
+from reservations.models import EC2NodeClass
+
+pytestmark = pytest.mark.browser
+
+
+def test_login_and_overview_chart_is_drawn(demo, operator_login, live_server, artifacts):
+    page = operator_login
+    expect(page.locator("h1")).to_contain_text("Reserved capacity")
+    page.wait_for_selector("#utilization-chart .main-svg", timeout=15000)
+    assert page.locator("#utilization-chart .scatterlayer .trace").count() == 2
+    page.screenshot(path=artifacts / "overview.png", full_page=True)
+
+
+def test_capacity_block_countdown_ticks(demo, operator_login, live_server, artifacts):
+    page = operator_login
+    page.goto(f"{live_server.url}/capacity-blocks/")
+    cell = page.locator('tr[data-block="cr-0a1b2c3d4e5f60007"] td.countdown').nth(1)
+    first = cell.inner_text()
+    expect(cell).not_to_have_text(first, timeout=5000)
+    assert page.url.endswith("/capacity-blocks/"), "the countdown must tick without a page load"
+    page.screenshot(path=artifacts / "capacity-blocks.png", full_page=True)
+
+
+def test_edit_selector_terms_invalid_then_valid_preview_save(demo, operator_login, live_server, artifacts):
+    page = operator_login
+    page.goto(f"{live_server.url}/nodeclasses/default/edit/")
+    page.fill("input[name='term-1-id']", "not-a-reservation")
+    page.click("button[value=preview]")
+    expect(page.locator(".term[data-term='1'] .problem")).to_contain_text(
+        'capacityReservationSelectorTerms[1].id: "not-a-reservation" does not match ^cr-[0-9a-z]+$')
+    expect(page.locator("button[value=save]")).to_be_disabled()
+    page.fill("input[name='term-1-id']", "cr-0a1b2c3d4e5f60006")
+    page.click("button[value=preview]")
+    expect(page.locator("#preview")).to_contain_text("cr-0a1b2c3d4e5f60006")
+    expect(page.locator("#terms-diff")).to_contain_text('+    "id": "cr-0a1b2c3d4e5f60006"')
+    page.screenshot(path=artifacts / "selector-term-preview.png", full_page=True)
+    page.click("button[value=save]")
+    page.wait_for_url(f"{live_server.url}/nodeclasses/default/")
+    expect(page.locator(".messages")).to_contain_text("Saved the selector terms of default")
+    assert EC2NodeClass.objects.get(name="default").capacity_reservation_selector_terms[1] == {"id": "cr-0a1b2c3d4e5f60006"}
+
+
+def test_concurrent_edit_is_reported(demo, operator_login, live_server, artifacts):
+    page = operator_login
+    page.goto(f"{live_server.url}/nodeclasses/default/edit/")
+    page.click("button[value=add-term]")
+    page.fill("input[name='term-2-id']", "cr-0a1b2c3d4e5f60002")
+    page.click("button[value=preview]")
+    expect(page.locator("#preview")).to_contain_text("cr-0a1b2c3d4e5f60002")
+    # Someone else saves first.
+    EC2NodeClass.objects.filter(name="default").update(capacity_reservation_selector_terms=[{"tags": {"team": "ops"}}],
+                                                        resource_version="7")
+    page.click("button[value=save]")
+    expect(page.locator("#conflict")).to_contain_text("someone else edited it")
+    expect(page.locator("#conflict pre")).to_contain_text('"ops"')
+    assert EC2NodeClass.objects.get(name="default").capacity_reservation_selector_terms == [{"tags": {"team": "ops"}}]
+    page.screenshot(path=artifacts / "selector-term-conflict.png", full_page=True)
+
+
+@pytest.mark.parametrize("path", ["/reservations/", "/reservations/cr-0a1b2c3d4e5f60001/", "/nodepools/web/", "/nodes/", "/decisions/", "/what-if/?from=current"])
+def test_main_pages_render_in_the_browser(demo, operator_login, live_server, artifacts, path):
+    page = operator_login
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_server.url}{path}")
+    expect(page.locator("h1")).to_be_visible()
+    if path.startswith("/reservations/cr-"):
+        page.wait_for_selector("#reservation-chart .main-svg", timeout=15000)
+    name = path.strip("/").replace("/", "-").replace("?from=current", "") or "root"
+    page.screenshot(path=artifacts / f"{name}.png", full_page=True)
+    assert errors == []

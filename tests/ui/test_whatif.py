@@ -1,0 +1,58 @@
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from scheduling.world import current_world
+
+pytestmark = pytest.mark.django_db
+
+WORLD = {
+    "now": "2026-11-21T12:00:00Z",
+    "instanceTypes": [{"name": "m5.large", "cpu": "2", "memory": "8Gi", "pods": 29,
+                       "offerings": [{"capacityType": "on-demand", "zone": "us-east-1a", "price": 0.096}]}],
+    "capacityReservations": [{"CapacityReservationId": "cr-0abc", "InstanceType": "m5.large", "AvailabilityZone": "us-east-1a",
+                              "AvailableInstanceCount": 1, "TotalInstanceCount": 1, "State": "active",
+                              "InstanceMatchCriteria": "targeted", "OwnerId": "123456789012"}],
+    "ec2NodeClasses": [{"metadata": {"name": "default"}, "spec": {"capacityReservationSelectorTerms": [{"id": "cr-0abc"}]}}],
+    "nodePools": [{"metadata": {"name": "default"}, "spec": {"template": {"spec": {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]}]}}}}],
+    "pods": [{"metadata": {"namespace": "ns", "name": f"p{i}"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "1500m"}}}]}}
+             for i in range(2)],
+}
+
+
+def test_whatif_runs_a_pasted_world(viewer_client):
+    page = viewer_client.post(reverse("scheduling:whatif"), {"world": json.dumps(WORLD)}).content.decode()
+    assert "New nodes (2)" in page
+    assert "cr-0abc" in page and "on-demand in us-east-1a" in page
+
+
+def test_whatif_accepts_an_uploaded_file(viewer_client):
+    upload = SimpleUploadedFile("world.json", json.dumps(WORLD).encode(), content_type="application/json")
+    page = viewer_client.post(reverse("scheduling:whatif"), {"world_file": upload}).content.decode()
+    assert "New nodes (2)" in page
+
+
+def test_whatif_names_bad_paths(viewer_client):
+    bad = dict(WORLD, pods=[{"metadata": {"namespace": "ns", "name": "x"},
+                             "spec": {"containers": [{"resources": {"requests": {"cpu": "abc"}}}]}}])
+    page = viewer_client.post(reverse("scheduling:whatif"), {"world": json.dumps(bad)}).content.decode()
+    assert "pods[0].spec.containers[0].resources.requests.cpu" in page and "not a quantity" in page
+    page = viewer_client.post(reverse("scheduling:whatif"), {"world": "{not json"}).content.decode()
+    assert "The world has problems" in page and "Traceback" not in page
+
+
+def test_whatif_starts_from_the_current_world(viewer_client, demo_world):
+    page = viewer_client.get(reverse("scheduling:whatif"), {"from": "current"}).content.decode()
+    assert "cr-0a1b2c3d4e5f60001" in page and "web-pending-0" in page
+    response = viewer_client.post(reverse("scheduling:whatif"), {"world": json.dumps(current_world())})
+    assert "reserved in us-east-1a" in response.content.decode()
+
+
+def test_pending_pod_answers_why_not_reserved(viewer_client, demo_world):
+    page = viewer_client.get(reverse("scheduling:pod", args=["default", "trainer-pending-0"])).content.decode()
+    assert "Why not reserved?" in page
+    assert "p5.48xlarge reserved node in us-east-1a (NodePool gpu-reserved), in reservation cr-0a1b2c3d4e5f60006" in page
