@@ -288,7 +288,9 @@ def test_a_failed_launch_is_not_replayed(world, clock, provider):
     assert not provider.launch(request("nc-1", on_demand())).ok
     clock.advance(minutes=4)  # the ICE entry expires
     world.clear_insufficient_capacity()
-    assert provider.launch(request("nc-1", on_demand())).ok
+    launched = provider.launch(request("nc-1", on_demand()))
+    assert launched.ok
+    assert provider.launch(request("nc-1", on_demand())).instance_id == launched.instance_id
 
 
 def test_feature_gate_off_launches_without_reservation_preferences(world, clock, make_provider, raw_ec2):

@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -32,8 +32,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .interface import CloudAPIError
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # Codes that mean "slow down / try again" and never say anything about capacity.
 THROTTLING_CODES = frozenset(

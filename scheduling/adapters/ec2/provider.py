@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 CATALOGUE_TTL = timedelta(minutes=5)
 MAX_TOKEN_ATTEMPTS = 5
+MAX_REMEMBERED_INSTANCES = 100_000  # instance -> reservation, for MarkTerminated; oldest forgotten first
 
 
 class EC2CloudProvider:
@@ -158,7 +159,7 @@ class EC2CloudProvider:
                     if existing:
                         return self._result_from_instance(existing[0])
                     attempt += 1
-                    self._token_attempts[request.nodeclaim_name] = attempt
+                    self._set_attempt(request.nodeclaim_name, attempt)
                     continue
                 return LaunchResult(
                     error_code=exc.code,
@@ -167,8 +168,9 @@ class EC2CloudProvider:
                 )
             result = self._fleet_result(answer, launch_plan, reservation_of_template)
             if not result.ok:
-                # The next launch of this NodeClaim must not replay this failed fleet.
-                self._token_attempts[request.nodeclaim_name] = attempt + 1
+                # The next launch of this NodeClaim must not replay this failed fleet. (After a
+                # success the token stays: a retry then returns the same instance.)
+                self._set_attempt(request.nodeclaim_name, attempt + 1)
             return result
         return LaunchResult(
             error_code="IdempotentParameterMismatch",
@@ -243,7 +245,7 @@ class EC2CloudProvider:
             result.interruptible = bool(offering and offering.interruptible)
             if result.instance_id not in self._instance_reservations:  # a replayed fleet counts once
                 self.availability.mark_launched(reservation_id)
-                self._instance_reservations[result.instance_id] = reservation_id
+                self._remember(result.instance_id, reservation_id)
         return result
 
     def _result_from_instance(self, instance: InstanceMembership) -> LaunchResult:
@@ -266,8 +268,18 @@ class EC2CloudProvider:
         )
         for m in found:
             if m.reservation_id:
-                self._instance_reservations[m.instance_id] = m.reservation_id
+                self._remember(m.instance_id, m.reservation_id)
         return found
+
+    def _set_attempt(self, nodeclaim_name: str, attempt: int) -> None:
+        self._token_attempts[nodeclaim_name] = attempt
+        while len(self._token_attempts) > MAX_REMEMBERED_INSTANCES:
+            del self._token_attempts[next(iter(self._token_attempts))]
+
+    def _remember(self, instance_id: str, reservation_id: str) -> None:
+        self._instance_reservations[instance_id] = reservation_id
+        while len(self._instance_reservations) > MAX_REMEMBERED_INSTANCES:
+            del self._instance_reservations[next(iter(self._instance_reservations))]
 
     def terminate(self, instance_ids: Sequence[str]) -> TerminateResult:
         """TerminateInstances; ids EC2 no longer knows are reported as not found and, when they sat
