@@ -6,3 +6,5 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
 # Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls there otherwise.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# The loop's tests run Celery on a real Redis (CI starts one; so do these machines).
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -143,7 +143,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # --- karpweb ---------------------------------------------------------------------------
 KARPWEB_PROVIDER = env_choice("KARPWEB_PROVIDER", "simulated", ("simulated", "aws"))
 KARPWEB_CLUSTER = env_choice("KARPWEB_CLUSTER", "simulated", ("simulated", "kubernetes"))
-KARPWEB_MODE = env_choice("KARPWEB_MODE", "observe", ("observe", "control"))
+# A real cluster starts in observe; the simulated world acts, so that the demo shows the loop working.
+_SIMULATED = KARPWEB_PROVIDER == "simulated" and KARPWEB_CLUSTER == "simulated"
+KARPWEB_MODE = env_choice("KARPWEB_MODE", "control" if _SIMULATED else "observe", ("observe", "control"))
 KARPWEB_FEATURE_RESERVED_CAPACITY = env_bool("KARPWEB_FEATURE_RESERVED_CAPACITY", True)
 KARPWEB_AWS_REGION = env_str("KARPWEB_AWS_REGION", env_str("AWS_REGION", "us-east-1"))
 KARPWEB_EC2_ENDPOINT_URL = env_url("KARPWEB_EC2_ENDPOINT_URL", None, ("http", "https"))
@@ -152,23 +154,43 @@ KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 30, min
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`.
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # The UI's roles: viewers read, operators write (scheduling/api/permissions.py).
+    "DEFAULT_PERMISSION_CLASSES": ["scheduling.api.permissions.IsOperatorOrReadOnly"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # ?limit=&offset=, 50 rows by default and at most 1000.
+    "DEFAULT_PAGINATION_CLASS": "scheduling.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "karpweb API",
-    "DESCRIPTION": "Kubernetes nodes on EC2 reserved capacity: reservations, node pools, decisions.",
+    "DESCRIPTION": (
+        "Kubernetes nodes on EC2 reserved capacity: reservations, node pools, decisions. "
+        "Authenticate with `Authorization: Token <key>` (`manage.py api_token USER`) or a browser session. "
+        "Viewers read; operators change EC2NodeClass selector terms and NodePool modes. See docs/api.md."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "CapacityTypeEnum": "scheduling.models.CapacityType",
+        "ModeEnum": "scheduling.models.Mode",
+    },
+    # Swagger UI at /api/docs/ only from local static files (drf-spectacular-sidecar), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

@@ -6,12 +6,15 @@ from scheduling.models import (
     AuditEntry,
     Decision,
     InstanceType,
+    Lease,
     Mode,
     Node,
     NodeClaim,
     NodePool,
     Offering,
     Pod,
+    SimulatedInstance,
+    TaskRun,
 )
 
 
@@ -144,3 +147,29 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "object_repr", "object_id")
     list_select_related = ("content_type",)
     date_hierarchy = "created_at"
+
+
+@admin.register(TaskRun)
+class TaskRunAdmin(ReadOnlyAdmin):
+    list_display = ("task", "started_at", "duration", "status", "mode", "counts", "short_error", "worker")
+    list_filter = ("task", "status", "mode")
+    search_fields = ("task", "error", "task_id")
+    date_hierarchy = "started_at"
+    show_full_result_count = False
+
+    @admin.display(description="error")
+    def short_error(self, obj):
+        return obj.error.splitlines()[0][:120] if obj.error else ""
+
+
+@admin.register(Lease)
+class LeaseAdmin(ReadOnlyAdmin):
+    list_display = ("name", "holder", "expires_at")
+    search_fields = ("name", "holder")
+
+
+@admin.register(SimulatedInstance)
+class SimulatedInstanceAdmin(ReadOnlyAdmin):
+    list_display = ("instance_id", "instance_type", "zone", "capacity_type", "reservation_id", "state", "launched_at")
+    list_filter = ("capacity_type", "state", "zone")
+    search_fields = ("instance_id", "client_token", "reservation_id")

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
 from reservations.status import refresh_node_class_status
+from scheduling.adapters.kube.sync import pod_requests
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
 
 ACCOUNT = "123456789012"
@@ -60,7 +61,7 @@ def _reservations(now):
         ("0002", "m5.xlarge", "us-east-1b", "default", "targeted", 4, 0, None, {"team": "web"}, "", "active"),
         ("0003", "c6a.large", "us-east-1a", "default", "open", 6, 3, now + 30 * DAY, {"team": "batch"}, "", "active"),
         ("0004", "c6a.48xlarge", "us-east-1c", "default", "targeted", 1, 1, None, {"team": "batch"}, "", "active"),
-        ("0005", "g5.12xlarge", "us-east-1b", "capacity-block", "targeted", 2, 2, now + 45 * MINUTE, {"team": "ml"}, "", "active"),
+        ("0005", "g5.12xlarge", "us-east-1b", "capacity-block", "targeted", 2, 2, now + 41 * MINUTE, {"team": "ml"}, "", "active"),
         ("0006", "p5.48xlarge", "us-east-1a", "capacity-block", "targeted", 2, 1, now + 3 * DAY, {"team": "ml"}, "", "active"),
         ("0007", "trn2.48xlarge", "us-east-1c", "capacity-block", "targeted", 4, 2, now + 5 * HOUR, {"team": "ml"}, "trn2u.48xlarge", "active"),
         ("0008", "r5.large", "us-east-1c", "default", "targeted", 2, 0, now - DAY, {"team": "web"}, "", "expired"),
@@ -72,6 +73,10 @@ NODE_CLASSES = {
     "ml": [{"tags": {"team": "ml"}, "ownerID": ACCOUNT}],
     "batch": [{"tags": {"team": "batch"}}, {"instanceMatchCriteria": "open"}],
 }
+
+# GPU nodes are tainted so that only pods asking for accelerators land on them.
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 NODE_POOLS = {
     # name: (weight, node class, capacity types or None for all, extra requirements, limits)
@@ -168,6 +173,7 @@ def _seed_node_pools(now, node_classes):
             uid=f"demo-nodepool-{name}", weight=weight, node_class=node_classes[node_class],
             node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
             requirements=requirements, limits=limits, created_at=now - 90 * DAY, synced_at=now,
+            taints=[GPU_TAINT] if name == "gpu-reserved" else [],
             conditions=[{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
                          "lastTransitionTime": (now - 90 * DAY).strftime("%Y-%m-%dT%H:%M:%SZ")}],
         ))
@@ -234,7 +240,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 uid=f"demo-node-{sequence}", node_pool=pool, node_claim=claim, instance_type=itype, zone=zone,
                 capacity_type=capacity_type, reservation=reservation,
                 reservation_label=reservation.reservation_id if reservation else "", labels=labels,
-                annotations={"karpenter.sh/nodepool-hash": "demo"}, taints=[],
+                annotations={"karpenter.sh/nodepool-hash": "demo"}, taints=pool.taints,
                 allocatable_cpu_millicores=vcpus * 1000 - 80, allocatable_memory_bytes=int(mem * GIB * 0.9),
                 allocatable_pods=max_pods, provider_id=provider_id, ready=True, unschedulable=False,
                 created_at=launched + datetime.timedelta(seconds=45), synced_at=now,
@@ -248,6 +254,8 @@ def _pod_spec(cpu_m, mem_mi, node_selector=None, gpus=0):
     if gpus:
         requests["nvidia.com/gpu"] = str(gpus)
     spec = {"containers": [{"name": "app", "image": "demo", "resources": {"requests": requests}}]}
+    if gpus:
+        spec["tolerations"] = [GPU_TOLERATION]
     if node_selector:
         spec["nodeSelector"] = node_selector
     return spec
@@ -263,7 +271,8 @@ def _seed_pods(now, nodes):
         for slot in range(per_node):
             name = f"{app}-{index:03d}{slot}"
             cpu = 1000 if pool == "gpu-reserved" else rng.choice([250, 500])
-            _upsert_pod(now, name, node, _pod_spec(cpu, rng.choice([256, 512, 1024])), {"app": app})
+            gpus = 1 if pool == "gpu-reserved" else 0
+            _upsert_pod(now, name, node, _pod_spec(cpu, rng.choice([256, 512, 1024]), gpus=gpus), {"app": app})
             wanted.add(("default", name))
     pending = [
         ("web-pending-0", _pod_spec(1000, 2048, {"karpenter.sh/capacity-type": "reserved"}), "web"),
@@ -283,11 +292,11 @@ def _seed_pods(now, nodes):
 
 
 def _upsert_pod(now, name, node, spec, labels):
-    requests = spec["containers"][0]["resources"]["requests"]
+    cpu, memory = pod_requests(spec)
     Pod.objects.update_or_create(namespace="default", name=name, defaults=dict(
         uid=f"demo-pod-{name}", node=node, node_name=node.name if node else "",
-        phase="Running" if node else "Pending", cpu_request_millicores=int(requests["cpu"].rstrip("m")),
-        memory_request_bytes=int(requests["memory"].rstrip("Mi")) * 2**20, labels=labels, spec=spec,
+        phase="Running" if node else "Pending", cpu_request_millicores=cpu,
+        memory_request_bytes=memory, labels=labels, spec=spec,
         owner_kind="ReplicaSet", owner_name=f"{labels['app']}-5d8f7c", created_at=now - 3 * HOUR, synced_at=now,
     ))
 

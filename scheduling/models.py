@@ -335,3 +335,68 @@ class AuditEntry(models.Model):
 
     def __str__(self):
         return f"{self.actor} {self.action}d {self.object_repr} via {self.source}"
+
+
+class TaskRun(models.Model):
+    """One run of a control-loop task: when, how long, what it counted, how it ended."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        SKIPPED = "skipped", "skipped (another worker holds the lock)"
+
+    task = models.CharField(max_length=64, db_index=True)
+    task_id = models.CharField(max_length=64, blank=True, help_text="Celery's id for this execution.")
+    worker = models.CharField(max_length=255, blank=True)
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    counts = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    mode = models.CharField(max_length=10, choices=Mode.choices, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["task", "-started_at"])]
+
+    def __str__(self):
+        return f"{self.task} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"
+
+    @property
+    def duration(self):
+        return (self.finished_at - self.started_at) if self.finished_at else None
+
+
+class Lease(models.Model):
+    """A named lock held until `expires_at`: claimed with a conditional UPDATE so that two workers
+    never run the same loop step (or act on the same NodePool or node) at once."""
+
+    name = models.CharField(max_length=255, unique=True)
+    holder = models.CharField(max_length=255, blank=True)
+    expires_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"{self.name} held by {self.holder or 'nobody'} until {self.expires_at:%H:%M:%S}"
+
+
+class SimulatedInstance(models.Model):
+    """An instance in the simulated EC2 (the embedded default and the what-if world)."""
+
+    instance_id = models.CharField(max_length=32, unique=True)
+    client_token = models.CharField(max_length=64, unique=True, help_text="A retried launch with this token returns this instance.")
+    instance_type = models.CharField(max_length=64)
+    zone = models.CharField(max_length=32)
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices)
+    reservation_id = models.CharField(max_length=64, blank=True, db_index=True)
+    reservation_type = models.CharField(max_length=20, blank=True)
+    state = models.CharField(max_length=16, default="running", db_index=True)
+    launched_at = models.DateTimeField(default=timezone.now)
+    terminated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["instance_id"]
+
+    def __str__(self):
+        where = f" in {self.reservation_id}" if self.reservation_id else ""
+        return f"{self.instance_id} {self.instance_type} {self.capacity_type}{where} ({self.state})"

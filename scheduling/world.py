@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.engine.timeutil import format_time
-from scheduling.models import CapacityType, InstanceType, Node, NodePool, Offering, Pod
+from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
 
 KEEP_IDLE_RESERVED_ANNOTATION = "karpweb.io/keep-idle-reserved-nodes"
 
@@ -24,7 +24,7 @@ def current_world(now=None, *, include_pods: bool = True) -> dict:
         "capacityReservations": [reservation_item(r) for r in CapacityReservation.objects.order_by("reservation_id")],
         "ec2NodeClasses": [node_class_object(nc) for nc in EC2NodeClass.objects.order_by("name")],
         "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
-        "nodes": [node_object(n) for n in Node.objects.order_by("name")],
+        "nodes": [node_object(n) for n in Node.objects.order_by("name")] + in_flight_nodes(),
         "pods": [pod_object(p) for p in Pod.objects.order_by("namespace", "name")] if include_pods else [],
     }
 
@@ -145,6 +145,28 @@ def node_object(n: Node) -> dict:
             "conditions": [{"type": "Ready", "status": "True" if n.ready else "False"}],
         },
     }
+
+
+def in_flight_nodes() -> list[dict]:
+    """NodeClaims whose Node has not registered yet count as capacity, as Karpenter counts them:
+    otherwise every provisioning run would launch again for the same pods."""
+    claims = list(NodeClaim.objects.filter(node__isnull=True, deleting_since__isnull=True).exclude(instance_type="").order_by("name"))
+    sizes = {it.name: it for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}
+    nodes = []
+    for claim in claims:
+        size = sizes.get(claim.instance_type)
+        if size is None:
+            continue
+        nodes.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": _metadata(claim.name, labels={**claim.labels, "kubernetes.io/hostname": claim.name}),
+            "spec": {"providerID": claim.provider_id},
+            "status": {
+                "allocatable": {"cpu": f"{size.cpu_millicores}m", "memory": str(size.memory_bytes), "pods": str(size.max_pods)},
+                "conditions": [{"type": "Ready", "status": "False"}],
+            },
+        })
+    return nodes
 
 
 def pod_object(p: Pod) -> dict:

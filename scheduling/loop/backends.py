@@ -1,0 +1,38 @@
+"""Which cloud and which cluster the loop talks to: the simulated world (the embedded default) or
+the real ones (KARPWEB_PROVIDER=aws, KARPWEB_CLUSTER=kubernetes)."""
+
+import functools
+
+from django.conf import settings
+
+
+def cloud():
+    if settings.KARPWEB_PROVIDER == "aws":
+        return _ec2_provider()
+    from scheduling.loop.simulated import SimulatedCloud
+
+    return SimulatedCloud()
+
+
+def cluster():
+    if settings.KARPWEB_CLUSTER == "kubernetes":
+        from scheduling.adapters.kube.adapter import KubeClusterAdapter
+        from scheduling.adapters.kube.config import load_api_client
+
+        return KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
+    from scheduling.loop.simulated import SimulatedCluster
+
+    return SimulatedCluster()
+
+
+def is_simulated() -> bool:
+    return settings.KARPWEB_PROVIDER == "simulated" and settings.KARPWEB_CLUSTER == "simulated"
+
+
+@functools.cache
+def _ec2_provider():
+    """One per worker process: it keeps the in-memory reservation availability and the 3-minute
+    unavailable-offerings cache between task runs, as Karpenter's provider does."""
+    from scheduling.adapters.ec2.provider import EC2CloudProvider
+
+    return EC2CloudProvider()

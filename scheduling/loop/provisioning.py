@@ -1,0 +1,194 @@
+"""Provisioning: pending pods -> engine -> NodeClaim + launch (control) or a recommendation (observe).
+
+A launch is idempotent: the NodeClaim row is written before the launch and its name is the client
+token, so a run killed between launch and record relaunches into the same instance on retry."""
+
+import random
+import string
+
+from django.db.models import Q
+from django.utils import timezone
+
+from reservations.models import CapacityReservation
+from scheduling.adapters.ec2.interface import LaunchOffering, LaunchRequest
+from scheduling.adapters.kube.interface import Condition, NodeClaimRequest
+from scheduling.engine.simulate import simulate
+from scheduling.loop.recording import PendingDecision, record
+from scheduling.models import Decision, Mode, NodeClaim, NodePool
+from scheduling.modes import effective_mode
+from scheduling.world import current_world
+
+MAX_PODS_IN_SUBJECT = 3
+# On the NodeClaims karpweb creates, so that a retry only ever relaunches karpweb's own claims.
+PROVISIONER_LABEL = "karpweb.io/provisioner"
+
+
+def provision(cloud, cluster, now=None) -> dict:
+    now = now or timezone.now()
+    relaunched = relaunch_unlaunched_claims(cloud, cluster)
+    decisions = simulate(current_world(now))
+    pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
+    reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
+    pending, launched, failed = [], 0, 0
+    for claim in decisions["nodeClaims"]:
+        pool = pools.get(claim["nodePool"])
+        mode = effective_mode(pool)
+        decision = PendingDecision(
+            kind=Decision.Kind.LAUNCH, subject=claim_subject(claim), reason=launch_reason(claim, pool, reservations),
+            mode=mode, node_pool=pool, reservation=reservations.get(claim["launch"].get("reservationID")),
+            objects_involved={"pods": claim["pods"]}, details=claim,
+        )
+        if mode == Mode.CONTROL:
+            row = create_claim(cluster, claim, pool)
+            result = launch_claim(cloud, cluster, row)
+            decision.details = {**claim, "name": row.name}
+            if result.ok:
+                decision.outcome, launched = Decision.Outcome.ACTED, launched + 1
+            else:
+                decision.outcome, failed = Decision.Outcome.FAILED, failed + 1
+                decision.error = f"{result.error_code}: {result.error_message}"
+                decision.reason += f"; the launch failed ({result.error_code}), the pods will be planned again"
+        pending.append(decision)
+    pending += unplaced_decisions(decisions, pools)
+    return {"claims_planned": len(decisions["nodeClaims"]), "launched": launched, "launch_failures": failed,
+            "relaunched": relaunched, "unschedulable": len(decisions["unschedulable"]),
+            "deferred": len(decisions["deferred"]), "decisions_recorded": record(pending, now)}
+
+
+def claim_subject(claim: dict) -> str:
+    pods = [key.split("/", 1)[-1] for key in claim["pods"]]
+    shown = ", ".join(pods[:MAX_PODS_IN_SUBJECT]) + (f" and {len(pods) - MAX_PODS_IN_SUBJECT} more" if len(pods) > MAX_PODS_IN_SUBJECT else "")
+    return f"pod{'s' if len(pods) > 1 else ''} {shown}"[:255]
+
+
+def launch_reason(claim: dict, pool, reservations: dict) -> str:
+    """'pod web-7 went to on-demand: reservation cr-0abc is full (4/4)', in that spirit."""
+    launch = claim["launch"]
+    where = f"a new {launch['instanceType']} in {launch['zone']} (NodePool {claim['nodePool']})"
+    subject = claim_subject(claim)
+    rid = launch.get("reservationID")
+    if rid:
+        r = reservations.get(rid)
+        room = f", {r.available_instance_count} of {r.total_instance_count} free before this launch" if r else ""
+        return f"{subject} went to reserved capacity: {where} in reservation {rid}{room}"
+    return f"{subject} went to {launch['capacityType']}: {where}; {why_not_reserved(claim, pool, reservations)}"
+
+
+def why_not_reserved(claim: dict, pool, reservations: dict) -> str:
+    allowed = _allows_reserved(pool)
+    if not allowed:
+        return f"NodePool {claim['nodePool']} does not allow reserved capacity"
+    node_class = pool.node_class if pool else None
+    if node_class is None:
+        return "the NodePool has no EC2NodeClass"
+    selected = [reservations[e["id"]] for e in node_class.status_capacity_reservations or [] if e["id"] in reservations]
+    fitting = [r for r in selected if r.instance_type in claim["instanceTypeOptions"]]
+    if not fitting:
+        return f"EC2NodeClass {node_class.name} selects no reservation for {', '.join(claim['instanceTypeOptions'][:4])}"
+    parts = []
+    for r in fitting:
+        if not r.is_usable():
+            parts.append(f"reservation {r.reservation_id} is {r.state if r.state != 'active' else 'past its end'}")
+        elif r.available_instance_count == 0:
+            parts.append(f"reservation {r.reservation_id} is full ({r.used_instance_count}/{r.total_instance_count})")
+        elif r.timing and r.timing.is_expiring(timezone.now()):
+            parts.append(f"capacity block {r.reservation_id} is expiring (drain from {r.timing.drain_at:%H:%M})")
+        else:
+            parts.append(f"reservation {r.reservation_id} in {r.availability_zone} does not suit these pods' constraints")
+    return "; ".join(parts)
+
+
+def _allows_reserved(pool) -> bool:
+    if pool is None:
+        return False
+    for requirement in pool.requirements or []:
+        if requirement.get("key") == "karpenter.sh/capacity-type":
+            values = requirement.get("values") or []
+            if requirement.get("operator") == "In":
+                return "reserved" in values
+            if requirement.get("operator") == "NotIn":
+                return "reserved" not in values
+    return True
+
+
+def unplaced_decisions(decisions: dict, pools: dict) -> list[PendingDecision]:
+    mode = effective_mode(None)
+    result = []
+    for kind, entries in ((Decision.Kind.UNSCHEDULABLE, decisions["unschedulable"]), (Decision.Kind.DEFER, decisions["deferred"])):
+        for entry in entries:
+            name = entry["pod"].split("/", 1)[-1]
+            result.append(PendingDecision(kind=kind, subject=f"pod {entry['pod']}", mode=mode,
+                                          reason=f"pod {name} is {kind}: {entry['reason']}",
+                                          objects_involved={"pods": [entry["pod"]]}))
+    return result
+
+
+def unique_claim_name(pool_name: str) -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    while True:
+        name = f"{pool_name}-{''.join(random.choices(alphabet, k=5))}"
+        if not NodeClaim.objects.filter(name=name).exists():
+            return name
+
+
+def create_claim(cluster, claim: dict, pool) -> NodeClaim:
+    """Create the NodeClaim in the cluster and its row, with the launch it is meant for."""
+    launch = claim["launch"]
+    name = unique_claim_name(claim["nodePool"])
+    labels = {**claim["labels"], PROVISIONER_LABEL: "karpweb"}
+    request = NodeClaimRequest(
+        nodepool=claim["nodePool"], name=name, labels=labels,
+        node_class_ref=(pool.node_class_ref if pool and pool.node_class_ref else
+                        {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.node_class.name if pool and pool.node_class else ""}),
+        requirements=[{"key": key, "operator": "In", "values": [value]} for key, value in sorted(claim["labels"].items())],
+    )
+    cluster.create_nodeclaim(request)
+    reservation = CapacityReservation.objects.filter(reservation_id=launch.get("reservationID") or "").first()
+    row, _ = NodeClaim.objects.update_or_create(name=name, defaults=dict(
+        node_pool=pool, node_class=pool.node_class if pool else None, labels=labels,
+        requirements=request.requirements, instance_type=launch["instanceType"], zone=launch["zone"],
+        capacity_type=launch["capacityType"], reservation=reservation, reservation_label=launch.get("reservationID") or "",
+        created_at=timezone.now(),
+    ))
+    return row
+
+
+def launch_claim(cloud, cluster, row: NodeClaim):
+    """Launch the instance a NodeClaim row is meant for; the claim name is the client token."""
+    offering = LaunchOffering(
+        instance_type=row.instance_type, zone=row.zone, capacity_type=row.capacity_type, price=0.0,
+        reservation_id=row.reservation_label or None,
+        reservation_type=row.labels.get("karpenter.k8s.aws/capacity-reservation-type"),
+    )
+    node_class = row.node_class
+    request = LaunchRequest(
+        nodeclaim_name=row.name, nodeclass_name=node_class.name if node_class else "",
+        image_id=(node_class.spec or {}).get("karpweb.io/imageID", "") if node_class else "", offerings=[offering],
+        tags={"karpenter.sh/nodeclaim": row.name, "karpenter.sh/nodepool": row.node_pool.name if row.node_pool else ""},
+    )
+    result = cloud.launch(request)
+    if result.ok:
+        # The cluster hears of the launch first and the row last: until the row has its
+        # provider id, a retry relaunches with the same client token and gets the same instance.
+        provider_id = f"aws:///{result.zone}/{result.instance_id}"
+        cluster.set_conditions("NodeClaim", row.name, [Condition("Launched", "True", "Launched")],
+                               status_fields={"providerID": provider_id})
+        row.refresh_from_db()
+        row.provider_id, row.launched_at = provider_id, timezone.now()
+        row.set_condition("Launched", "True", "Launched")
+        row.save(update_fields=["provider_id", "launched_at", "conditions"])
+    else:
+        row.delete()
+        delete = getattr(cluster, "delete_nodeclaim", None)
+        if delete:
+            delete(row.name)
+    return result
+
+
+def relaunch_unlaunched_claims(cloud, cluster) -> int:
+    """Claims written by an earlier run that died before its launch was recorded: launch them again
+    (the client token makes this the same instance if the first launch went through)."""
+    unlaunched = NodeClaim.objects.filter(
+        provider_id="", deleting_since__isnull=True, labels__has_key=PROVISIONER_LABEL
+    ).exclude(Q(instance_type="") | Q(capacity_type=""))
+    return sum(1 for row in unlaunched.select_related("node_class", "node_pool") if launch_claim(cloud, cluster, row).ok)

@@ -1,0 +1,293 @@
+"""The simulated world: an EC2 and a Kubernetes behind the loop's adapter interfaces, kept in the
+database, so that karpweb shows itself working with no AWS account and no cluster.
+
+- EC2: the CapacityReservation rows are the truth; launches take a unit with a conditional UPDATE
+  (never over-committing), fail with ReservationCapacityExceeded when a reservation is full, and
+  are idempotent on their client token; EC2 reclaims capacity-block instances 30 minutes (60 for
+  UltraServer) before the block ends and moves instances of an ended ODCR to plain on-demand.
+- Kubernetes: NodeClaims, Nodes and Pods are the rows; a launched NodeClaim registers its Node at
+  once; a small kube-scheduler binds pending pods to nodes with room using the engine's bindings;
+  workloads arrive and leave on a fixed pattern.
+- The clock is Django's (`timezone.now()`): tests move it with time-machine.
+"""
+
+import datetime
+import math
+import random
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from reservations.models import CapacityReservation
+from scheduling.adapters.ec2.interface import InstanceMembership, LaunchResult, TerminateResult
+from scheduling.adapters.kube.interface import Condition, DemotionResult, DrainResult, NodeClaimRequest
+from scheduling.adapters.kube.sync import pod_requests
+from scheduling.engine.capacityblocks import capacity_block_timing
+from scheduling.engine.labels import RESERVATION_LABELS
+from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Pod, SimulatedInstance
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+
+
+class SimulatedCloud:
+    """CloudProvider (scheduling/adapters/ec2/interface.py) on the database."""
+
+    def launch(self, request) -> LaunchResult:
+        existing = SimulatedInstance.objects.filter(client_token=request.nodeclaim_name).first()
+        if existing:  # a retried launch: the same instance, never a second one
+            return _result(existing)
+        errors = []
+        for offering in request.offerings:
+            if offering.reservation_id and not _take_unit(offering.reservation_id):
+                errors.append(("ReservationCapacityExceeded",
+                               f"reservation {offering.reservation_id} has no available instance"))
+                continue
+            instance = SimulatedInstance.objects.create(
+                instance_id=f"i-{random.getrandbits(68):017x}", client_token=request.nodeclaim_name,
+                instance_type=offering.instance_type, zone=offering.zone, capacity_type=offering.capacity_type,
+                reservation_id=offering.reservation_id or "", reservation_type=offering.reservation_type or "",
+            )
+            return _result(instance)
+        code, message = errors[-1] if errors else ("UnfulfillableCapacity", "no offering to launch")
+        return LaunchResult(error_code=code, error_message=message,
+                            reservations_marked_unavailable=[o.reservation_id for o in request.offerings if o.reservation_id])
+
+    def terminate(self, instance_ids) -> TerminateResult:
+        result = TerminateResult()
+        for instance in SimulatedInstance.objects.filter(instance_id__in=instance_ids, state="running"):
+            _stop(instance)
+            result.terminating.append(instance.instance_id)
+        result.not_found = sorted(set(instance_ids) - set(result.terminating))
+        return result
+
+    def describe_instances(self, instance_ids=None, tags=None) -> list[InstanceMembership]:
+        instances = SimulatedInstance.objects.filter(state="running")
+        if instance_ids is not None:
+            instances = instances.filter(instance_id__in=instance_ids)
+        return [
+            InstanceMembership(
+                instance_id=i.instance_id, instance_type=i.instance_type, zone=i.zone, state=i.state,
+                capacity_type=i.capacity_type, reservation_id=i.reservation_id or None,
+                reservation_type=i.reservation_type or None, interruptible=False,
+                capacity_reservation_preference="capacity-reservations-only" if i.reservation_id else "none",
+                launch_time=i.launched_at, tags={},
+            )
+            for i in instances
+        ]
+
+
+def _take_unit(reservation_id: str) -> bool:
+    """Conditional UPDATE: of two launches racing for the last unit, one wins."""
+    now = timezone.now()
+    return bool(CapacityReservation.objects.filter(
+        reservation_id=reservation_id, state=CapacityReservation.State.ACTIVE, available_instance_count__gt=0,
+    ).exclude(end_date__lte=now).update(available_instance_count=F("available_instance_count") - 1))
+
+
+def _stop(instance: SimulatedInstance) -> None:
+    instance.state = "terminated"
+    instance.terminated_at = timezone.now()
+    instance.save(update_fields=["state", "terminated_at"])
+    if instance.reservation_id:
+        CapacityReservation.objects.filter(
+            reservation_id=instance.reservation_id, available_instance_count__lt=F("total_instance_count")
+        ).update(available_instance_count=F("available_instance_count") + 1)
+
+
+def _result(instance: SimulatedInstance) -> LaunchResult:
+    return LaunchResult(
+        instance_id=instance.instance_id, instance_type=instance.instance_type, zone=instance.zone,
+        capacity_type=instance.capacity_type, reservation_id=instance.reservation_id or None,
+        reservation_type=instance.reservation_type or None,
+    )
+
+
+class SimulatedCluster:
+    """The parts of ClusterAdapter (scheduling/adapters/kube/interface.py) the loop uses, on the rows."""
+
+    def create_nodeclaim(self, request: NodeClaimRequest) -> dict:
+        pool = NodePool.objects.filter(name=request.nodepool).select_related("node_class").first()
+        claim = NodeClaim.objects.create(
+            name=request.name, node_pool=pool, node_class=pool.node_class if pool else None,
+            labels=request.labels, requirements=request.requirements, resources=request.resources,
+            created_at=timezone.now(), synced_at=timezone.now(),
+        )
+        return {"metadata": {"name": claim.name}}
+
+    def delete_nodeclaim(self, name: str) -> None:
+        NodeClaim.objects.filter(name=name).delete()
+
+    def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
+        model = {"NodeClaim": NodeClaim, "NodePool": NodePool}.get(kind)
+        if model is None:
+            from reservations.models import EC2NodeClass as model
+        obj = model.objects.get(name=name)
+        for condition in conditions:
+            obj.set_condition(condition.type, condition.status, condition.reason, condition.message)
+        obj.save(update_fields=["conditions"])
+        if kind == "NodeClaim" and (status_fields or {}).get("providerID"):
+            register_node(obj, status_fields["providerID"])
+        return {"metadata": {"name": name}, "status": {"conditions": obj.conditions}}
+
+    def demote(self, *, nodeclaim=None, node=None) -> DemotionResult:
+        result = DemotionResult()
+        for model, name, label in ((NodeClaim, nodeclaim, "NodeClaim"), (Node, node, "Node")):
+            obj = model.objects.filter(name=name).first() if name else None
+            if obj is None:
+                continue
+            removed = sorted(key for key in obj.labels if key in RESERVATION_LABELS)
+            obj.labels = {k: v for k, v in obj.labels.items() if k not in RESERVATION_LABELS}
+            obj.labels[CAPACITY_TYPE_LABEL] = CapacityType.ON_DEMAND
+            obj.capacity_type = CapacityType.ON_DEMAND
+            obj.reservation = None
+            obj.reservation_label = ""
+            obj.save(update_fields=["labels", "capacity_type", "reservation", "reservation_label"])
+            result.changed[f"{label} {name}"] = removed
+        return result
+
+    def drain(self, node: str, *, force: bool = False, delete: bool = True) -> DrainResult:
+        result = DrainResult(node=node)
+        row = Node.objects.filter(name=node).select_related("node_claim").first()
+        if row is None:
+            return result
+        row.unschedulable = True
+        row.save(update_fields=["unschedulable"])
+        result.cordoned = True
+        pods = list(row.pods.all())
+        for pod in pods:
+            if not force and (pod.annotations or {}).get(DO_NOT_DISRUPT) == "true":
+                result.blocked[str(pod)] = f"annotated {DO_NOT_DISRUPT}=true"
+        if result.blocked:
+            return result
+        Pod.objects.filter(pk__in=[p.pk for p in pods]).update(node=None, node_name="", phase="Pending")
+        result.evicted = [str(p) for p in pods]
+        if delete:
+            claim = row.node_claim
+            row.delete()
+            result.deleted.append(f"Node {node}")
+            if claim is not None:
+                claim.delete()
+                result.deleted.append(f"NodeClaim {claim.name}")
+        return result
+
+
+def register_node(claim: NodeClaim, provider_id: str) -> Node:
+    """The simulated kubelet: the instance boots and its Node joins, labelled from the claim."""
+    instance_type = InstanceType.objects.filter(name=claim.instance_type).first()
+    name = f"ip-10-1-{random.randint(0, 255)}-{random.randint(1, 254)}.ec2.internal"
+    labels = {**claim.labels, "kubernetes.io/hostname": name}
+    node, _ = Node.objects.update_or_create(node_claim=claim, defaults=dict(
+        name=name, node_pool=claim.node_pool, instance_type=claim.instance_type, zone=claim.zone,
+        capacity_type=claim.capacity_type, reservation=claim.reservation, reservation_label=claim.reservation_label,
+        labels=labels, provider_id=provider_id, ready=True, created_at=timezone.now(), synced_at=timezone.now(),
+        # What an EKS AMI leaves allocatable: a little CPU and ~8 % of memory go to the system.
+        allocatable_cpu_millicores=(instance_type.cpu_millicores - 80) if instance_type else 0,
+        allocatable_memory_bytes=int(instance_type.memory_bytes * 0.92) if instance_type else 0,
+        allocatable_pods=instance_type.max_pods if instance_type else 110,
+    ))
+    NodeClaim.objects.filter(pk=claim.pk).update(node_name=name, registered_at=timezone.now(), initialized_at=timezone.now())
+    return node
+
+
+# --- the world's own events --------------------------------------------------------------------
+
+WORKLOADS = (
+    # app, NodePool-steering node selector, cpu, memory, minimum, amplitude, period (minutes)
+    ("web", {}, "500m", "1Gi", 16, 24, 20),
+    ("worker", {"kubernetes.io/arch": "amd64"}, "1", "2Gi", 4, 6, 30),
+)
+
+
+def workload_target(minimum: int, amplitude: int, period: int, now: datetime.datetime) -> int:
+    """How many pods a workload wants at `now`: a slow wave, so reservations fill and drain."""
+    phase = (now.timestamp() / 60) / period * 2 * math.pi
+    return minimum + round(amplitude * (1 + math.sin(phase)) / 2)
+
+
+@transaction.atomic
+def tick_workloads(now=None) -> dict:
+    """Pods arrive and leave: each workload moves toward its target; the newest go first."""
+    now = now or timezone.now()
+    created = deleted = 0
+    for app, selector, cpu, memory, minimum, amplitude, period in WORKLOADS:
+        target = workload_target(minimum, amplitude, period, now)
+        pods = list(Pod.objects.filter(namespace="sim", labels__app=app).order_by("-created_at", "-name"))
+        for pod in pods[: max(len(pods) - target, 0)]:
+            pod.delete()
+            deleted += 1
+        for index in range(len(pods), target):
+            name = f"{app}-{now:%H%M%S}-{index}"
+            spec = {"containers": [{"name": app, "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+            if selector:
+                spec["nodeSelector"] = selector
+            cpu_m, memory_bytes = pod_requests(spec)
+            Pod.objects.get_or_create(namespace="sim", name=name, defaults=dict(
+                uid=f"sim-{name}", labels={"app": app}, spec=spec, phase="Pending", created_at=now, synced_at=now,
+                cpu_request_millicores=cpu_m, memory_request_bytes=memory_bytes,
+                owner_kind="ReplicaSet", owner_name=f"{app}-sim",
+            ))
+            created += 1
+    return {"pods_created": created, "pods_deleted": deleted}
+
+
+@transaction.atomic
+def bind_pending_pods(decisions: dict) -> int:
+    """The simulated kube-scheduler: bind the pods the engine says fit existing nodes."""
+    nodes = {n.name: n for n in Node.objects.filter(name__in={b["node"] for b in decisions.get("bindings", [])})}
+    bound = 0
+    for binding in decisions.get("bindings", []):
+        namespace, name = binding["pod"].split("/", 1)
+        node = nodes.get(binding["node"])
+        if node is not None:
+            bound += Pod.objects.filter(namespace=namespace, name=name, node_name="").update(
+                node=node, node_name=node.name, phase="Running")
+    return bound
+
+
+@transaction.atomic
+def tick_ec2(now=None) -> dict:
+    """EC2's side of time passing: reservations end, capacity-block instances are reclaimed."""
+    now = now or timezone.now()
+    reclaimed = 0
+    for block in CapacityReservation.objects.filter(
+        reservation_type=CapacityReservation.ReservationType.CAPACITY_BLOCK, end_date__isnull=False,
+        state=CapacityReservation.State.ACTIVE,
+    ):
+        if now >= capacity_block_timing(block.end_date, block.is_ultraserver).termination_at:
+            for instance in SimulatedInstance.objects.filter(reservation_id=block.reservation_id, state="running"):
+                _stop(instance)
+                _lose_node(instance.instance_id)
+                reclaimed += 1
+    ended = list(CapacityReservation.objects.filter(state=CapacityReservation.State.ACTIVE, end_date__lte=now))
+    for reservation in ended:
+        # An ended ODCR's instances keep running as plain on-demand; EC2 drops their reservation.
+        SimulatedInstance.objects.filter(reservation_id=reservation.reservation_id, state="running").update(
+            capacity_type=CapacityType.ON_DEMAND, reservation_id="", reservation_type="")
+    CapacityReservation.objects.filter(pk__in=[r.pk for r in ended]).update(state=CapacityReservation.State.EXPIRED)
+    return {"instances_reclaimed": reclaimed, "reservations_ended": len(ended)}
+
+
+def _lose_node(instance_id: str) -> None:
+    """An instance EC2 terminated: its pods go back to pending, its Node and NodeClaim go away."""
+    for node in Node.objects.filter(provider_id__endswith=f"/{instance_id}").select_related("node_claim"):
+        node.pods.update(node=None, node_name="", phase="Pending")
+        claim = node.node_claim
+        node.delete()
+        if claim:
+            claim.delete()
+
+
+def sample_utilization(now=None) -> int:
+    """One utilization sample per live reservation, as the EC2 sync writes one per DescribeCapacityReservations."""
+    from reservations.models import UtilizationSample
+
+    now = now or timezone.now()
+    samples = [
+        UtilizationSample(reservation=r, sampled_at=now, used=r.used_instance_count,
+                          available=r.available_instance_count, total=r.total_instance_count)
+        for r in CapacityReservation.objects.filter(state=CapacityReservation.State.ACTIVE)
+    ]
+    UtilizationSample.objects.bulk_create(samples)
+    return len(samples)

@@ -1,0 +1,105 @@
+"""The loop's steps, each a function returning counts for its TaskRun."""
+
+import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from reservations.models import EC2NodeClass, UtilizationSample
+from reservations.status import refresh_node_class_status
+from scheduling.adapters.kube.interface import Condition
+from scheduling.engine.simulate import simulate
+from scheduling.loop import backends, provisioning, simulated
+from scheduling.loop.recording import PendingDecision, record
+from scheduling.models import Decision, NodePool
+from scheduling.modes import global_mode
+from scheduling.world import current_world
+
+
+def sync_ec2(now=None) -> dict:
+    now = now or timezone.now()
+    if settings.KARPWEB_PROVIDER == "aws":
+        from scheduling.adapters.ec2.sync import sync_reservations
+
+        stats = sync_reservations(backends.cloud(), now)
+        counts = {key: value for key, value in vars(stats).items() if isinstance(value, int)}
+        if stats.errors:
+            counts["errors"] = len(stats.errors)
+            record([PendingDecision(kind=Decision.Kind.STATUS, subject="EC2 sync", mode=global_mode(),
+                                    reason="EC2 sync: " + "; ".join(stats.errors), outcome=Decision.Outcome.FAILED)], now)
+    else:
+        counts = simulated.tick_ec2(now)
+        counts["samples"] = simulated.sample_utilization(now)
+        counts["node_classes_changed"] = refresh_node_class_status(now)
+    counts["samples_pruned"] = prune_samples(now)
+    return counts
+
+
+def sync_catalogue(now=None) -> dict:
+    if settings.KARPWEB_PROVIDER != "aws":
+        return {"skipped": "the simulated world's catalogue is the seeded one"}
+    from scheduling.adapters.ec2.sync import sync_catalogue as sync
+
+    stats = sync(backends.cloud(), now or timezone.now())
+    return {key: value for key, value in vars(stats).items() if isinstance(value, int)}
+
+
+def prune_samples(now) -> int:
+    cutoff = now - datetime.timedelta(days=settings.KARPWEB_SAMPLE_RETENTION_DAYS)
+    return UtilizationSample.objects.filter(sampled_at__lt=cutoff).delete()[0]
+
+
+def sync_kubernetes(now=None) -> dict:
+    now = now or timezone.now()
+    if settings.KARPWEB_CLUSTER == "kubernetes":
+        from scheduling.adapters.kube.sync import ClusterSync
+
+        stats = ClusterSync(backends.cluster()).sync_once()
+        return {"lists": stats.lists, "errors": len(getattr(stats, "errors", []) or [])}
+    counts = simulated.tick_workloads(now)
+    counts["pods_bound"] = simulated.bind_pending_pods(simulate(current_world(now)))
+    return counts
+
+
+def provision(now=None) -> dict:
+    return provisioning.provision(backends.cloud(), backends.cluster(), now)
+
+
+def status(now=None) -> dict:
+    """EC2NodeClass and NodePool conditions: CapacityReservationsReady, Ready, ReservedCapacityAvailable."""
+    now = now or timezone.now()
+    if settings.KARPWEB_PROVIDER != "aws":
+        refresh_node_class_status(now)
+    decisions = simulate(current_world(now, include_pods=True))
+    engine_conditions = {entry["name"]: entry["conditions"] for entry in decisions.get("nodePools", [])}
+    cluster = backends.cluster()
+    changed = 0
+    for pool in NodePool.objects.select_related("node_class"):
+        conditions = [Condition(**{k: c[k] for k in ("type", "status", "reason", "message")}) for c in engine_conditions.get(pool.name, [])]
+        conditions.append(ready_condition(pool))
+        before = list(pool.conditions)
+        for condition in conditions:
+            pool.set_condition(condition.type, condition.status, condition.reason, condition.message, now=now)
+        if pool.conditions != before:
+            pool.save(update_fields=["conditions"])
+            changed += 1
+            if settings.KARPWEB_CLUSTER == "kubernetes":
+                cluster.set_conditions("NodePool", pool.name, conditions)
+    if settings.KARPWEB_CLUSTER == "kubernetes":
+        for node_class in EC2NodeClass.objects.all():
+            condition = node_class.condition("CapacityReservationsReady")
+            if condition:
+                cluster.set_conditions("EC2NodeClass", node_class.name,
+                                       [Condition(condition["type"], condition["status"], condition["reason"], condition["message"])],
+                                       status_fields={"capacityReservations": node_class.status_capacity_reservations})
+    return {"node_pools_changed": changed}
+
+
+def ready_condition(pool) -> Condition:
+    node_class = pool.node_class
+    if node_class is None:
+        return Condition("Ready", "False", "NodeClassNotFound", f"EC2NodeClass {pool.node_class_ref.get('name', '')!r} is not known")
+    reservations = node_class.condition("CapacityReservationsReady")
+    if reservations and reservations["status"] == "False" and reservations["reason"] == "InvalidSelectorTerms":
+        return Condition("Ready", "False", "NodeClassNotReady", f"EC2NodeClass {node_class.name}: {reservations['message']}")
+    return Condition("Ready", "True", "Ready", "")

@@ -1,0 +1,40 @@
+"""Celery tasks: thin wrappers that run a loop step under its lease and record it.
+
+Beat schedules live in django-celery-beat's tables (editable in the admin), created by migration
+0004 with an expiry shorter than each interval so that a late run never piles up behind the next."""
+
+from celery import shared_task
+
+from scheduling.loop import steps
+from scheduling.loop.runs import run_step
+
+RETRY = dict(bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=3)
+
+
+def _run(task, name, step):
+    return run_step(name, step, task_id=task.request.id or "").counts
+
+
+@shared_task(name="karpweb.sync_ec2", **RETRY)
+def sync_ec2(self):
+    return _run(self, "sync_ec2", steps.sync_ec2)
+
+
+@shared_task(name="karpweb.sync_catalogue", **RETRY)
+def sync_catalogue(self):
+    return _run(self, "sync_catalogue", steps.sync_catalogue)
+
+
+@shared_task(name="karpweb.sync_kubernetes", **RETRY)
+def sync_kubernetes(self):
+    return _run(self, "sync_kubernetes", steps.sync_kubernetes)
+
+
+@shared_task(name="karpweb.provision", **RETRY)
+def provision(self):
+    return _run(self, "provision", steps.provision)
+
+
+@shared_task(name="karpweb.status", **RETRY)
+def status(self):
+    return _run(self, "status", steps.status)

@@ -1,0 +1,20 @@
+import pytest
+from celery.contrib.testing.worker import start_worker
+from django.core.management import call_command
+
+from karpweb.celery import app as celery_app
+
+
+@pytest.fixture
+def demo(transactional_db):
+    call_command("seed_demo")
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings):
+    """An in-process worker on the real Redis broker; results go back through Redis too."""
+    assert settings.CELERY_BROKER_URL.startswith("redis://"), "the loop tests need REDIS_URL"
+    celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False)
+    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        yield celery_app
+    celery_app.conf.update(result_backend=None, task_ignore_result=True)

@@ -1,0 +1,128 @@
+"""The control loop end to end on the simulated world, through a real Celery worker and Redis."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from reservations.models import CapacityReservation
+from scheduling import tasks
+from scheduling.loop import provisioning, steps
+from scheduling.loop.runs import run_step
+from scheduling.loop.simulated import SimulatedCloud, SimulatedCluster
+from scheduling.models import Decision, NodeClaim, NodePool, Pod, SimulatedInstance, TaskRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WAIT = 60
+
+
+def run(task):
+    return task.delay().get(timeout=WAIT)
+
+
+def reserved_in_use():
+    return {r.reservation_id: r.used_instance_count for r in CapacityReservation.objects.all()}
+
+
+def test_each_task_end_to_end(demo, celery_worker, settings):
+    settings.KARPWEB_MODE = "control"
+    before = reserved_in_use()
+    assert run(tasks.sync_ec2)["samples"] == CapacityReservation.objects.filter(state="active").count()
+    assert run(tasks.sync_kubernetes)["pods_created"] > 0
+    counts = run(tasks.provision)
+    assert counts["launched"] == counts["claims_planned"] > 0
+    assert run(tasks.status)["node_pools_changed"] >= 0
+    assert run(tasks.sync_catalogue) == {"skipped": "the simulated world's catalogue is the seeded one"}
+    # Every launched claim has its instance and its registered node; reserved launches took units.
+    for claim in NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL):
+        assert claim.provider_id and hasattr(claim, "node")
+    launched_reserved = SimulatedInstance.objects.filter(capacity_type="reserved").count()
+    assert sum(reserved_in_use().values()) == sum(before.values()) + launched_reserved
+    assert launched_reserved > 0, "the demo's pending pods should fill free reserved capacity first"
+    runs = TaskRun.objects.filter(status="succeeded")
+    assert set(runs.values_list("task", flat=True)) == {"sync_ec2", "sync_kubernetes", "provision", "status", "sync_catalogue"}
+    assert all(r.finished_at >= r.started_at for r in runs)
+    assert Decision.objects.filter(kind="launch", outcome="acted").count() == counts["launched"]
+
+
+def test_observe_mode_acts_on_nothing(demo, celery_worker, settings):
+    settings.KARPWEB_MODE = "observe"
+    claims, pods = NodeClaim.objects.count(), Pod.objects.filter(node_name="").count()
+    counts = run(tasks.provision)
+    assert counts["claims_planned"] > 0 and counts["launched"] == 0
+    assert NodeClaim.objects.count() == claims and not SimulatedInstance.objects.exists()
+    assert Pod.objects.filter(node_name="").count() == pods
+    assert set(Decision.objects.filter(kind="launch").values_list("outcome", flat=True)) == {"recommended"}
+    assert run(tasks.provision)["decisions_recorded"] == 0, "the same recommendation is not logged twice"
+
+
+def test_nodepool_override_wins_over_the_global_mode(demo, celery_worker, settings):
+    settings.KARPWEB_MODE = "observe"
+    NodePool.objects.filter(name="gpu-reserved").update(mode="control")
+    run(tasks.provision)
+    assert set(SimulatedInstance.objects.values_list("instance_type", flat=True)) == {"p5.48xlarge"}
+    assert Decision.objects.get(kind="launch", node_pool__name="gpu-reserved").outcome == "acted"
+
+
+def test_feature_gate_off_launches_nothing_reserved(demo, celery_worker, settings):
+    settings.KARPWEB_MODE = "control"
+    settings.KARPWEB_FEATURE_RESERVED_CAPACITY = False
+    run(tasks.sync_kubernetes)
+    run(tasks.provision)
+    assert SimulatedInstance.objects.exists()
+    assert not SimulatedInstance.objects.filter(capacity_type="reserved").exists()
+    for claim in NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL):
+        assert not any(key.startswith("karpenter.k8s.aws/capacity-reservation") for key in claim.labels)
+
+
+def test_two_workers_started_together_launch_each_claim_once(demo, settings):
+    settings.KARPWEB_MODE = "control"
+    steps.sync_kubernetes()
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def worker():
+        try:
+            barrier.wait()
+            run_step("provision", steps.provision)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not errors
+    statuses = sorted(TaskRun.objects.filter(task="provision").values_list("status", flat=True))
+    assert statuses in (["skipped", "succeeded"], ["succeeded", "succeeded"])
+    launched = SimulatedInstance.objects.count()
+    assert launched == NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL).count()
+    # Whatever ran second found the capacity already planned: no pod got two nodes.
+    assert launched == Decision.objects.filter(kind="launch", outcome="acted").count()
+
+
+def test_killed_between_launch_and_record_relaunches_the_same_instance(demo, celery_worker, settings, monkeypatch):
+    settings.KARPWEB_MODE = "control"
+    original = SimulatedCluster.set_conditions
+    calls = {"n": 0}
+
+    def dies_once(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionError("worker killed after the launch, before the record")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SimulatedCluster, "set_conditions", dies_once)
+    launches = []
+    real_launch = SimulatedCloud.launch
+    monkeypatch.setattr(SimulatedCloud, "launch", lambda self, request: launches.append(request.nodeclaim_name) or real_launch(self, request))
+    run(tasks.provision)  # fails once, Celery retries with backoff, the retry finishes the launch
+    assert TaskRun.objects.filter(task="provision", status="failed").count() == 1
+    assert TaskRun.objects.filter(task="provision", status="succeeded").exists()
+    first_claim = launches[0]
+    assert launches.count(first_claim) == 2, "the retry launched the recorded claim again, with the same token"
+    assert SimulatedInstance.objects.filter(client_token=first_claim).count() == 1
+    assert SimulatedInstance.objects.count() == len(set(launches))
