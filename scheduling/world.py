@@ -24,7 +24,7 @@ def current_world(now=None, *, include_pods: bool = True) -> dict:
         "capacityReservations": [reservation_item(r) for r in CapacityReservation.objects.order_by("reservation_id")],
         "ec2NodeClasses": [node_class_object(nc) for nc in EC2NodeClass.objects.order_by("name")],
         "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
-        "nodes": [node_object(n) for n in Node.objects.order_by("name")] + in_flight_nodes(),
+        "nodes": nodes(),
         "pods": [pod_object(p) for p in Pod.objects.order_by("namespace", "name")] if include_pods else [],
     }
 
@@ -134,14 +134,23 @@ def node_pool_object(p: NodePool) -> dict:
     }
 
 
-def node_object(n: Node) -> dict:
+def nodes() -> list[dict]:
+    gpus = dict(InstanceType.objects.filter(gpu_count__gt=0).values_list("name", "gpu_count"))
+    return [node_object(n, gpus.get(n.instance_type, 0)) for n in Node.objects.order_by("name")] + in_flight_nodes()
+
+
+def node_object(n: Node, gpus: int = 0) -> dict:
+    allocatable = {"cpu": f"{n.allocatable_cpu_millicores}m", "memory": str(n.allocatable_memory_bytes),
+                   "pods": str(n.allocatable_pods)}
+    if gpus:
+        # Extended resources are not columns; the device plugin advertises the instance type's GPUs.
+        allocatable["nvidia.com/gpu"] = str(gpus)
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": _metadata(n.name, uid=n.uid, labels=n.labels, annotations=n.annotations, created=n.created_at),
         "spec": {"providerID": n.provider_id, "taints": n.taints or [], "unschedulable": n.unschedulable},
         "status": {
-            "allocatable": {"cpu": f"{n.allocatable_cpu_millicores}m", "memory": str(n.allocatable_memory_bytes),
-                            "pods": str(n.allocatable_pods)},
+            "allocatable": allocatable,
             "conditions": [{"type": "Ready", "status": "True" if n.ready else "False"}],
         },
     }
@@ -150,19 +159,23 @@ def node_object(n: Node) -> dict:
 def in_flight_nodes() -> list[dict]:
     """NodeClaims whose Node has not registered yet count as capacity, as Karpenter counts them:
     otherwise every provisioning run would launch again for the same pods."""
-    claims = list(NodeClaim.objects.filter(node__isnull=True, deleting_since__isnull=True).exclude(instance_type="").order_by("name"))
+    claims = list(NodeClaim.objects.filter(node__isnull=True, deleting_since__isnull=True).exclude(instance_type="")
+                  .select_related("node_pool").order_by("name"))
     sizes = {it.name: it for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}
     nodes = []
     for claim in claims:
         size = sizes.get(claim.instance_type)
         if size is None:
             continue
+        allocatable = {"cpu": f"{size.cpu_millicores}m", "memory": str(size.memory_bytes), "pods": str(size.max_pods)}
+        if size.gpu_count:
+            allocatable["nvidia.com/gpu"] = str(size.gpu_count)
         nodes.append({
             "apiVersion": "v1", "kind": "Node",
             "metadata": _metadata(claim.name, labels={**claim.labels, "kubernetes.io/hostname": claim.name}),
-            "spec": {"providerID": claim.provider_id},
+            "spec": {"providerID": claim.provider_id, "taints": claim.node_pool.taints if claim.node_pool else []},
             "status": {
-                "allocatable": {"cpu": f"{size.cpu_millicores}m", "memory": str(size.memory_bytes), "pods": str(size.max_pods)},
+                "allocatable": allocatable,
                 "conditions": [{"type": "Ready", "status": "False"}],
             },
         })

@@ -182,6 +182,7 @@ def register_node(claim: NodeClaim, provider_id: str) -> Node:
         name=name, node_pool=claim.node_pool, instance_type=claim.instance_type, zone=claim.zone,
         capacity_type=claim.capacity_type, reservation=claim.reservation, reservation_label=claim.reservation_label,
         labels=labels, provider_id=provider_id, ready=True, created_at=timezone.now(), synced_at=timezone.now(),
+        taints=claim.node_pool.taints if claim.node_pool else [],
         # What an EKS AMI leaves allocatable: a little CPU and ~8 % of memory go to the system.
         allocatable_cpu_millicores=(instance_type.cpu_millicores - 80) if instance_type else 0,
         allocatable_memory_bytes=int(instance_type.memory_bytes * 0.92) if instance_type else 0,
