@@ -561,6 +561,13 @@ def _matches(r: dict[str, Any], name: str, values: list[str]) -> bool:
     raise EC2ClientError("InvalidParameterValue", f"The filter '{name}' is invalid")
 
 
+_SPOT_FILTERS = {
+    "instance-type": "InstanceType",
+    "availability-zone": "AvailabilityZone",
+    "product-description": "ProductDescription",
+}
+
+
 class _CapacityReservationActions(EC2Response):
     """The added actions; their methods are copied onto moto's EC2Response below."""
 
@@ -660,18 +667,14 @@ class _CapacityReservationActions(EC2Response):
         types = set(self._get_param("InstanceTypes", []))
         products = set(self._get_param("ProductDescriptions", []))
         zone = self._get_param("AvailabilityZone")
-        filters = self._filters_from_querystring()
+        filters = {_SPOT_FILTERS[k]: set(v) for k, v in self._filters_from_querystring().items() if k in _SPOT_FILTERS}
         rows = [
             p
             for p in st.spot_prices
             if (not types or p["InstanceType"] in types)
             and (not products or p["ProductDescription"] in products)
             and (not zone or p["AvailabilityZone"] == zone)
-            and all(
-                str(p.get({"instance-type": "InstanceType", "availability-zone": "AvailabilityZone",
-                           "product-description": "ProductDescription"}.get(k, ""))) in v
-                for k, v in filters.items()
-            )
+            and all(p[key] in values for key, values in filters.items())
         ]
         rows.sort(key=lambda p: p["Timestamp"], reverse=True)
         start = int(self._get_param("NextToken") or 0)
@@ -748,7 +751,7 @@ def _instant_fleet(resp: EC2Response, backend: Any) -> dict[str, Any]:
         version = backend._get_template_from_args(lt_arg)
         lt_spec["LaunchTemplateId"] = version.template.id
         lt_spec["Version"] = str(version.number)
-        for position, override in enumerate(config.get("Overrides") or [{}]):
+        for override in config.get("Overrides") or [{}]:
             data = dict(version.data)
             data.update({k: v for k, v in override.items() if k != "Priority"})
             pools.append((float(override.get("Priority", 0) or 0), len(pools), lt_spec, override, data))

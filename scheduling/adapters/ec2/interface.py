@@ -12,14 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-# Capacity types (label karpenter.sh/capacity-type).
-ON_DEMAND = "on-demand"
-SPOT = "spot"
-RESERVED = "reserved"
-
-# Reservation types (label karpenter.k8s.aws/capacity-reservation-type).
-RESERVATION_DEFAULT = "default"
-RESERVATION_CAPACITY_BLOCK = "capacity-block"
+# Capacity types and reservation types are the engine's label values, re-exported here.
+from scheduling.engine.labels import ON_DEMAND, RESERVATION_CAPACITY_BLOCK, RESERVATION_DEFAULT, RESERVED, SPOT  # noqa: F401
 
 
 class CloudAPIError(Exception):
