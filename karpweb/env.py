@@ -88,7 +88,13 @@ def database_from_url(name: str, default: str) -> dict:
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["CONN_MAX_AGE"] = 0
         # SQLite and several processes (web, worker, beat): wait for the lock instead of failing.
-        config.setdefault("OPTIONS", {})["timeout"] = 20
+        # IMMEDIATE: take the write lock when a transaction starts, so that two writers wait for
+        # each other instead of deadlocking on a read-to-write upgrade ("database is locked").
+        config.setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
+        # Tests on a file, not the shared in-memory database: that one ignores the busy timeout
+        # and fails concurrent writers with "database table is locked".
+        # One file per test process, so that concurrent test runs never share one.
+        config["TEST"] = {"NAME": f"{config['NAME']}.test-{os.getpid()}"}
     return config
 
 

@@ -280,7 +280,7 @@ def _seed_pods(now, nodes):
         ("web-pending-2", _pod_spec(500, 1024), "web"),
         ("worker-pending-0", _pod_spec(2000, 4096), "worker"),
         ("worker-pending-1", _pod_spec(250, 512, {"kubernetes.io/arch": "arm64"}), "worker"),
-        ("trainer-pending-0", _pod_spec(8000, 65536, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=1), "trainer"),
+        ("trainer-pending-0", _pod_spec(96000, 1048576, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=8), "trainer"),
     ]
     for name, spec, app in pending:
         _upsert_pod(now, name, None, spec, {"app": app})
