@@ -38,3 +38,18 @@ def provision(self):
 @shared_task(name="karpweb.status", **RETRY)
 def status(self):
     return _run(self, "status", steps.status)
+
+
+@shared_task(name="karpweb.consolidate", **RETRY)
+def consolidate(self):
+    return _run(self, "consolidate", steps.consolidate)
+
+
+@shared_task(name="karpweb.expire_capacity_blocks", **RETRY)
+def expire_capacity_blocks(self):
+    return _run(self, "expire_capacity_blocks", steps.expire_capacity_blocks)
+
+
+@shared_task(name="karpweb.demote", **RETRY)
+def demote(self):
+    return _run(self, "demote", steps.demote)

@@ -15,9 +15,10 @@ from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodeP
 KEEP_IDLE_RESERVED_ANNOTATION = "karpweb.io/keep-idle-reserved-nodes"
 
 
-def current_world(now=None, *, include_pods: bool = True) -> dict:
+def current_world(now=None, *, include_pods: bool = True, instances: list[dict] | None = None) -> dict:
+    """`instances` (DescribeInstances items) tell the engine which reservation each instance is in."""
     now = now or timezone.now()
-    return {
+    world = {
         "now": format_time(now),
         "featureGates": {"ReservedCapacity": settings.KARPWEB_FEATURE_RESERVED_CAPACITY},
         "instanceTypes": instance_types(),
@@ -27,6 +28,9 @@ def current_world(now=None, *, include_pods: bool = True) -> dict:
         "nodes": nodes(),
         "pods": [pod_object(p) for p in Pod.objects.order_by("namespace", "name")] if include_pods else [],
     }
+    if instances is not None:
+        world["instances"] = instances
+    return world
 
 
 def instance_types() -> list[dict]:

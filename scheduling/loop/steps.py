@@ -9,7 +9,7 @@ from reservations.models import EC2NodeClass, UtilizationSample
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
 from scheduling.engine.simulate import simulate
-from scheduling.loop import backends, provisioning, simulated
+from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, NodePool
 from scheduling.modes import global_mode
@@ -63,6 +63,18 @@ def sync_kubernetes(now=None) -> dict:
 
 def provision(now=None) -> dict:
     return provisioning.provision(backends.cloud(), backends.cluster(), now)
+
+
+def consolidate(now=None) -> dict:
+    return disruption.act_on_disruptions(backends.cloud(), backends.cluster(), {disruption.CONSOLIDATION}, now)
+
+
+def expire_capacity_blocks(now=None) -> dict:
+    return disruption.act_on_disruptions(backends.cloud(), backends.cluster(), {disruption.EXPIRY}, now)
+
+
+def demote(now=None) -> dict:
+    return disruption.demote(backends.cloud(), backends.cluster(), now)
 
 
 def status(now=None) -> dict:

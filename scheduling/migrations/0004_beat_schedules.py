@@ -10,6 +10,9 @@ SCHEDULES = [
     ("sync EC2 (reservations, utilization samples)", "karpweb.sync_ec2", 30),
     ("sync Kubernetes", "karpweb.sync_kubernetes", 30),
     ("provision", "karpweb.provision", 10),
+    ("consolidate", "karpweb.consolidate", 60),
+    ("capacity-block expiry (drain)", "karpweb.expire_capacity_blocks", 60),
+    ("demote reserved nodes that left their reservation", "karpweb.demote", 60),
     ("EC2NodeClass and NodePool status", "karpweb.status", 60),
     ("sync EC2 catalogue (instance types, prices)", "karpweb.sync_catalogue", 3600),
 ]

@@ -1,0 +1,153 @@
+"""Acting on the engine's disruptions (consolidation, capacity-block expiry) and demotions.
+
+The engine decides what and why (scheduling/engine); this module does it through the adapters,
+one node at a time under a per-node lease, or records it as a recommendation in observe mode."""
+
+from django.utils import timezone
+
+from reservations.models import CapacityReservation
+from scheduling.engine.simulate import simulate
+from scheduling.engine.timeutil import parse_time
+from scheduling.loop import leases
+from scheduling.loop.provisioning import create_claim, launch_claim
+from scheduling.loop.recording import PendingDecision, record
+from scheduling.models import Decision, Mode, Node, NodePool
+from scheduling.modes import effective_mode
+from scheduling.world import current_world
+
+EXPIRY = "capacity-block-expiring"
+CONSOLIDATION = "consolidation"
+
+
+def engine_decisions(cloud, now) -> dict:
+    return simulate(current_world(now, instances=instance_membership(cloud)))
+
+
+def instance_membership(cloud) -> list[dict]:
+    """DescribeInstances, as the engine reads it: which reservation each instance sits in."""
+    return [
+        {
+            "InstanceId": m.instance_id, "InstanceType": m.instance_type, "State": {"Name": m.state},
+            "Placement": {"AvailabilityZone": m.zone},
+            **({"CapacityReservationId": m.reservation_id} if m.reservation_id else {}),
+            "CapacityReservationSpecification": {"CapacityReservationPreference": m.capacity_reservation_preference or "open"},
+            **({"InstanceLifecycle": "capacity-block"} if m.reservation_type == "capacity-block" else {}),
+            **({"InstanceLifecycle": "spot"} if m.capacity_type == "spot" else {}),
+        }
+        for m in cloud.describe_instances()
+    ]
+
+
+def act_on_disruptions(cloud, cluster, reasons: set[str], now=None) -> dict:
+    now = now or timezone.now()
+    decisions = engine_decisions(cloud, now)
+    nodes = {n.name: n for n in Node.objects.select_related("node_pool", "node_claim", "reservation")}
+    pools = {p.name: p for p in NodePool.objects.select_related("node_class")}
+    pending, counts = [], {"planned": 0, "acted": 0, "waiting": 0, "failed": 0}
+    for disruption in decisions["disruptions"]:
+        if disruption["reason"] not in reasons:
+            continue
+        counts["planned"] += 1
+        members = [nodes[name] for name in disruption["nodes"] if name in nodes]
+        pool = members[0].node_pool if members else None
+        decision = PendingDecision(
+            kind=_kind(disruption), subject=f"node{'s' if len(members) > 1 else ''} {', '.join(disruption['nodes'])}",
+            reason=disruption_reason(disruption, members, now), mode=effective_mode(pool), node_pool=pool,
+            reservation=members[0].reservation if members else None, details=disruption,
+            objects_involved={"nodes": disruption["nodes"]},
+        )
+        drain_at = parse_time(disruption["drainAt"]) if disruption.get("drainAt") else None
+        if decision.mode == Mode.CONTROL and (drain_at is None or drain_at <= now):
+            outcome, error = _disrupt(cloud, cluster, disruption, members, pools)
+            decision.outcome, decision.error = outcome, error
+            counts["acted" if outcome == Decision.Outcome.ACTED else "failed"] += 1
+        elif drain_at is not None and drain_at > now:
+            counts["waiting"] += 1
+        pending.append(decision)
+    counts["decisions_recorded"] = record(pending, now)
+    return counts
+
+
+def _kind(disruption: dict) -> str:
+    if disruption["reason"] == EXPIRY:
+        return Decision.Kind.DRAIN
+    return Decision.Kind.CONSOLIDATE_REPLACE if disruption["action"] == "replace" else Decision.Kind.CONSOLIDATE_DELETE
+
+
+def disruption_reason(disruption: dict, members: list, now) -> str:
+    names = ", ".join(disruption["nodes"])
+    if disruption["reason"] == EXPIRY:
+        block = members[0].reservation if members else None
+        drain_at = parse_time(disruption["drainAt"])
+        ends = f" because capacity block {block.reservation_id} ends at {block.end_date:%H:%M}" if block and block.end_date else ""
+        when = "drains now" if drain_at <= now else f"drains at {drain_at:%H:%M}"
+        return f"node {names} {when}{ends} (EC2 reclaims it from {block.timing.termination_at:%H:%M})" if block and block.timing else f"node {names} {when}{ends}"
+    savings = disruption.get("savingsPerHour")
+    saved = f", saving ${savings:.4f}/h at list price" if savings else ""
+    if disruption["action"] == "replace":
+        launch = disruption["replacement"]["launch"]
+        where = f"{launch['instanceType']} {launch['capacityType']}" + (f" in reservation {launch['reservationID']}" if launch.get("reservationID") else "")
+        return f"consolidation: replace {names} with one {where}{saved}"
+    return f"consolidation: delete {names}, its pods fit elsewhere{saved}"
+
+
+def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict) -> tuple[str, str]:
+    holder = leases.holder_id()
+    locks = [f"node:{node.name}" for node in members]
+    taken = [lock for lock in locks if leases.acquire(lock, holder)]
+    try:
+        if len(taken) != len(locks):
+            return Decision.Outcome.SKIPPED, "another worker is acting on one of these nodes"
+        if disruption["action"] == "replace":
+            replacement = disruption["replacement"]
+            claim = {**replacement, "nodePool": replacement.get("nodePool") or (members[0].node_pool.name if members and members[0].node_pool else "")}
+            row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
+            launched = launch_claim(cloud, cluster, row)
+            if not launched.ok:
+                return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
+        problems = []
+        for node in members:
+            drained = cluster.drain(node.name, force=False, delete=True)
+            if not drained.drained:
+                problems.append(drained.summary())
+                continue
+            if node.instance_id:
+                cloud.terminate([node.instance_id])
+        return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
+    finally:
+        for lock in taken:
+            leases.release(lock, holder)
+
+
+def demote(cloud, cluster, now=None) -> dict:
+    now = now or timezone.now()
+    decisions = engine_decisions(cloud, now)
+    nodes = {n.name: n for n in Node.objects.select_related("node_pool", "node_claim")}
+    reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
+    pending, acted = [], 0
+    for demotion in decisions["demotions"]:
+        node = nodes.get(demotion["node"])
+        pool = node.node_pool if node else None
+        decision = PendingDecision(
+            kind=Decision.Kind.DEMOTE, subject=f"node {demotion['node']}", mode=effective_mode(pool), node_pool=pool,
+            reservation=reservations.get(demotion["reservationID"]), details=demotion,
+            objects_involved={"nodes": [demotion["node"]]},
+            reason=(f"node {demotion['node']} is no longer in reservation {demotion['reservationID']}"
+                    f"{_why_gone(reservations.get(demotion['reservationID']))}: relabelled {demotion['from']} -> "
+                    f"{demotion['to']}, every reservation label removed"),
+        )
+        if decision.mode == Mode.CONTROL and node is not None:
+            cluster.demote(nodeclaim=node.node_claim.name if node.node_claim else None, node=node.name)
+            decision.outcome, acted = Decision.Outcome.ACTED, acted + 1
+        pending.append(decision)
+    return {"demotions": len(decisions["demotions"]), "acted": acted, "decisions_recorded": record(pending, now)}
+
+
+def _why_gone(reservation) -> str:
+    if reservation is None:
+        return " (EC2 no longer lists it)"
+    if reservation.state != CapacityReservation.State.ACTIVE:
+        return f" (it is {reservation.state})"
+    if reservation.end_date and reservation.end_date <= timezone.now():
+        return f" (it ended at {reservation.end_date:%Y-%m-%d %H:%M})"
+    return " (the instance was moved out of it)"
