@@ -45,10 +45,11 @@ class Pod:
 
     def _alternatives(self) -> tuple[Requirements, ...]:
         """nodeSelector ANDed with each required node affinity term; the pod may land on a node
-        satisfying any one of them. A term with no expressions matches no node (Kubernetes)."""
-        if self.affinity_terms is None:
-            return (self.node_selector,)
-        return tuple(self.node_selector.intersect(term) for term in self.affinity_terms if len(term))
+        satisfying any one of them. A term with no expressions, or a contradictory one, matches
+        no node (Kubernetes)."""
+        terms = (self.node_selector,) if self.affinity_terms is None else tuple(
+            self.node_selector.intersect(term) for term in self.affinity_terms if len(term))
+        return tuple(term for term in terms if term.satisfiable())
 
     def _signature(self) -> tuple:
         """Pods with equal signatures fit exactly the same places; the scheduler memoises per

@@ -48,29 +48,31 @@ def no_instance_type(template: PoolTemplate, requirements: Requirements, pod_req
                      requests: ResourceList) -> str:
     catalog = template.catalog
     wanted = describe_requests(requests, template.daemon_overhead)
-    constraints = describe_constraints(pod_requirements, catalog) or describe_constraints(template.requirements, catalog)
+    pod_constraints = describe_constraints(pod_requirements, catalog)
+    constraints = pod_constraints or describe_constraints(template.requirements, catalog)
     matching = [(it, catalog.compatible_offerings(it, requirements)) for it in catalog.matching(requirements)]
     matching = [(it, offers) for it, offers in matching if offers]
     if not matching:
-        return _nothing_matches(template, requirements, constraints)
+        return _nothing_matches(template, requirements, pod_constraints, constraints)
     fitting = [(it, offers) for it, offers in matching if requests.fits(it.allocatable)]
     if not fitting:
         if constraints and any(requests.fits(it.allocatable) for it in catalog.instance_types):
             return f"no instance type satisfies {wanted} with {constraints}"
         return f"no instance type has room for {wanted}{_largest(matching, requests)}"
-    reasons = sorted({o.unavailable_reason for _, offers in fitting for o in offers if not o.available and o.unavailable_reason})
+    reasons = sorted({o.unavailable_reason if o.reserved else f"{it.name} {o.unavailable_reason}"
+                      for it, offers in fitting for o in offers if not o.available})
     if reasons:
         extra = f" (and {len(reasons) - _MAX_REASONS} more)" if len(reasons) > _MAX_REASONS else ""
         return "; ".join(reasons[:_MAX_REASONS]) + extra
     return f"no instance type satisfies {wanted}" + (f" with {constraints}" if constraints else "")
 
 
-def _nothing_matches(template: PoolTemplate, requirements: Requirements, constraints: str) -> str:
+def _nothing_matches(template: PoolTemplate, requirements: Requirements, pod_constraints: str, constraints: str) -> str:
     capacity_type = requirements.get(CAPACITY_TYPE)
     reserved_only = capacity_type is not None and not capacity_type.has(ON_DEMAND) and not capacity_type.has(SPOT)
     if reserved_only and capacity_type.has(RESERVED):
         return f"no reservation selected by EC2NodeClass {template.pool.node_class} matches" + (
-            f" {constraints}" if constraints else " this NodePool")
+            f" {pod_constraints}" if pod_constraints else " this NodePool")
     return f"no instance type offers {constraints}" if constraints else "no instance type matches this NodePool"
 
 

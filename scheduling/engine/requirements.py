@@ -1,11 +1,14 @@
 """Label requirements: `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, and their algebra.
 
-A requirement is a set of allowed values for one label key, stored the way upstream Karpenter
-stores it (`pkg/scheduling/requirement.go`): either a finite set of values (`In`; `DoesNotExist`
-is the empty set) or the complement of a finite set (`NotIn`; `Exists` is the complement of the
-empty set), optionally bounded by integer limits (`Gt`, `Lt`). That representation makes
-intersection closed and cheap, which is what the scheduler needs: a node claim's requirements are
-the intersection of its NodePool's and of every pod's on it.
+A requirement is the set of states one label key may be in, stored as upstream Karpenter stores
+it (`pkg/scheduling/requirement.go`): a finite set of values (`In`) or the complement of one
+(`NotIn`, `Exists`), optionally bounded by integer limits (`Gt`, `Lt`); plus, unlike upstream, an
+explicit flag saying whether the label may be absent (`NotIn`, `DoesNotExist`). Upstream
+represents `DoesNotExist` as the empty value set, so `In [a]` AND `DoesNotExist` (or `In [a]` AND
+`In [b]`) collapses into `DoesNotExist` and matches nodes without the label; here it is empty and
+matches nothing, as in Kubernetes. Intersection stays closed and cheap, which is what the
+scheduler needs: a node claim's requirements are the intersection of its NodePool's and of every
+pod's on it.
 """
 
 from __future__ import annotations
@@ -32,17 +35,18 @@ def _as_int(value: str) -> int | None:
 class Requirement:
     """The set of values one label key may take (see the module docstring)."""
 
-    __slots__ = ("key", "complement", "values", "gt", "lt", "min_values", "_sig")
+    __slots__ = ("key", "complement", "values", "gt", "lt", "absent", "min_values", "_sig")
 
-    def __init__(self, key: str, complement: bool, values: Iterable[str] = (),
-                 gt: int | None = None, lt: int | None = None, min_values: int | None = None):
+    def __init__(self, key: str, complement: bool, values: Iterable[str] = (), gt: int | None = None,
+                 lt: int | None = None, min_values: int | None = None, *, absent: bool = False):
         self.key = key
         self.complement = complement
         self.values = frozenset(values)
         self.gt = gt
         self.lt = lt
+        self.absent = absent  # a node without the label satisfies it
         self.min_values = min_values
-        self._sig = (key, complement, tuple(sorted(self.values)), gt, lt)
+        self._sig = (key, complement, tuple(sorted(self.values)), gt, lt, absent)
 
     # construction -------------------------------------------------------------------------------
 
@@ -52,13 +56,13 @@ class Requirement:
         """Build from a Kubernetes node selector requirement; raises RequirementError."""
         values = list(values)
         if operator in (IN, NOT_IN):
-            if operator == IN and not values:
+            if not values:
                 raise RequirementError(f"operator {operator} needs at least one value")
-            return cls(key, operator == NOT_IN, values, min_values=min_values)
+            return cls(key, operator == NOT_IN, values, min_values=min_values, absent=operator == NOT_IN)
         if operator in (EXISTS, DOES_NOT_EXIST):
             if values:
                 raise RequirementError(f"operator {operator} takes no values")
-            return cls(key, operator == EXISTS, min_values=min_values)
+            return cls(key, operator == EXISTS, min_values=min_values, absent=operator == DOES_NOT_EXIST)
         if operator in (GT, LT):
             bound = _as_int(values[0]) if len(values) == 1 else None
             if bound is None:
@@ -75,13 +79,14 @@ class Requirement:
 
     @property
     def operator(self) -> str:
+        """The closest single Kubernetes operator (for display and tests)."""
         if self.complement:
             if self.gt is not None:
                 return GT
             if self.lt is not None:
                 return LT
-            return NOT_IN if self.values else EXISTS
-        return IN if self.values else DOES_NOT_EXIST
+            return NOT_IN if self.absent else EXISTS
+        return DOES_NOT_EXIST if self.absent else IN
 
     def _within_bounds(self, value: str) -> bool:
         if self.gt is None and self.lt is None:
@@ -100,22 +105,21 @@ class Requirement:
     @property
     def admits_absent(self) -> bool:
         """Whether a node without the label satisfies the requirement (NotIn, DoesNotExist)."""
-        if self.gt is not None or self.lt is not None:
-            return False
-        return self.complement == bool(self.values)
+        return self.absent
 
     def is_empty(self) -> bool:
-        """No value satisfies it (upstream `Len() == 0`)."""
-        return not self.complement and not self.values
+        """No node satisfies it, with or without the label."""
+        return not self.complement and not self.values and not self.absent
 
     def intersection(self, other: "Requirement") -> "Requirement":
         gt = _max_opt(self.gt, other.gt)
         lt = _min_opt(self.lt, other.lt)
         min_values = _max_opt(self.min_values, other.min_values)
+        absent = self.absent and other.absent
         if gt is not None and lt is not None and gt + 1 >= lt:
-            return Requirement(self.key, False, min_values=min_values)
+            return Requirement(self.key, False, min_values=min_values, absent=absent)
         if self.complement and other.complement:
-            return Requirement(self.key, True, self.values | other.values, gt, lt, min_values)
+            return Requirement(self.key, True, self.values | other.values, gt, lt, min_values, absent=absent)
         if self.complement:
             values = other.values - self.values
         elif other.complement:
@@ -125,7 +129,7 @@ class Requirement:
         if gt is not None or lt is not None:
             bounds = Requirement(self.key, True, (), gt, lt)
             values = {v for v in values if bounds._within_bounds(v)}
-        return Requirement(self.key, False, values, min_values=min_values)
+        return Requirement(self.key, False, values, min_values=min_values, absent=absent)
 
     def any_value(self) -> str | None:
         """A deterministic value that satisfies the requirement, for labelling a new node."""
@@ -156,8 +160,11 @@ class Requirement:
     def __str__(self) -> str:
         values = ", ".join(sorted(self.values))
         if not self.complement:
-            return f"{self.key} In [{values}]" if self.values else f"{self.key} DoesNotExist"
-        parts = []
+            if self.absent:
+                return f"{self.key} DoesNotExist"
+            return f"{self.key} In [{values}]"
+        bounded = self.gt is not None or self.lt is not None
+        parts = ["Exists"] if not self.absent and self.values and not bounded else []
         if self.gt is not None:
             parts.append(f"Gt {self.gt}")
         if self.lt is not None:
@@ -271,9 +278,13 @@ class Requirements:
             existing = self._reqs.get(req.key)
             if existing is None or existing is req:
                 continue
-            if existing.intersection(req).is_empty() and not (req.admits_absent and existing.admits_absent):
+            if existing.intersection(req).is_empty():
                 return f"{req} conflicts with {existing}"
         return None
+
+    def satisfiable(self) -> bool:
+        """False when some key can be in no state at all (e.g. `In [a]` AND `DoesNotExist`)."""
+        return not any(req.is_empty() for req in self._reqs.values())
 
     def matches_labels(self, labels: Mapping[str, str]) -> bool:
         """Kubernetes node selection: every requirement holds for a node with these labels."""

@@ -48,10 +48,13 @@ def test_operators_round_trip():
     (req("k", "In", "a", "b"), req("k", "NotIn", "a"), "k In [b]"),
     (req("k", "NotIn", "a"), req("k", "NotIn", "b"), "k NotIn [a, b]"),
     (req("k", "Exists"), req("k", "In", "a"), "k In [a]"),
-    (req("k", "DoesNotExist"), req("k", "In", "a"), "k DoesNotExist"),
+    (req("k", "DoesNotExist"), req("k", "In", "a"), "k In []"),  # nothing: upstream says DoesNotExist
+    (req("k", "DoesNotExist"), req("k", "NotIn", "a"), "k DoesNotExist"),
+    (req("k", "Exists"), req("k", "NotIn", "a"), "k Exists, NotIn [a]"),
+    (req("k", "In", "a"), req("k", "In", "b"), "k In []"),
     (req("k", "Gt", "2"), req("k", "In", "1", "3", "x"), "k In [3]"),
     (req("k", "Gt", "2"), req("k", "Lt", "10"), "k Gt 2, Lt 10"),
-    (req("k", "Gt", "2"), req("k", "Lt", "3"), "k DoesNotExist"),  # no integer in between
+    (req("k", "Gt", "2"), req("k", "Lt", "3"), "k In []"),  # no integer in between
     (req("k", "Gt", "2"), req("k", "Gt", "5"), "k Gt 5"),
 ])
 def test_intersection(a, b, expected):
@@ -105,4 +108,13 @@ def test_key_identifies_requirements():
     one = Requirements([req("a", "In", "x", "y"), req("b", "Exists")])
     two = Requirements([req("b", "Exists"), req("a", "In", "y", "x")])
     assert one == two and hash(one) == hash(two)
-    assert one.restricted_key(frozenset({"a"})) == (("a", False, ("x", "y"), None, None),)
+    assert one.restricted_key(frozenset({"a"})) == (("a", False, ("x", "y"), None, None, False),)
+
+
+def test_contradictions_match_nothing():
+    contradiction = Requirements([req("team", "In", "a"), req("team", "DoesNotExist")])
+    assert not contradiction.satisfiable()
+    assert not contradiction.matches_labels({}) and not contradiction.matches_labels({"team": "a"})
+    exists_not_a = Requirements([req("team", "Exists"), req("team", "NotIn", "a")])
+    assert exists_not_a.satisfiable() and not exists_not_a.matches_labels({}) and exists_not_a.matches_labels({"team": "b"})
+    assert Requirements([req("team", "In", "a")]).compatible(contradiction) == "team In [] conflicts with team In [a]"
