@@ -6,19 +6,25 @@
 # - kube-apiserver v1.20.2: built from Debian's own `kubernetes` source package with Debian's
 #   Go 1.19 (`golang-1.19-go`), because no prebuilt kube-apiserver is reachable from these
 #   machines. The binary is cached OUTSIDE the repository and reused on the next run:
-#       ${KARPWEB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/karpweb}/kube-apiserver-v1.20.2
+#       ${KARPWEB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/karpweb}/kube-apiserver-v1.20.2-<recipe>
 #   A cold build takes about 3 minutes on 2 cores and needs ~2.2 GB of temporary space (removed
 #   afterwards); a cached run takes well under a second.
 #
 # The source is fetched with a PRIVATE apt source list (deb-src copy of the machine's Debian
 # sources, its own lists directory); the system's apt configuration is never modified.
 #
-# Three fixes are applied to the source tree (see docs/kubernetes.md):
+# Four fixes are applied to the source tree (see docs/kubernetes.md):
 #   1. build in GOPATH mode (GO111MODULE=off, tree at $GOPATH/src/k8s.io/kubernetes);
 #   2. generate the missing pkg/generated/openapi/zz_generated.openapi.go with the vendored
 #      openapi-gen over every package tagged `+k8s:openapi-gen=`;
 #   3. replace the vendored github.com/modern-go/reflect2 1.0.1 (crashes under Go >= 1.18 on the
-#      first custom-resource create) with Debian's golang-github-modern-go-reflect2-dev 1.0.2.
+#      first custom-resource create) with Debian's golang-github-modern-go-reflect2-dev 1.0.2;
+#   4. the vendored OpenAPI type validator (kube-openapi's and go-openapi's validate/type.go) tests
+#      for "null" with reflect.DeepEqual(reflect.Zero(T), reflect.ValueOf(v)); since Go 1.19 an
+#      empty string and reflect.Zero(string) share runtime.zeroVal, so every "" in a custom resource
+#      (a condition's message, say) was rejected as null. Check for nil only, which is what the
+#      test did under the Go 1.15 Kubernetes 1.20 was released with.
+# RECIPE names this recipe in the binary's file name, so a binary built by an older recipe is rebuilt.
 #
 # Usage: scripts/kube-apiserver.sh            build or reuse; prints the paths it provides
 #        scripts/kube-apiserver.sh --print-path   only print the binary's path (no work)
@@ -26,9 +32,10 @@
 set -euo pipefail
 
 VERSION=v1.20.2
+RECIPE=r2
 KUBE_SOURCE_PACKAGE=kubernetes
 CACHE_DIR=${KARPWEB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/karpweb}
-BIN=$CACHE_DIR/kube-apiserver-$VERSION
+BIN=$CACHE_DIR/kube-apiserver-$VERSION-$RECIPE
 GO=/usr/lib/go-1.19/bin/go
 REFLECT2_DEBIAN=/usr/share/gocode/src/github.com/modern-go/reflect2
 
@@ -129,9 +136,19 @@ mkdir -p "$TREE/vendor/github.com/modern-go/reflect2"
 cp -a "$REFLECT2_DEBIAN/." "$TREE/vendor/github.com/modern-go/reflect2/"
 find "$TREE/vendor/github.com/modern-go/reflect2" -name '*_test.go' -delete
 
+# --- 4. the OpenAPI "null" check under Go >= 1.19 (fix 4) -----------------------------------
+ZERO_CHECK='data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data))'
+mapfile -t type_validators < <(grep -rlF --include=type.go "$ZERO_CHECK" "$TREE/vendor/" "$TREE/staging/src/" || true)
+[[ ${#type_validators[@]} -ge 1 ]] || die "did not find the OpenAPI type validator's zero-value check to fix"
+for f in "${type_validators[@]}"; do
+    say "fixing the empty-string-is-null check in ${f#"$TREE"/}"
+    sed -i "s/if $ZERO_CHECK {/if data == nil {/" "$f"
+    ! grep -qF "$ZERO_CHECK" "$f" || die "could not patch $f"
+done
+
 cd "$TREE"
 
-# --- 4. generated OpenAPI definitions (fix 2) -----------------------------------------------
+# --- 5. generated OpenAPI definitions (fix 2) -----------------------------------------------
 say "building the vendored openapi-gen"
 nice -n 10 "$GO" build -o "$WORK/bin/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
 
@@ -173,7 +190,7 @@ for f in staging/src/k8s.io/kube-aggregator/pkg/generated/openapi/zz_generated.o
     [[ -f $f ]] || die "$f is missing from the source tarball too; this script only regenerates pkg/generated/openapi"
 done
 
-# --- 5. the binary ----------------------------------------------------------------------------
+# --- 6. the binary ----------------------------------------------------------------------------
 LDFLAGS="-s -w"
 for pkg in k8s.io/kubernetes/vendor/k8s.io/component-base/version k8s.io/kubernetes/vendor/k8s.io/client-go/pkg/version; do
     LDFLAGS+=" -X '$pkg.gitVersion=$VERSION' -X '$pkg.gitMajor=1' -X '$pkg.gitMinor=20'"
@@ -186,7 +203,7 @@ mv -f "$BIN.tmp" "$BIN"
 say "built in $((SECONDS - start)) s: $BIN"
 
 binary_ok || die "$BIN does not report 'Kubernetes $VERSION': $("$BIN" --version 2>&1 || true)"
-say "removing the build tree $WORK"
 cd /
+say "removing the build tree $WORK"
 say "ready: $BIN ($("$BIN" --version))"
 say "etcd: $(command -v etcd) ($(etcd --version | head -n1))"

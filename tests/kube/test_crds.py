@@ -94,8 +94,12 @@ def test_status_is_a_subresource(kube_api_client, unique):
     }
     created = rest.create(NODECLAIM, body)
     assert "status" not in created or "providerID" not in created["status"]
+    # An empty message is what Karpenter writes on most conditions; the test server must accept it
+    # (fix 4 in scripts/kube-apiserver.sh).
     status = {"providerID": "aws:///us-east-1a/i-0123", "nodeName": "ip-10-0-0-1", "imageID": "ami-0abc",
-              "capacity": {"cpu": "2", "memory": "8Gi"}, "allocatable": {"cpu": "1930m", "memory": "7Gi"}}
+              "capacity": {"cpu": "2", "memory": "8Gi"}, "allocatable": {"cpu": "1930m", "memory": "7Gi"},
+              "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                              "lastTransitionTime": "2026-11-21T05:00:00Z"}]}
     updated = rest.patch(NODECLAIM, name, {"status": status}, subresource="status")
     assert updated["status"] == status
     assert {crd["spec"]["names"]["kind"] for crd in load_crds()} == {"NodePool", "NodeClaim", "EC2NodeClass"}

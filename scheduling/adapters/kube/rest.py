@@ -9,6 +9,8 @@ the simulated world exchange, so every call goes through :meth:`KubeRest.request
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +31,8 @@ class KubeRest:
     def __init__(self, api_client: ApiClient, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        self._streams: set = set()  # open watch responses, so close_watches can end them
+        self._streams_lock = threading.Lock()
 
     @property
     def host(self) -> str:
@@ -107,6 +111,8 @@ class KubeRest:
         }
         # Connect quickly; allow the read to last the whole watch plus slack.
         response = self._send("GET", resource.path(), query=query, timeout=(10, timeout_seconds + 15))
+        with self._streams_lock:
+            self._streams.add(response.response)
         try:
             if response.status == 410:
                 raise ResourceVersionExpired(resource.kind, resource_version)
@@ -131,8 +137,22 @@ class KubeRest:
                                            reason=f"{status.get('reason', '')}: {status.get('message', '')}")
                     yield event
         finally:
+            with self._streams_lock:
+                self._streams.discard(response.response)
             response.response.release_conn()
             response.response.close()
+
+    def close_watches(self) -> None:
+        """End every open watch now (from any thread): their readers see the stream end."""
+        with self._streams_lock:
+            streams = list(self._streams)
+        for stream in streams:
+            sock = getattr(getattr(stream, "connection", None), "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def error_for(rest: KubeRest, exc: BaseException, verb: str, resource: Resource, name: str | None = None,

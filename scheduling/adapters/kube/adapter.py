@@ -1,0 +1,522 @@
+"""The Kubernetes side of the control loop, on the official client (see :mod:`.interface`).
+
+Every write is safe against concurrent writers:
+- label, cordon and status writes read the object, compute the change, and send a merge patch that
+  carries the ``metadata.resourceVersion`` they read; on a 409 Conflict they read again and re-apply
+  (up to ``conflict_retries`` times);
+- selector-term edits send the whole ``capacityReservationSelectorTerms`` list with the
+  resourceVersion the operator's edit was based on, and a conflict is NOT retried: it is reported,
+  so a concurrent edit is never silently lost (a merge patch replaces lists whole).
+
+Every failure is raised (or, for drains, collected) as a :class:`~.errors.ClusterError` whose
+message names the object, what was refused and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from scheduling.engine import labels as L
+from scheduling.engine.selectors import parse_terms
+from scheduling.engine.timeutil import format_time, parse_time
+
+from .errors import ClusterError, ResourceVersionExpired, describe_api_error
+from .interface import (
+    DISRUPTED_TAINT,
+    DO_NOT_DISRUPT,
+    Condition,
+    DemotionResult,
+    DrainResult,
+    NodeClaimRequest,
+    ObjectList,
+    WatchEvent,
+)
+from .resources import ACTIVE_PODS_SELECTOR, EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, POD, Resource, resource_for
+from .rest import KubeRest
+
+log = logging.getLogger(__name__)
+
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+STUCK_TERMINATING_AFTER = timedelta(minutes=1)  # as Karpenter: past deletionTimestamp + 1 min, the kubelet is gone
+CONDITION_STATUSES = ("True", "False", "Unknown")
+
+
+def _meta(obj: dict) -> dict:
+    return obj.get("metadata") or {}
+
+
+def pod_key(pod: dict) -> str:
+    return f"{_meta(pod).get('namespace', '')}/{_meta(pod).get('name', '')}"
+
+
+def is_terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_mirror(pod: dict) -> bool:
+    return MIRROR_POD_ANNOTATION in (_meta(pod).get("annotations") or {})
+
+
+def is_daemonset_pod(pod: dict) -> bool:
+    return any(ref.get("kind") == "DaemonSet" and ref.get("controller") for ref in _meta(pod).get("ownerReferences") or [])
+
+
+def is_do_not_disrupt(pod: dict) -> bool:
+    return (_meta(pod).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+
+
+def is_stuck_terminating(pod: dict, now: datetime) -> bool:
+    deleted = _meta(pod).get("deletionTimestamp")
+    return bool(deleted) and now - parse_time(deleted) > STUCK_TERMINATING_AFTER
+
+
+def needs_eviction(pod: dict) -> bool:
+    """Pods a drain must move: not finished, not static (mirror), not a DaemonSet's."""
+    return not (is_terminal(pod) or is_mirror(pod) or is_daemonset_pod(pod))
+
+
+def merge_conditions(existing: list[dict], updates: list[Condition], generation: int | None, now: datetime) -> list[dict]:
+    """The conditions after applying ``updates``: lastTransitionTime moves only when a status
+    changes; conditions not mentioned are kept. Sorted by type."""
+    merged = {c.get("type"): dict(c) for c in existing or [] if c.get("type")}
+    for update in updates:
+        if update.status not in CONDITION_STATUSES:
+            raise ValueError(f"condition {update.type}: status must be one of {', '.join(CONDITION_STATUSES)}, "
+                             f"not {update.status!r}")
+        previous = merged.get(update.type)
+        transition = previous.get("lastTransitionTime") if previous and previous.get("status") == update.status else None
+        condition = {
+            "type": update.type,
+            "status": update.status,
+            # The API (metav1.Condition) requires a CamelCase reason; default to one.
+            "reason": update.reason or {"True": update.type, "False": "Not" + update.type}.get(update.status, "Unknown"),
+            "message": update.message,
+            "lastTransitionTime": transition or format_time(now.replace(microsecond=0)),
+        }
+        if generation is not None:
+            condition["observedGeneration"] = generation
+        merged[update.type] = condition
+    return [merged[key] for key in sorted(merged)]
+
+
+class KubeClusterAdapter:
+    """:class:`~.interface.ClusterAdapter` on a real cluster."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        conflict_retries: int = 5,
+        eviction_timeout: float = 30.0,
+        eviction_attempts: int = 8,
+        eviction_backoff: tuple[float, float] = (0.25, 4.0),
+        pod_wait: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self.rest = KubeRest(api_client)
+        self.conflict_retries = conflict_retries
+        self.eviction_timeout = eviction_timeout
+        self.eviction_attempts = eviction_attempts
+        self.eviction_backoff = eviction_backoff
+        self.pod_wait = pod_wait
+        self.sleep = sleep
+        self.clock = clock
+        self._eviction_version: str | None = None
+
+    @classmethod
+    def from_config(cls, kubeconfig: str | None = None, context: str | None = None, **options) -> KubeClusterAdapter:
+        from .config import load_api_client
+
+        return cls(load_api_client(kubeconfig, context), **options)
+
+    def close(self) -> None:
+        self.rest.api_client.close()
+
+    # --- errors --------------------------------------------------------------------------------
+    def _error(self, exc: BaseException, verb: str, resource: Resource, name: str | None = None,
+               namespace: str | None = None) -> ClusterError:
+        return describe_api_error(exc, verb=verb, resource=resource, name=name, namespace=namespace, host=self.rest.host)
+
+    def _call(self, verb: str, resource: Resource, name: str | None, fn: Callable[[], Any], namespace: str | None = None):
+        try:
+            return fn()
+        except ClusterError:
+            raise
+        except Exception as exc:
+            raise self._error(exc, verb, resource, name, namespace) from exc
+
+    def _read(self, resource: Resource, name: str, namespace: str | None = None) -> dict:
+        """GET inside a read-modify-write: a failure names the get, not the write."""
+        return self._call("get", resource, name, lambda: self.rest.get(resource, name, namespace), namespace)
+
+    def _retry_on_conflict(self, verb: str, resource: Resource, name: str, attempt_fn: Callable[[], Any],
+                           namespace: str | None = None):
+        """Run read-modify-write ``attempt_fn``; on 409 Conflict read again and re-apply."""
+        for attempt in range(1, self.conflict_retries + 1):
+            try:
+                return attempt_fn()
+            except ApiException as exc:
+                if exc.status == 409 and attempt < self.conflict_retries:
+                    log.info("%s: conflict on attempt %d, re-reading", resource.describe(name, namespace), attempt)
+                    self.sleep(random.uniform(0.01, 0.05) * attempt)
+                    continue
+                raise self._error(exc, verb, resource, name, namespace) from exc
+            except ClusterError:
+                raise
+            except Exception as exc:
+                raise self._error(exc, verb, resource, name, namespace) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- reading -------------------------------------------------------------------------------
+    def list(self, kind: str) -> ObjectList:
+        resource = resource_for(kind)
+        selector = ACTIVE_PODS_SELECTOR if resource is POD else None
+        data = self._call("list", resource, None, lambda: self.rest.list(resource, field_selector=selector))
+        return ObjectList(kind, data["items"], data["metadata"]["resourceVersion"])
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        resource = resource_for(kind)
+        selector = ACTIVE_PODS_SELECTOR if resource is POD else None
+        try:
+            for event in self.rest.watch(resource, resource_version, timeout_seconds=timeout_seconds,
+                                         field_selector=selector):
+                yield WatchEvent(kind, event.get("type", ""), event.get("object") or {})
+        except (ResourceVersionExpired, GeneratorExit):
+            raise
+        except ClusterError:
+            raise
+        except Exception as exc:
+            raise self._error(exc, "watch", resource) from exc
+
+    def stop_watches(self) -> None:
+        """End the watches other threads are reading (ClusterSync.stop calls it)."""
+        self.rest.close_watches()
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        resource = resource_for(kind)
+        return self._call("get", resource, name, lambda: self.rest.get(resource, name, namespace), namespace)
+
+    # --- provisioning --------------------------------------------------------------------------
+    def create_nodeclaim(self, request: NodeClaimRequest) -> dict:
+        nodepool = self._call("get", NODEPOOL, request.nodepool, lambda: self.rest.get(NODEPOOL, request.nodepool))
+        labels = {**request.labels, L.NODEPOOL: request.nodepool}
+        if request.node_class_ref.get("group") == EC2NODECLASS.group and request.node_class_ref.get("name"):
+            labels.setdefault("karpenter.k8s.aws/ec2nodeclass", request.node_class_ref["name"])
+        metadata: dict[str, Any] = {
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": NODEPOOL.api_version, "kind": NODEPOOL.kind, "name": request.nodepool,
+                "uid": _meta(nodepool)["uid"], "blockOwnerDeletion": True,
+            }],
+        }
+        if request.annotations:
+            metadata["annotations"] = dict(request.annotations)
+        if request.name:
+            metadata["name"] = request.name
+        else:
+            metadata["generateName"] = f"{request.nodepool}-"
+        spec: dict[str, Any] = {
+            "nodeClassRef": dict(request.node_class_ref),
+            "requirements": [dict(r) for r in request.requirements],
+        }
+        if request.resources:
+            spec["resources"] = {"requests": dict(request.resources)}
+        if request.taints:
+            spec["taints"] = [dict(t) for t in request.taints]
+        if request.startup_taints:
+            spec["startupTaints"] = [dict(t) for t in request.startup_taints]
+        if request.expire_after:
+            spec["expireAfter"] = request.expire_after
+        if request.termination_grace_period:
+            spec["terminationGracePeriod"] = request.termination_grace_period
+        body = {"apiVersion": NODECLAIM.api_version, "kind": NODECLAIM.kind, "metadata": metadata, "spec": spec}
+        subject = request.name or f"{request.nodepool}-<generated>"
+        return self._call("create", NODECLAIM, subject, lambda: self.rest.create(NODECLAIM, body))
+
+    def delete_nodeclaim(self, name: str) -> bool:
+        """Delete a NodeClaim (a launch that failed, say). False if it was already gone."""
+        try:
+            self.rest.delete(NODECLAIM, name)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise self._error(exc, "delete", NODECLAIM, name) from exc
+        except Exception as exc:
+            raise self._error(exc, "delete", NODECLAIM, name) from exc
+
+    # --- demotion ------------------------------------------------------------------------------
+    def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
+        """Relabel capacity-type=on-demand and remove every reservation label (id, type AND
+        interruptible; upstream forgets the last one) from the NodeClaim and its Node. Objects being
+        deleted, and spot capacity, are left alone (reported in ``skipped``)."""
+        if not nodeclaim and not node:
+            raise ValueError("demote needs a nodeclaim or a node")
+        result = DemotionResult()
+        if nodeclaim:
+            claim = self._relabel_on_demand(NODECLAIM, nodeclaim, result)
+            if node is None and claim is not None:
+                node = (claim.get("status") or {}).get("nodeName") or None
+        if node:
+            self._relabel_on_demand(NODE, node, result)
+        return result
+
+    def _relabel_on_demand(self, resource: Resource, name: str, result: DemotionResult) -> dict | None:
+        subject = resource.describe(name)
+
+        def attempt() -> dict | None:
+            obj = self._read(resource, name)
+            labels = _meta(obj).get("labels") or {}
+            if _meta(obj).get("deletionTimestamp"):
+                result.skipped[subject] = "being deleted"
+                return obj
+            if labels.get(L.CAPACITY_TYPE) == L.SPOT:
+                result.skipped[subject] = "capacity-type is spot, not reserved"
+                return obj
+            remove = [key for key in L.RESERVATION_LABELS if key in labels]
+            if labels.get(L.CAPACITY_TYPE) == L.ON_DEMAND and not remove:
+                result.skipped[subject] = "already on-demand without reservation labels"
+                return obj
+            patch = {"metadata": {
+                "resourceVersion": _meta(obj)["resourceVersion"],
+                "labels": {L.CAPACITY_TYPE: L.ON_DEMAND, **{key: None for key in remove}},
+            }}
+            updated = self.rest.patch(resource, name, patch)
+            result.changed[subject] = remove
+            return updated
+
+        try:
+            return self._retry_on_conflict("patch", resource, name, attempt)
+        except ClusterError as error:
+            if error.not_found:
+                result.skipped[subject] = "not found"
+                return None
+            raise
+
+    # --- status --------------------------------------------------------------------------------
+    def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
+        resource = resource_for(kind)
+        if resource not in (EC2NODECLASS, NODEPOOL, NODECLAIM):
+            raise ValueError(f"karpweb writes conditions on EC2NodeClasses, NodePools and NodeClaims, not {kind}")
+        if status_fields and "conditions" in status_fields:
+            raise ValueError("pass conditions as Condition objects, not in status_fields")
+
+        def attempt() -> dict:
+            obj = self._read(resource, name)
+            status = obj.get("status") or {}
+            merged = merge_conditions(status.get("conditions") or [], conditions, _meta(obj).get("generation"), self.clock())
+            new_status = {"conditions": merged, **(status_fields or {})}
+            if all(status.get(key) == value for key, value in new_status.items()):
+                return obj
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"]}, "status": new_status}
+            return self.rest.patch(resource, name, patch, subresource="status")
+
+        return self._retry_on_conflict("patch", resource, name, attempt)
+
+    # --- selector terms ------------------------------------------------------------------------
+    def get_selector_terms(self, nodeclass: str) -> tuple[list[dict], str]:
+        """The terms as the cluster has them, and the resourceVersion to pass back with an edit."""
+        obj = self.get(EC2NODECLASS.kind, nodeclass)
+        return list((obj.get("spec") or {}).get("capacityReservationSelectorTerms") or []), _meta(obj)["resourceVersion"]
+
+    def update_selector_terms(self, nodeclass: str, terms: list[dict], resource_version: str) -> dict:
+        subject = EC2NODECLASS.describe(nodeclass)
+        if not resource_version:
+            raise ValueError("update_selector_terms needs the resourceVersion the edit was based on")
+        cleaned = [{key: value for key, value in term.items() if value is not None} if isinstance(term, dict) else term
+                   for term in terms]
+        _, problems = parse_terms(cleaned)
+        if problems:
+            raise ClusterError(f"{subject}: capacityReservationSelectorTerms not written, they are invalid: "
+                               + "; ".join(problems), status=422, reason="Invalid", verb="patch", subject=subject,
+                               causes=problems)
+        patch = {"metadata": {"resourceVersion": resource_version},
+                 "spec": {"capacityReservationSelectorTerms": cleaned}}
+        try:
+            return self.rest.patch(EC2NODECLASS, nodeclass, patch)
+        except ApiException as exc:
+            error = self._error(exc, "patch", EC2NODECLASS, nodeclass)
+            if error.conflict:
+                error.message = (f"{subject}: capacityReservationSelectorTerms not written: the EC2NodeClass changed "
+                                 f"after resourceVersion {resource_version} was read (someone else edited it); "
+                                 "reload it and apply the edit again")
+            raise error from exc
+        except Exception as exc:
+            raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc
+
+    # --- drain ---------------------------------------------------------------------------------
+    def eviction_api_version(self) -> str:
+        """policy/v1 where served (Kubernetes >= 1.22 drops nothing, 1.21 adds it), else policy/v1beta1."""
+        if self._eviction_version is None:
+            group = self._call("get", resource_for("Pod"), None, lambda: self.rest.request("GET", "/apis/policy"))
+            versions = [v.get("groupVersion") for v in group.get("versions") or []]
+            self._eviction_version = "policy/v1" if "policy/v1" in versions else "policy/v1beta1"
+        return self._eviction_version
+
+    def _pods_on(self, node: str) -> list[dict]:
+        return self._call("list", POD, None, lambda: self.rest.list(POD, field_selector=f"spec.nodeName={node}"))["items"]
+
+    def cordon(self, node: str) -> dict:
+        """spec.unschedulable=true plus Karpenter's karpenter.sh/disrupted:NoSchedule taint."""
+
+        def attempt() -> dict:
+            obj = self._read(NODE, node)
+            taints = list((obj.get("spec") or {}).get("taints") or [])
+            has_taint = any(t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"]
+                            for t in taints)
+            if (obj.get("spec") or {}).get("unschedulable") and has_taint:
+                return obj
+            if not has_taint:
+                taints.append({**DISRUPTED_TAINT, "timeAdded": format_time(self.clock().replace(microsecond=0))})
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"]},
+                     "spec": {"unschedulable": True, "taints": taints}}
+            return self.rest.patch(NODE, node, patch)
+
+        return self._retry_on_conflict("patch", NODE, node, attempt)
+
+    def _evict(self, pod: dict) -> None:
+        meta = _meta(pod)
+        body = {
+            "apiVersion": self.eviction_api_version(), "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            # Never evict a replacement that took the same name meanwhile.
+            "deleteOptions": {"preconditions": {"uid": meta["uid"]}},
+        }
+        self.rest.create(POD, body, namespace=meta["namespace"], subresource="eviction", name=meta["name"])
+
+    def drain(self, node: str, *, force: bool = False, delete: bool = True) -> DrainResult:
+        """One drain pass (call again on the next loop until ``drained``).
+
+        Pods annotated karpenter.sh/do-not-disrupt=true stop the drain before anything is touched,
+        unless ``force``. Otherwise the node is cordoned and every pod that needs it is evicted
+        through the Eviction API; a 429 (a PodDisruptionBudget allows no disruption now) is retried
+        with exponential backoff up to ``eviction_attempts`` / ``eviction_timeout`` and then reported
+        in ``blocked``. PDBs are never bypassed, not even with ``force``. The pass waits up to
+        ``pod_wait`` seconds for evicted pods to go; when none is left and ``delete`` is set, the
+        node's NodeClaim and the Node are deleted."""
+        result = DrainResult(node=node)
+        try:
+            node_obj = self._read(NODE, node)
+        except ClusterError as error:
+            if not error.not_found:
+                result.errors.append(error)
+                return result
+            node_obj = None
+
+        try:
+            pods = [pod for pod in self._pods_on(node) if needs_eviction(pod)] if node_obj else []
+        except ClusterError as error:
+            result.errors.append(error)
+            return result
+
+        blockers = [pod for pod in pods if is_do_not_disrupt(pod) and not _meta(pod).get("deletionTimestamp")]
+        if blockers and not force:
+            for pod in blockers:
+                result.blocked[pod_key(pod)] = f"annotated {DO_NOT_DISRUPT}=true"
+            result.remaining = sorted(pod_key(pod) for pod in pods)
+            return result
+
+        if node_obj is not None:
+            try:
+                self.cordon(node)
+                result.cordoned = True
+            except ClusterError as error:
+                result.errors.append(error)
+                return result
+
+        self._evict_all([pod for pod in pods if not _meta(pod).get("deletionTimestamp")], result)
+
+        if node_obj is not None:
+            deadline = time.monotonic() + self.pod_wait
+            while True:
+                try:
+                    now = self.clock()
+                    left = [pod for pod in self._pods_on(node)
+                            if needs_eviction(pod) and not is_stuck_terminating(pod, now)]
+                except ClusterError as error:
+                    result.errors.append(error)
+                    return result
+                if not left or time.monotonic() >= deadline or not any(_meta(p).get("deletionTimestamp") for p in left):
+                    break
+                self.sleep(0.2)
+            result.remaining = sorted(pod_key(pod) for pod in left)
+
+        if result.drained and delete:
+            self._delete_node_and_claim(node, result)
+        return result
+
+    def _evict_all(self, pods: list[dict], result: DrainResult) -> None:
+        pending = pods
+        delay, max_delay = self.eviction_backoff
+        started = time.monotonic()
+        attempt = 0
+        while pending:
+            refused: list[tuple[dict, ClusterError]] = []
+            for pod in pending:
+                meta = _meta(pod)
+                try:
+                    self._evict(pod)
+                    result.evicted.append(pod_key(pod))
+                except ApiException as exc:
+                    if exc.status == 404:
+                        continue  # already gone
+                    error = self._error(exc, "create", POD, f"{meta['name']}/eviction", meta["namespace"])
+                    if exc.status == 429:
+                        refused.append((pod, error))
+                    elif exc.status == 409:
+                        continue  # the uid precondition failed: the pod we meant is gone
+                    else:
+                        result.errors.append(error)
+                except ClusterError as error:
+                    result.errors.append(error)
+                except Exception as exc:
+                    result.errors.append(self._error(exc, "create", POD, f"{meta['name']}/eviction", meta["namespace"]))
+            if not refused:
+                return
+            attempt += 1
+            elapsed = time.monotonic() - started
+            if attempt >= self.eviction_attempts or elapsed + delay > self.eviction_timeout:
+                for pod, error in refused:
+                    result.blocked[pod_key(pod)] = (
+                        f"eviction refused {attempt} time(s) over {elapsed:.1f} s: "
+                        + error.message.split(": ", 1)[-1]
+                    )
+                return
+            self.sleep(delay)
+            delay = min(delay * 2, max_delay)
+            pending = [pod for pod, _ in refused]
+
+    def _delete_node_and_claim(self, node: str, result: DrainResult) -> None:
+        try:
+            claims = self.rest.list(NODECLAIM)["items"]
+        except Exception as exc:
+            result.errors.append(self._error(exc, "list", NODECLAIM))
+            return
+        for claim in claims:
+            if (claim.get("status") or {}).get("nodeName") == node and not _meta(claim).get("deletionTimestamp"):
+                name = _meta(claim)["name"]
+                if self._delete(NODECLAIM, name, result):
+                    result.deleted.append(NODECLAIM.describe(name))
+        if self._delete(NODE, node, result):
+            result.deleted.append(NODE.describe(node))
+
+    def _delete(self, resource: Resource, name: str, result: DrainResult) -> bool:
+        try:
+            self.rest.delete(resource, name)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            result.errors.append(self._error(exc, "delete", resource, name))
+        except Exception as exc:
+            result.errors.append(self._error(exc, "delete", resource, name))
+        return False

@@ -1,0 +1,136 @@
+"""The small interface the control loop uses for a cluster, shared by Kubernetes and the simulated world.
+
+Everything crossing it is plain data: objects are dicts in the Kubernetes API's own JSON shape
+(``{"metadata": {...}, "spec": {...}, "status": {...}}``, camelCase), requests and results are the
+dataclasses below. :class:`~scheduling.adapters.kube.adapter.KubeClusterAdapter` implements it on
+the official client; a simulated world implements it in memory; :mod:`.sync` turns either one's
+``list``/``watch`` into the Django models.
+
+Kinds are ``EC2NodeClass``, ``NodePool``, ``NodeClaim``, ``Node`` and ``Pod``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from .errors import ClusterError, ResourceVersionExpired  # noqa: F401 - part of the interface
+
+KINDS = ("EC2NodeClass", "NodePool", "NodeClaim", "Node", "Pod")
+
+# Annotation and taint karpweb shares with Karpenter.
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    """A consistent snapshot of one kind: its objects and the resourceVersion to watch from."""
+
+    kind: str
+    items: list[dict]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """ADDED, MODIFIED, DELETED, or BOOKMARK (the object then carries only metadata.resourceVersion)."""
+
+    kind: str
+    type: str
+    object: dict
+
+    @property
+    def resource_version(self) -> str:
+        return (self.object.get("metadata") or {}).get("resourceVersion", "")
+
+
+@dataclass
+class NodeClaimRequest:
+    """What a provisioning decision asks for: one node for a NodePool."""
+
+    nodepool: str
+    node_class_ref: dict  # {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": ...}
+    requirements: list[dict]  # [{"key", "operator", "values"?, "minValues"?}]
+    resources: dict[str, str] = field(default_factory=dict)  # spec.resources.requests
+    name: str | None = None  # None: the API server generates "<nodepool>-xxxxx"
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: list[dict] = field(default_factory=list)
+    startup_taints: list[dict] = field(default_factory=list)
+    expire_after: str | None = None
+    termination_grace_period: str | None = None
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class DemotionResult:
+    """What demotion to on-demand changed: per object ("NodeClaim x", "Node y") the labels removed."""
+
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # object -> why it was left alone
+
+
+@dataclass
+class DrainResult:
+    node: str
+    cordoned: bool = False
+    evicted: list[str] = field(default_factory=list)  # "namespace/name"
+    blocked: dict[str, str] = field(default_factory=dict)  # pod -> why it was not evicted
+    remaining: list[str] = field(default_factory=list)  # pods still on the node after this pass
+    errors: list[ClusterError] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # "NodeClaim x", "Node y"
+
+    @property
+    def drained(self) -> bool:
+        return not self.remaining and not self.blocked and not self.errors
+
+    def summary(self) -> str:
+        parts = [f"node {self.node}: " + ("drained" if self.drained else "not drained")]
+        if self.evicted:
+            parts.append(f"evicted {len(self.evicted)} pod(s)")
+        parts.extend(f"{pod} blocked: {why}" for pod, why in sorted(self.blocked.items()))
+        if self.remaining and not self.blocked:
+            parts.append(f"{len(self.remaining)} pod(s) still terminating")
+        parts.extend(str(error) for error in self.errors)
+        if self.deleted:
+            parts.append("deleted " + ", ".join(self.deleted))
+        return "; ".join(parts)
+
+
+@runtime_checkable
+class ClusterAdapter(Protocol):
+    def list(self, kind: str) -> ObjectList:
+        """Every object of ``kind`` (pods: all but finished ones) and the list's resourceVersion."""
+
+    def watch(self, kind: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
+        """Changes after ``resource_version`` until the watch times out. Raises
+        :class:`ResourceVersionExpired` when that version is too old (list again)."""
+
+    def create_nodeclaim(self, request: NodeClaimRequest) -> dict:
+        """Create a NodeClaim; returns it as created."""
+
+    def delete_nodeclaim(self, name: str) -> bool:
+        """Delete a NodeClaim; False if it was already gone."""
+
+    def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
+        """Relabel a NodeClaim and its Node capacity-type=on-demand and remove every reservation label."""
+
+    def drain(self, node: str, *, force: bool = False, delete: bool = True) -> DrainResult:
+        """Cordon ``node`` and evict its pods, honouring PodDisruptionBudgets and do-not-disrupt
+        (unless ``force``); when it is empty and ``delete``, delete its NodeClaim and the Node."""
+
+    def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
+        """Write status conditions (and other status fields) of an EC2NodeClass, NodePool or NodeClaim."""
+
+    def update_selector_terms(self, nodeclass: str, terms: list[dict], resource_version: str) -> dict:
+        """Replace the whole capacityReservationSelectorTerms list, only if the EC2NodeClass is still
+        at ``resource_version``; raises a conflict :class:`ClusterError` otherwise."""

@@ -1,0 +1,37 @@
+"""The RBAC karpweb's identity needs, as a ClusterRole (docs/kubernetes.md shows the same YAML;
+a test binds it to a service account and runs the whole adapter with nothing more)."""
+
+from __future__ import annotations
+
+import yaml
+
+CLUSTER_ROLE_NAME = "karpweb"
+
+RULES = [
+    # Mirror and act on Karpenter's objects.
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodepools", "nodeclaims"],
+     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status", "nodeclaims/status"],
+     "verbs": ["get", "patch"]},
+    {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"],
+     "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["get", "patch"]},
+    # Nodes: mirror, relabel (demotion), cordon, delete when drained.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
+    # Pods: mirror (pending and bound), and evict through the Eviction API (never delete directly).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+]
+
+
+def cluster_role(name: str = CLUSTER_ROLE_NAME) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": RULES,
+    }
+
+
+def cluster_role_yaml(name: str = CLUSTER_ROLE_NAME) -> str:
+    return yaml.safe_dump(cluster_role(name), sort_keys=False, default_flow_style=None, width=120)
