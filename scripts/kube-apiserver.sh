@@ -116,6 +116,8 @@ if [[ ${#orig[@]} -eq 0 ]]; then
 fi
 [[ ${#orig[@]} -eq 1 ]] || die "expected one ${KUBE_SOURCE_PACKAGE}_*.orig.tar.* in $SRC_DIR, found ${#orig[@]}"
 say "source: ${orig[0]}"
+[[ ${orig[0]##*/} == *"${VERSION#v}.orig.tar."* ]] \
+    || die "Debian's source is ${orig[0]##*/}, not Kubernetes $VERSION; this recipe and its fixes are for $VERSION"
 
 # --- 2. a GOPATH tree (fix 1) ---------------------------------------------------------------
 WORK=$CACHE_DIR/build-kube-apiserver

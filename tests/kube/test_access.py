@@ -139,7 +139,10 @@ def test_the_documented_cluster_role_is_enough_for_everything(kube_server, kube_
     })
     _wait_until_allowed(adapter)
 
-    assert ClusterSync(adapter).sync_once().errors == []
+    sync = ClusterSync(adapter)
+    assert sync.sync_once().errors == []
+    events = adapter.watch("NodePool", sync.resource_versions["NodePool"], timeout_seconds=1)
+    assert [e for e in events if e.type != "BOOKMARK"] == []
     adapter.create_nodeclaim(request)
     rest.patch(h.NODECLAIM, f"claim-{unique}", {"status": {"nodeName": f"node-{unique}"}}, subresource="status")
     h.node(rest, f"node-{unique}", labels=h.RESERVED_LABELS)
