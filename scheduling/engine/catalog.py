@@ -24,6 +24,8 @@ class CatalogView:
     open_names: frozenset[str]
     # Available compatible reserved offerings, per instance type name.
     reserved: Mapping[str, tuple[Offering, ...]]
+    # The cheapest available compatible on-demand or spot price, per instance type name.
+    open_price: Mapping[str, float]
 
 
 class Catalog:
@@ -45,7 +47,7 @@ class Catalog:
         return found
 
     def _compute_view(self, requirements: Requirements) -> CatalogView:
-        names, open_names, reserved = set(), set(), {}
+        names, reserved, open_price = set(), {}, {}
         for it in self.instance_types:
             if not it.matches(requirements, self.instance_keys):
                 continue
@@ -53,12 +55,13 @@ class Catalog:
             if not offers:
                 continue
             names.add(it.name)
-            if any(not o.reserved for o in offers):
-                open_names.add(it.name)
+            paid = [o.price for o in offers if not o.reserved]
+            if paid:
+                open_price[it.name] = min(paid)
             held = tuple(o for o in offers if o.reserved)
             if held:
                 reserved[it.name] = held
-        return CatalogView(frozenset(names), frozenset(open_names), reserved)
+        return CatalogView(frozenset(names), frozenset(open_price), reserved, open_price)
 
     def matching(self, requirements: Requirements) -> list[InstanceType]:
         """Instance types whose labels match, whatever their offerings (for explanations)."""

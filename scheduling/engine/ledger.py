@@ -58,6 +58,9 @@ class ReservationLedger:
     def remaining(self, reservation_id: str) -> int:
         return self.capacity(reservation_id) - self.planned(reservation_id)
 
+    def any_free(self) -> bool:
+        return any(self.remaining(rid) > 0 for rid in self._capacity)
+
     def held_by(self, host: str) -> str | None:
         return self._held_by.get(host)
 

@@ -8,6 +8,7 @@ constraints; the scheduler uses that to skip targets cheaply.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -25,6 +26,7 @@ from .taints import UNSCHEDULABLE_TAINT_KEY, NO_SCHEDULE, Taint, untolerated
 NO_INSTANCE_TYPE = "no-instance-type"
 RESERVED_HELD = "reserved-held"
 LIMITS = "limits"
+PAID_ONLY = "paid-only"  # a new claim would get no reserved unit (internal, never reported)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,12 @@ class Proposal:
     requests: ResourceList
     instance_types: list[InstanceType]
     hold: Offering | None
+    catalog: Catalog
+
+    def open_price(self) -> float:
+        """The cheapest on-demand or spot launch this claim would have (inf when none)."""
+        prices = self.catalog.view(self.requirements).open_price
+        return min((prices[it.name] for it in self.instance_types if it.name in prices), default=math.inf)
 
 
 def reservation_preference(ledger: ReservationLedger):
@@ -136,7 +144,7 @@ class NodeClaim:
     """A node this run plans to launch. Its instance types narrow as pods join; it holds at most
     one reservation unit, the one it will launch into (see scheduler.py)."""
 
-    __slots__ = ("name", "seq", "template", "requirements", "requests", "instance_types", "pods", "hold")
+    __slots__ = ("name", "seq", "template", "requirements", "requests", "instance_types", "pods", "hold", "price")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType], seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
@@ -147,6 +155,7 @@ class NodeClaim:
         self.instance_types = instance_types
         self.pods: list[Pod] = []
         self.hold: Offering | None = None
+        self.price = math.inf  # cheapest on-demand/spot launch; only kept while the claim holds no unit
 
     # fitting ------------------------------------------------------------------------------------
 
@@ -177,7 +186,7 @@ class NodeClaim:
         hold = self._choose_reservation(requirements, instance_types, ledger, mode)
         if isinstance(hold, Rejection):
             return hold
-        return Proposal(requirements, requests, instance_types, hold)
+        return Proposal(requirements, requests, instance_types, hold, self.template.catalog)
 
     def _narrow(self, requirements: Requirements, requests: ResourceList) -> list[InstanceType]:
         fits = requests.fits
@@ -213,7 +222,12 @@ class NodeClaim:
         self.requirements = proposal.requirements
         self.requests = proposal.requests
         self.instance_types = proposal.instance_types
+        self.price = proposal.open_price() if proposal.hold is None else math.inf
         self.pods.append(pod)
+
+    def grows_paid_launch(self, proposal: Proposal) -> bool:
+        """Whether the pod makes this paid claim launch a more expensive instance."""
+        return self.hold is None and proposal.hold is None and proposal.open_price() > self.price
 
     def take(self, hold: Offering | None, ledger: ReservationLedger) -> None:
         if hold is self.hold:

@@ -34,6 +34,9 @@ deferred to protect it:
     (which sees the new nodes and fresh counts) decides it.
   * Swaps can free a unit after some claim went on-demand; a final pass hands free units to
     claims without one (a claim may always launch into a reservation its instance types fit).
+  * A pod never grows a paid claim into a pricier instance type while a new claim from the
+    NodePool that would take it can get a free reserved unit (upstream always joins in-flight
+    claims first): reserved units are prepaid, a bigger paid instance is not.
 In the example above karpweb plans, in one run, the first pod on the small reservation, the second
 on the medium one and the third on-demand. The rule "never fall back to a lower-weight NodePool
 while a higher one has compatible reserved capacity" holds because a NodePool with a free
@@ -51,7 +54,7 @@ from typing import Iterable
 from .cluster import Pod
 from .instancetypes import InstanceType
 from .ledger import ReservationLedger, ReservedMode
-from .nodeclaim import LIMITS, NO_INSTANCE_TYPE, ExistingNode, NodeClaim, PoolTemplate, Proposal, Rejection
+from .nodeclaim import LIMITS, NO_INSTANCE_TYPE, PAID_ONLY, ExistingNode, NodeClaim, PoolTemplate, Proposal, Rejection
 from .quantities import ResourceList, format_resource
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes generateName's alphabet
@@ -175,7 +178,17 @@ class Scheduler:
         memo = self._memos.get(pod.signature)
         if memo is None:
             memo = self._memos[pod.signature] = _Memo(self.existing)
-        if self._place_on_existing(pod, memo) or self._place_on_claim(pod, memo):
+        if self._place_on_existing(pod, memo):
+            return None
+        placed = self._place_on_claim(pod, memo)
+        if placed is True:
+            return None
+        if placed is not None:
+            # Only a paid claim that must grow would take the pod: a free reserved unit is better.
+            if not self._open_reserved_claim(pod, memo):
+                claim, proposal = placed
+                claim.commit(pod, proposal, self.ledger)
+                self._track_limits(claim)
             return None
         rejections = []
         for template in self.templates:
@@ -199,14 +212,20 @@ class Scheduler:
             memo.nodes = [n for n in memo.nodes if n.seq not in refused]
         return placed
 
-    def _place_on_claim(self, pod: Pod, memo: _Memo) -> bool:
+    def _place_on_claim(self, pod: Pod, memo: _Memo) -> bool | tuple[NodeClaim, Proposal] | None:
+        """True when placed; else the first paid claim that would take the pod by growing into a
+        pricier instance (the caller prefers a free reserved unit to that), or None."""
         memo.claims.extend(self.claims[memo.seen:])
         memo.seen = len(self.claims)
+        avoid_growth = self.ledger.any_free()
         refused = set()
-        placed = False
+        placed: bool | tuple[NodeClaim, Proposal] | None = None
         for claim in sorted(memo.claims, key=lambda c: (len(c.pods), c.seq)):
             outcome = claim.fit(pod, self.ledger, self.mode)
             if isinstance(outcome, Proposal):
+                if avoid_growth and claim.grows_paid_launch(outcome):
+                    placed = placed or (claim, outcome)
+                    continue
                 claim.commit(pod, outcome, self.ledger)
                 self._track_limits(claim)
                 placed = True
@@ -217,7 +236,17 @@ class Scheduler:
             memo.claims = [c for c in memo.claims if c.seq not in refused]
         return placed
 
-    def _open_claim(self, template: PoolTemplate, pod: Pod, memo: _Memo) -> Rejection | None:
+    def _open_reserved_claim(self, pod: Pod, memo: _Memo) -> bool:
+        """Open a new claim for the pod only if the first NodePool that takes it gives it a unit."""
+        for template in self.templates:
+            rejection = self._open_claim(template, pod, memo, reserved_only=True)
+            if rejection is None:
+                return True
+            if rejection.kind == PAID_ONLY:
+                return False
+        return False
+
+    def _open_claim(self, template: PoolTemplate, pod: Pod, memo: _Memo, reserved_only: bool = False) -> Rejection | None:
         known = memo.pools.get(template.name)
         if known is not None:
             return known
@@ -225,21 +254,28 @@ class Scheduler:
             memo.pools[template.name] = rejection = Rejection(template.problem)
             return rejection
         instance_types, limited = self._within_limits(template)
-        if not instance_types and limited:
-            return Rejection(self.limits[template.name].message(template.instance_types), permanent=False, kind=LIMITS)
         claim = NodeClaim(template, instance_types, self._seq)
         outcome = claim.fit(pod, self.ledger, self.mode)
         if isinstance(outcome, Rejection):
             if limited and outcome.kind == NO_INSTANCE_TYPE:
-                return Rejection(self.limits[template.name].message(template.instance_types), permanent=False, kind=LIMITS)
+                outcome = self._limits_or(template, pod, outcome)
             if outcome.permanent:
                 memo.pools[template.name] = outcome
             return outcome
+        if reserved_only and outcome.hold is None:
+            return Rejection("the new claim would launch on-demand or spot", permanent=False, kind=PAID_ONLY)
         self._seq += 1
         claim.commit(pod, outcome, self.ledger, name=self.namer.next(template.name))
         self.claims.append(claim)
         self._track_limits(claim)
         return None
+
+    def _limits_or(self, template: PoolTemplate, pod: Pod, rejection: Rejection) -> Rejection:
+        """Blame the NodePool limits only if the pod would fit without them."""
+        unlimited = NodeClaim(template, template.instance_types, self._seq).fit(pod, self.ledger, self.mode)
+        if isinstance(unlimited, Rejection) and unlimited.permanent:
+            return unlimited
+        return Rejection(self.limits[template.name].message(template.instance_types), permanent=False, kind=LIMITS)
 
     def _within_limits(self, template: PoolTemplate) -> tuple[list[InstanceType], bool]:
         limits = self.limits.get(template.name)

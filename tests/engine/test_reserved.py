@@ -253,3 +253,22 @@ def test_nodepool_condition_reports_free_units_after_the_plan():
     condition = decisions["nodePools"][0]["conditions"][0]
     assert condition == {"type": "ReservedCapacityAvailable", "status": "True", "reason": "Available",
                          "message": "after this plan: cr-1 2 of 3 usable unit(s) free"}
+
+
+def test_a_free_reserved_unit_beats_growing_a_paid_claim():
+    """Upstream joins in-flight claims first, so the small pod would grow the on-demand claim to an
+    m5.2xlarge while the m5.large reservation sits idle; karpweb opens a reserved claim instead."""
+    types = TYPES + [instance_type("m5.2xlarge", "8", "32Gi", od=0.384)]
+    pods = [pod("big", "3", "4Gi"), pod("small", "1500m", "1Gi")]
+    decisions = run(pods, reservations=[ml("cr-1", "m5.large")], types=types)
+    where = placement(decisions)
+    assert where["default/big"][1]["launch"]["instanceType"] == "m5.xlarge"
+    assert where["default/small"][1]["launch"]["reservationID"] == "cr-1"
+    without = run(pods, reservations=[ml("cr-1", "m5.large")], types=types, gate=False)
+    assert [c["launch"]["instanceType"] for c in without["nodeClaims"]] == ["m5.2xlarge"]  # plain FFD
+
+
+def test_a_paid_claim_with_room_still_takes_pods_that_do_not_grow_it():
+    pods = [pod("big", "2500m", "4Gi"), pod("small", "1", "1Gi")]
+    decisions = run(pods, reservations=[ml("cr-1", "m5.large")])
+    assert len(decisions["nodeClaims"]) == 1  # m5.xlarge has room for both; no new node
