@@ -9,7 +9,7 @@ from reservations.models import CapacityReservation
 from scheduling.engine.simulate import simulate
 from scheduling.engine.timeutil import parse_time
 from scheduling.loop import leases
-from scheduling.loop.provisioning import create_claim, launch_claim
+from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, Node, NodePool
 from scheduling.modes import effective_mode
@@ -98,25 +98,33 @@ def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict) -> tu
     try:
         if len(taken) != len(locks):
             return Decision.Outcome.SKIPPED, "another worker is acting on one of these nodes"
-        if disruption["action"] == "replace":
-            replacement = disruption["replacement"]
-            claim = {**replacement, "nodePool": replacement.get("nodePool") or (members[0].node_pool.name if members and members[0].node_pool else "")}
-            row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
-            launched = launch_claim(cloud, cluster, row)
-            if not launched.ok:
-                return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
-        problems = []
-        for node in members:
-            drained = cluster.drain(node.name, force=False, delete=True)
-            if not drained.drained:
-                problems.append(drained.summary())
-                continue
-            if node.instance_id:
-                cloud.terminate([node.instance_id])
-        return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
+        return _replace_and_drain(cloud, cluster, disruption, members, pools)
+    except ACTION_ERRORS as exc:
+        return Decision.Outcome.FAILED, str(exc)
     finally:
         for lock in taken:
             leases.release(lock, holder)
+
+
+def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: dict) -> tuple[str, str]:
+    """Launch the replacement first (if any), then drain and terminate; a drain that PDBs or
+    do-not-disrupt pods hold is reported and tried again on the next run."""
+    if disruption["action"] == "replace":
+        replacement = disruption["replacement"]
+        claim = {**replacement, "nodePool": replacement.get("nodePool") or (members[0].node_pool.name if members and members[0].node_pool else "")}
+        row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
+        launched = launch_claim(cloud, cluster, row)
+        if not launched.ok:
+            return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
+    problems = []
+    for node in members:
+        drained = cluster.drain(node.name, force=False, delete=True)
+        if not drained.drained:
+            problems.append(drained.summary())
+            continue
+        if node.instance_id:
+            cloud.terminate([node.instance_id])
+    return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
 
 
 def demote(cloud, cluster, now=None) -> dict:
@@ -137,8 +145,11 @@ def demote(cloud, cluster, now=None) -> dict:
                     f"{demotion['to']}, every reservation label removed"),
         )
         if decision.mode == Mode.CONTROL and node is not None:
-            cluster.demote(nodeclaim=node.node_claim.name if node.node_claim else None, node=node.name)
-            decision.outcome, acted = Decision.Outcome.ACTED, acted + 1
+            try:
+                cluster.demote(nodeclaim=node.node_claim.name if node.node_claim else None, node=node.name)
+                decision.outcome, acted = Decision.Outcome.ACTED, acted + 1
+            except ACTION_ERRORS as exc:
+                decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
         pending.append(decision)
     return {"demotions": len(decisions["demotions"]), "acted": acted, "decisions_recorded": record(pending, now)}
 

@@ -10,8 +10,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reservations.models import CapacityReservation
-from scheduling.adapters.ec2.interface import LaunchOffering, LaunchRequest
-from scheduling.adapters.kube.interface import Condition, NodeClaimRequest
+from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest
+from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.engine.simulate import simulate
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodeClaim, NodePool
@@ -19,6 +19,8 @@ from scheduling.modes import effective_mode
 from scheduling.world import current_world
 
 MAX_PODS_IN_SUBJECT = 3
+# What an adapter raises when the cloud or the cluster refuses: recorded on the decision, not fatal.
+ACTION_ERRORS = (CloudAPIError, ClusterError)
 # On the NodeClaims karpweb creates, so that a retry only ever relaunches karpweb's own claims.
 PROVISIONER_LABEL = "karpweb.io/provisioner"
 
@@ -39,8 +41,13 @@ def provision(cloud, cluster, now=None) -> dict:
             objects_involved={"pods": claim["pods"]}, details=claim,
         )
         if mode == Mode.CONTROL:
-            row = create_claim(cluster, claim, pool)
-            result = launch_claim(cloud, cluster, row)
+            try:
+                row = create_claim(cluster, claim, pool)
+                result = launch_claim(cloud, cluster, row)
+            except ACTION_ERRORS as exc:
+                decision.outcome, decision.error, failed = Decision.Outcome.FAILED, str(exc), failed + 1
+                pending.append(decision)
+                continue
             decision.details = {**claim, "name": row.name}
             if result.ok:
                 decision.outcome, launched = Decision.Outcome.ACTED, launched + 1
@@ -191,4 +198,10 @@ def relaunch_unlaunched_claims(cloud, cluster) -> int:
     unlaunched = NodeClaim.objects.filter(
         provider_id="", deleting_since__isnull=True, labels__has_key=PROVISIONER_LABEL
     ).exclude(Q(instance_type="") | Q(capacity_type=""))
-    return sum(1 for row in unlaunched.select_related("node_class", "node_pool") if launch_claim(cloud, cluster, row).ok)
+    relaunched = 0
+    for row in unlaunched.select_related("node_class", "node_pool"):
+        try:
+            relaunched += launch_claim(cloud, cluster, row).ok
+        except ACTION_ERRORS:
+            continue  # left unlaunched: the next run tries again with the same client token
+    return relaunched

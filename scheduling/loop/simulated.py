@@ -116,8 +116,8 @@ class SimulatedCluster:
         )
         return {"metadata": {"name": claim.name}}
 
-    def delete_nodeclaim(self, name: str) -> None:
-        NodeClaim.objects.filter(name=name).delete()
+    def delete_nodeclaim(self, name: str) -> bool:
+        return NodeClaim.objects.filter(name=name).delete()[0] > 0
 
     def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
         model = {"NodeClaim": NodeClaim, "NodePool": NodePool}.get(kind)
