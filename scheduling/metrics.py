@@ -1,0 +1,86 @@
+"""Prometheus metrics at /metrics, read from the database at scrape time (so every web replica
+reports the same figures and nothing is lost when a worker restarts).
+
+Karpenter publishes nothing per reservation; these are the series operators ask for."""
+
+import hmac
+
+from django.conf import settings
+from django.db.models import Count, Max
+from django.http import HttpResponse
+from django.utils import timezone
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from reservations.models import CapacityReservation
+from scheduling.models import Decision, TaskRun
+from scheduling.queries import idle_cost_per_hour, on_demand_prices
+
+SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
+
+
+class KarpwebCollector:
+    def collect(self):
+        now = timezone.now()
+        yield from self.reservations(now)
+        yield from self.decisions()
+        yield from self.task_runs(now)
+
+    def reservations(self, now):
+        labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]
+        used = GaugeMetricFamily("karpweb_reservation_used_instances", "Instances running in the reservation.", labels=labels)
+        available = GaugeMetricFamily("karpweb_reservation_available_instances", "Free instances in the reservation.", labels=labels)
+        total = GaugeMetricFamily("karpweb_reservation_total_instances", "Instances the reservation holds.", labels=labels)
+        idle_cost = GaugeMetricFamily("karpweb_reservation_idle_cost_dollars_per_hour",
+                                      "List price of the reservation's idle instances, per hour.", labels=labels)
+        drain = GaugeMetricFamily("karpweb_capacity_block_seconds_to_drain",
+                                  "Seconds until karpweb drains the block's nodes (negative: draining).", labels=labels)
+        reservations = list(CapacityReservation.objects.usable(now))
+        prices = on_demand_prices({r.instance_type for r in reservations})
+        for r in reservations:
+            values = [r.reservation_id, r.instance_type, r.availability_zone, r.reservation_type]
+            used.add_metric(values, r.used_instance_count)
+            available.add_metric(values, r.available_instance_count)
+            total.add_metric(values, r.total_instance_count)
+            cost = idle_cost_per_hour(r, prices)
+            if cost is not None:
+                idle_cost.add_metric(values, cost)
+            if r.timing:
+                drain.add_metric(values, r.timing.seconds_until_drain(now))
+        yield from (used, available, total, idle_cost, drain)
+
+    def decisions(self):
+        decided = CounterMetricFamily("karpweb_decisions", "Decisions recorded, by kind and outcome.", labels=["kind", "outcome"])
+        for row in Decision.objects.values("kind", "outcome").annotate(n=Count("id")).order_by():
+            decided.add_metric([row["kind"], row["outcome"]], row["n"])
+        failures = CounterMetricFamily("karpweb_launch_failures", "Launches that failed, by error code.", labels=["code"])
+        for row in (Decision.objects.filter(kind=Decision.Kind.LAUNCH, outcome=Decision.Outcome.FAILED)
+                    .values("error").annotate(n=Count("id")).order_by()):
+            failures.add_metric([(row["error"] or "unknown").split(":", 1)[0]], row["n"])
+        yield from (decided, failures)
+
+    def task_runs(self, now):
+        runs = CounterMetricFamily("karpweb_task_runs", "Loop task runs, by task and status.", labels=["task", "status"])
+        for row in TaskRun.objects.values("task", "status").annotate(n=Count("id")).order_by():
+            runs.add_metric([row["task"], row["status"]], row["n"])
+        last = GaugeMetricFamily("karpweb_task_last_duration_seconds", "Duration of each task's latest finished run.", labels=["task"])
+        lag = GaugeMetricFamily("karpweb_sync_lag_seconds", "Seconds since the last successful sync.", labels=["task"])
+        latest = TaskRun.objects.filter(finished_at__isnull=False).values("task").annotate(latest=Max("id")).order_by()
+        for run in TaskRun.objects.filter(id__in=[row["latest"] for row in latest]):
+            last.add_metric([run.task], (run.finished_at - run.started_at).total_seconds())
+        successes = (TaskRun.objects.filter(task__in=SYNC_TASKS, status=TaskRun.Status.SUCCEEDED)
+                     .values("task").annotate(at=Max("finished_at")).order_by())
+        for row in successes:
+            lag.add_metric([row["task"]], (now - row["at"]).total_seconds())
+        yield from (runs, last, lag)
+
+
+def metrics_view(request):
+    token = settings.KARPWEB_METRICS_TOKEN
+    if token:
+        sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(sent, token):
+            return HttpResponse("metrics need the bearer token in KARPWEB_METRICS_TOKEN\n", status=401, content_type="text/plain")
+    registry = CollectorRegistry()
+    registry.register(KarpwebCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
