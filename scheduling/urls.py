@@ -17,4 +17,5 @@ urlpatterns = [
     path("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), name="pod"),
     path("decisions/", views.DecisionListView.as_view(), name="decisions"),
     path("what-if/", views.WhatIfView.as_view(), name="whatif"),
+    path("healthz", views.healthz, name="healthz"),
 ]

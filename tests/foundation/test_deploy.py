@@ -1,0 +1,41 @@
+"""The deployment files agree with the code, and production settings pass Django's deploy checks."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from scheduling.adapters.kube.rbac import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_kustomize_cluster_role_is_the_adapters_rules():
+    documents = list(yaml.safe_load_all((ROOT / "deploy/kustomize/rbac.yaml").read_text()))
+    role = next(d for d in documents if d["kind"] == "ClusterRole")
+    assert role["rules"] == RULES
+
+
+def test_kustomization_lists_every_manifest():
+    kustomization = yaml.safe_load((ROOT / "deploy/kustomize/kustomization.yaml").read_text())
+    manifests = {p.name for p in (ROOT / "deploy/kustomize").glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == manifests
+    for name in ("web.yaml", "worker.yaml", "beat.yaml"):
+        for document in yaml.safe_load_all((ROOT / "deploy/kustomize" / name).read_text()):
+            if document["kind"] == "Deployment":
+                assert document["spec"]["template"]["spec"]["serviceAccountName"] == "karpweb"
+
+
+def test_production_settings_pass_the_deploy_checks():
+    env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
+    env.update(SECRET_KEY="x" * 64 + "-production-like-secret-key-0123456789", ALLOWED_HOSTS="karpweb.example.com",
+               SECURE_SSL_REDIRECT="true", DJANGO_SETTINGS_MODULE="karpweb.settings")
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_healthz(client, db):
+    assert client.get("/healthz").json() == {"status": "ok"}
