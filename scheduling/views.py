@@ -233,3 +233,13 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         context = self.get_context_data(world_text=text, outcome=outcome,
                                         decisions_json=pretty(outcome.decisions) if outcome.ok else "")
         return self.render_to_response(context)
+
+
+def healthz(request):
+    """Liveness and readiness: the database answers."""
+    from django.db import connection
+    from django.http import JsonResponse
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})
