@@ -32,8 +32,13 @@ class LedgerError(RuntimeError):
 class ReservationLedger:
     def __init__(self) -> None:
         self._capacity: dict[str, int] = {}
+        self._remaining: dict[str, int] = {}
         self._holders: dict[str, set[str]] = {}
         self._held_by: dict[str, str] = {}
+        self.free_units = 0  # across all reservations
+        # Counts units given back. A claim refused because no unit was free may be retried only
+        # once this has moved: until then nothing has changed for it.
+        self.releases = 0
 
     @classmethod
     def from_offerings(cls, offerings: Iterable[Offering]) -> "ReservationLedger":
@@ -46,8 +51,12 @@ class ReservationLedger:
     def register(self, reservation_id: str, capacity: int) -> None:
         """Record a reservation's capacity as one NodePool sees it; the minimum wins."""
         known = self._capacity.get(reservation_id)
-        self._capacity[reservation_id] = capacity if known is None else min(known, capacity)
-        self._holders.setdefault(reservation_id, set())
+        capacity = max(0, capacity if known is None else min(known, capacity))
+        self._capacity[reservation_id] = capacity
+        holders = self._holders.setdefault(reservation_id, set())
+        remaining = capacity - len(holders)
+        self.free_units += remaining - self._remaining.get(reservation_id, 0)
+        self._remaining[reservation_id] = remaining
 
     def capacity(self, reservation_id: str) -> int:
         return self._capacity.get(reservation_id, 0)
@@ -56,16 +65,16 @@ class ReservationLedger:
         return len(self._holders.get(reservation_id, ()))
 
     def remaining(self, reservation_id: str) -> int:
-        return self.capacity(reservation_id) - self.planned(reservation_id)
+        return self._remaining.get(reservation_id, 0)
 
     def any_free(self) -> bool:
-        return any(self.remaining(rid) > 0 for rid in self._capacity)
+        return self.free_units > 0
 
     def held_by(self, host: str) -> str | None:
         return self._held_by.get(host)
 
     def can_reserve(self, host: str, reservation_id: str) -> bool:
-        return self._held_by.get(host) == reservation_id or self.remaining(reservation_id) > 0
+        return self._remaining.get(reservation_id, 0) > 0 or self._held_by.get(host) == reservation_id
 
     def reserve(self, host: str, reservation_id: str) -> None:
         """Hold one unit for `host`, giving back the unit it held elsewhere, if any."""
@@ -78,11 +87,16 @@ class ReservationLedger:
             self.release(host)
         self._holders[reservation_id].add(host)
         self._held_by[host] = reservation_id
+        self._remaining[reservation_id] -= 1
+        self.free_units -= 1
 
     def release(self, host: str) -> None:
         current = self._held_by.pop(host, None)
         if current is not None:
             self._holders[current].discard(host)
+            self._remaining[current] += 1
+            self.free_units += 1
+            self.releases += 1
 
     def reservation_ids(self) -> list[str]:
         return sorted(self._capacity)

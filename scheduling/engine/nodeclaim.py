@@ -34,6 +34,8 @@ class Rejection:
     reason: str
     permanent: bool = True
     kind: str = ""
+    # Holds until the ledger gives a unit back (the refusal was for want of a free unit).
+    until_release: bool = False
 
     @property
     def reserved_held(self) -> bool:
@@ -69,13 +71,14 @@ def reservation_preference(ledger: ReservationLedger):
 class ExistingNode:
     """A node of the cluster: its allocatable minus what its bound pods request."""
 
-    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "seq")
+    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq")
 
     def __init__(self, node: Node, bound: Iterable[Pod], seq: int):
         self.node = node
         self.name = node.name
         self.labels = {**node.labels, NODE_NAME_FIELD: node.name}
         self.pods = list(bound)
+        self.anti_pods = [p for p in self.pods if p.anti_affinity]
         self.available = node.allocatable.sub(sum_requests(self.pods))
         taints = node.taints
         if node.unschedulable:
@@ -91,12 +94,14 @@ class ExistingNode:
             return Rejection("node labels do not match the pod's node selector or affinity")
         if not pod.requests.fits(self.available):
             return Rejection(f"not enough room ({', '.join(pod.requests.exceeding(self.available))})")
-        if (pod.anti_affinity or self.pods) and hostname_anti_affinity_conflict(pod, self.pods) is not None:
+        if hostname_anti_affinity_conflict(pod, self.pods, self.anti_pods) is not None:
             return Rejection("pod anti-affinity")
         return None
 
     def commit(self, pod: Pod) -> None:
         self.pods.append(pod)
+        if pod.anti_affinity:
+            self.anti_pods.append(pod)
         self.available = self.available.sub(pod.requests)
 
 
@@ -144,7 +149,8 @@ class NodeClaim:
     """A node this run plans to launch. Its instance types narrow as pods join; it holds at most
     one reservation unit, the one it will launch into (see scheduler.py)."""
 
-    __slots__ = ("name", "seq", "template", "requirements", "requests", "instance_types", "pods", "hold", "price")
+    __slots__ = ("name", "seq", "template", "requirements", "requests", "instance_types", "pods", "anti_pods", "hold",
+                 "price", "ceiling", "_ceiling_count", "_type_names")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType], seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
@@ -154,8 +160,15 @@ class NodeClaim:
         self.requests = ResourceList(template.daemon_overhead)
         self.instance_types = instance_types
         self.pods: list[Pod] = []
+        self.anti_pods: list[Pod] = []
         self.hold: Offering | None = None
         self.price = math.inf  # cheapest on-demand/spot launch; only kept while the claim holds no unit
+        # At least the most of each resource any remaining instance type offers: rejects pods that
+        # cannot fit without looking at every instance type. Set once the claim has pods, and
+        # recomputed only when the types have thinned out (a stale ceiling is still an upper bound).
+        self.ceiling: ResourceList | None = None
+        self._ceiling_count = 0
+        self._type_names: frozenset[str] | None = None
 
     # fitting ------------------------------------------------------------------------------------
 
@@ -163,9 +176,11 @@ class NodeClaim:
         taint = self.template.untolerated(pod)
         if taint is not None:
             return Rejection(f"taint {taint} is not tolerated")
-        if self.pods and hostname_anti_affinity_conflict(pod, self.pods) is not None:
+        if self.pods and hostname_anti_affinity_conflict(pod, self.pods, self.anti_pods) is not None:
             return Rejection("pod anti-affinity")
         requests = self.requests.add(pod.requests)
+        if self.ceiling is not None and not requests.fits(self.ceiling):
+            return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
         rejection: Rejection | None = None
         for alternative in pod.alternatives:
             outcome = self._fit_alternative(alternative, requests, ledger, mode)
@@ -183,9 +198,13 @@ class NodeClaim:
         instance_types = self._narrow(requirements, requests)
         if not instance_types:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
-        hold = self._choose_reservation(requirements, instance_types, ledger, mode)
+        hold = self._choose_reservation(requirements, requests, instance_types, ledger, mode)
         if isinstance(hold, Rejection):
             return hold
+        if hold is not None and mode is ReservedMode.STRICT:
+            # A strict claim never gives its unit up, so only types with reservations stay options.
+            reserved = self.template.catalog.view(requirements).reserved
+            instance_types = [it for it in instance_types if it.name in reserved]
         return Proposal(requirements, requests, instance_types, hold, self.template.catalog)
 
     def _narrow(self, requirements: Requirements, requests: ResourceList) -> list[InstanceType]:
@@ -195,21 +214,31 @@ class NodeClaim:
         names = self.template.catalog.view(requirements).names
         return [it for it in self.instance_types if it.name in names and fits(it.allocatable)]
 
-    def _choose_reservation(self, requirements: Requirements, instance_types: list[InstanceType],
+    def _choose_reservation(self, requirements: Requirements, requests: ResourceList, instance_types: list[InstanceType],
                             ledger: ReservationLedger, mode: ReservedMode) -> Offering | None | Rejection:
         view = self.template.catalog.view(requirements)
-        options = [o for it in instance_types for o in view.reserved.get(it.name, ())]
+        options = self._reserved_options(view, requests, instance_types)
         if self.hold is not None and self.hold in options:
             return self.hold
-        free = [o for o in options if ledger.can_reserve(self.name, o.reservation.id)]
+        free = [o for o in options if ledger.can_reserve(self.name, o.reservation.id)] if ledger.free_units else []
         if free:
             return min(free, key=reservation_preference(ledger))
         if self.hold is not None and mode is ReservedMode.STRICT:
             return Rejection(f"it would take the claim's last reserved option ({self.hold.reservation.id})",
-                             permanent=False)
+                             permanent=False, until_release=True)
         if any(it.name in view.open_names for it in instance_types):
             return None
-        return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD)
+        return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD, until_release=True)
+
+    def _reserved_options(self, view, requests: ResourceList, instance_types: list[InstanceType]) -> list[Offering]:
+        """Compatible reserved offerings of the remaining instance types; walks the (few)
+        reserved types rather than every instance type."""
+        if not view.reserved:
+            return []
+        allowed = self.type_names() if self.pods else {it.name for it in instance_types}
+        by_name = self.template.catalog.by_name
+        return [o for name, offers in view.reserved.items()
+                if name in allowed and requests.fits(by_name[name].allocatable) for o in offers]
 
     # committing ---------------------------------------------------------------------------------
 
@@ -219,11 +248,30 @@ class NodeClaim:
             self.requirements = self.requirements.intersect([Requirement.single(HOSTNAME, name)])
             proposal.requirements = proposal.requirements.intersect([Requirement.single(HOSTNAME, name)])
         self.take(proposal.hold, ledger)
+        keys = self.template.catalog.relevant_keys
+        # Instance types only ever narrow: the same count means the same types.
+        same_types = bool(self.pods) and len(proposal.instance_types) == len(self.instance_types)
+        same_offerings = same_types and proposal.requirements.restricted_key(keys) == self.requirements.restricted_key(keys)
         self.requirements = proposal.requirements
         self.requests = proposal.requests
         self.instance_types = proposal.instance_types
-        self.price = proposal.open_price() if proposal.hold is None else math.inf
+        if proposal.hold is not None:
+            self.price = math.inf
+        elif not same_offerings or self.price == math.inf:
+            self.price = proposal.open_price()
+        if not same_types:
+            self._type_names = None
+            if self.ceiling is None or len(self.instance_types) * 4 <= self._ceiling_count * 3:
+                self.ceiling = ceiling(self.instance_types)
+                self._ceiling_count = len(self.instance_types)
         self.pods.append(pod)
+        if pod.anti_affinity:
+            self.anti_pods.append(pod)
+
+    def type_names(self) -> frozenset[str]:
+        if self._type_names is None:
+            self._type_names = frozenset(it.name for it in self.instance_types)
+        return self._type_names
 
     def grows_paid_launch(self, proposal: Proposal) -> bool:
         """Whether the pod makes this paid claim launch a more expensive instance."""
@@ -241,7 +289,7 @@ class NodeClaim:
     def free_reservation(self, ledger: ReservationLedger) -> Offering | None:
         """The best reservation unit this claim could take now, if it holds none."""
         view = self.template.catalog.view(self.requirements)
-        options = [o for it in self.instance_types for o in view.reserved.get(it.name, ())
+        options = [o for o in self._reserved_options(view, self.requests, self.instance_types)
                    if ledger.can_reserve(self.name, o.reservation.id)]
         return min(options, key=reservation_preference(ledger)) if options else None
 
@@ -254,6 +302,15 @@ class NodeClaim:
                 if amount > result[name]:
                     result[name] = amount
         return result
+
+
+def ceiling(instance_types: list[InstanceType]) -> ResourceList:
+    result = ResourceList()
+    for it in instance_types:
+        for name, amount in it.allocatable.items():
+            if amount > result.get(name, 0):
+                result[name] = amount
+    return result
 
 
 def held_message(options: list[Offering], ledger: ReservationLedger) -> str:

@@ -55,13 +55,18 @@ class AffinityPod(Protocol):
     anti_affinity: tuple[AffinityTerm, ...]
 
 
-def hostname_anti_affinity_conflict(pod: AffinityPod, others: Iterable[AffinityPod]) -> AffinityPod | None:
-    """The first pod among `others` (the pods on one node) that cannot share a node with `pod`."""
+def hostname_anti_affinity_conflict(pod: AffinityPod, others: Iterable[AffinityPod],
+                                    others_with_terms: Iterable[AffinityPod] | None = None) -> AffinityPod | None:
+    """The first pod among `others` (the pods on one node) that cannot share a node with `pod`.
+    `others_with_terms`, when given, lists just those of `others` that carry anti-affinity terms
+    (nodes keep that list, so pods without terms are checked cheaply)."""
     own_terms = [t for t in pod.anti_affinity if t.per_node]
-    for other in others:
-        for term in own_terms:
-            if term.selects(other.namespace, other.labels):
-                return other
+    if own_terms:
+        for other in others:
+            for term in own_terms:
+                if term.selects(other.namespace, other.labels):
+                    return other
+    for other in others if others_with_terms is None else others_with_terms:
         for term in other.anti_affinity:
             if term.per_node and term.selects(pod.namespace, pod.labels):
                 return other

@@ -113,15 +113,17 @@ class PoolLimits:
 
 
 class _Memo:
-    """Per pod signature: targets known not to take such a pod, for the rest of the run."""
+    """Per pod signature: targets known not to take such a pod, for the rest of the run, and
+    claims that refused it for want of a free reservation unit (until the ledger frees one)."""
 
-    __slots__ = ("nodes", "claims", "seen", "pools")
+    __slots__ = ("nodes", "claims", "seen", "pools", "blocked")
 
     def __init__(self, nodes: list[ExistingNode]):
         self.nodes = nodes
         self.claims: list[NodeClaim] = []
         self.seen = 0
         self.pools: dict[str, Rejection] = {}
+        self.blocked: dict[int, int] = {}  # claim seq -> ledger.releases when it refused
 
 
 class ClaimNamer:
@@ -218,9 +220,13 @@ class Scheduler:
         memo.claims.extend(self.claims[memo.seen:])
         memo.seen = len(self.claims)
         avoid_growth = self.ledger.any_free()
+        releases = self.ledger.releases
+        blocked = memo.blocked
         refused = set()
         placed: bool | tuple[NodeClaim, Proposal] | None = None
         for claim in sorted(memo.claims, key=lambda c: (len(c.pods), c.seq)):
+            if blocked.get(claim.seq) == releases:
+                continue
             outcome = claim.fit(pod, self.ledger, self.mode)
             if isinstance(outcome, Proposal):
                 if avoid_growth and claim.grows_paid_launch(outcome):
@@ -232,6 +238,8 @@ class Scheduler:
                 break
             if outcome.permanent:
                 refused.add(claim.seq)
+            elif outcome.until_release:
+                blocked[claim.seq] = releases
         if refused:
             memo.claims = [c for c in memo.claims if c.seq not in refused]
         return placed

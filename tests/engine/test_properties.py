@@ -12,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.engine import simulate
+from scheduling.engine import ReservedMode, parse_world, plan, simulate
+from scheduling.engine.decisions import decisions as to_decisions
 from scheduling.engine.quantities import parse_quantity
 
 from .builders import node_class, node_pool
@@ -286,6 +287,8 @@ def reserved_worlds(draw):
 def test_no_reserved_unit_is_left_idle_that_a_paid_claim_could_use(doc):
     decisions = simulate(doc)
     check_plan(doc, decisions)
+    # Consolidation's fallback mode keeps the same promises.
+    check_plan(doc, to_decisions(plan(parse_world(doc), ReservedMode.FALLBACK)))
     crs = {c["CapacityReservationId"]: c for c in doc["capacityReservations"]}
     used = Counter(c["launch"].get("reservationID") for c in decisions["nodeClaims"])
     types = {t["name"]: t for t in doc["instanceTypes"]}
