@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 from scheduling.engine import ReservedMode, parse_world, plan, simulate
 from scheduling.engine.decisions import decisions as to_decisions
 
@@ -272,3 +274,28 @@ def test_a_paid_claim_with_room_still_takes_pods_that_do_not_grow_it():
     pods = [pod("big", "2500m", "4Gi"), pod("small", "1", "1Gi")]
     decisions = run(pods, reservations=[ml("cr-1", "m5.large")])
     assert len(decisions["nodeClaims"]) == 1  # m5.xlarge has room for both; no new node
+
+
+# Seed 002's NodePool shapes as a table: capacity types allowed, reserved units, and what three
+# pods (each needing its own m5.large-sized node) get.
+SEED_TABLE = [
+    (["reserved"], 2, ["reserved", "reserved"], 1),
+    (["reserved"], 0, [], 0),
+    (["reserved", "on-demand"], 2, ["on-demand", "reserved", "reserved"], 0),
+    (["reserved", "on-demand"], 0, ["on-demand", "on-demand", "on-demand"], 0),
+    (None, 1, ["reserved", "spot", "spot"], 0),
+    (["spot", "on-demand"], 3, ["spot", "spot", "spot"], 0),
+    (["on-demand"], 3, ["on-demand", "on-demand", "on-demand"], 0),
+]
+
+
+@pytest.mark.parametrize("allowed, units, launched, deferred", SEED_TABLE)
+def test_seed_nodepool_shapes(allowed, units, launched, deferred):
+    pods = [pod(f"web-{i}", "1500m", "1Gi", anti_affinity=True) for i in range(3)]
+    decisions = run(pods, reservations=[ml("cr-1", "m5.large", available=units, total=3)],
+                    pools=[node_pool(capacity_types=allowed)])
+    assert capacity_types(decisions) == launched
+    assert len(decisions["deferred"]) == deferred
+    assert len(decisions["unschedulable"]) == 3 - len(launched) - deferred
+    for claim in decisions["nodeClaims"]:
+        assert claim["launch"]["instanceType"] == "m5.large"  # the cheapest that fits, reserved or not

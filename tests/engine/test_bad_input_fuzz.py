@@ -1,0 +1,57 @@
+"""Whatever JSON arrives, `simulate` answers with decisions or a WorldError, never a crash."""
+
+import copy
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduling.engine import WorldError, simulate
+
+EXAMPLES = [json.loads(p.read_text()) for p in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True) | st.text(max_size=6)
+    | st.sampled_from(["500m", "1Gi", "In", "NotIn", "Gt", "reserved", "cr-1", "2026-11-21T12:00:00Z", "*", ""]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=6,
+)
+
+
+def paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths(item, prefix + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from paths(item, prefix + (index,))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(EXAMPLES))), st.data(), json_values)
+def test_mutated_worlds_never_crash(index, data, replacement):
+    world = copy.deepcopy(EXAMPLES[index])
+    all_paths = [p for p in paths(world) if p]
+    path = data.draw(st.sampled_from(all_paths))
+    target = world
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = replacement
+    try:
+        decisions = simulate(world)
+    except WorldError as error:
+        assert error.problems and all(isinstance(p, str) and isinstance(m, str) for p, m in error.problems)
+    else:
+        assert isinstance(decisions["nodeClaims"], list)
+        json.dumps(decisions)
+
+
+@given(json_values)
+@settings(max_examples=200, deadline=None)
+def test_any_json_value_as_a_world(value):
+    try:
+        simulate(value)
+    except WorldError:
+        pass
