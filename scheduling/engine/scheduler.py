@@ -116,7 +116,7 @@ class _Memo:
     """Per pod signature: targets known not to take such a pod, for the rest of the run, and
     claims that refused it for want of a free reservation unit (until the ledger frees one)."""
 
-    __slots__ = ("nodes", "claims", "seen", "pools", "blocked")
+    __slots__ = ("nodes", "claims", "seen", "pools", "blocked", "pools_blocked")
 
     def __init__(self, nodes: list[ExistingNode]):
         self.nodes = nodes
@@ -124,6 +124,7 @@ class _Memo:
         self.seen = 0
         self.pools: dict[str, Rejection] = {}
         self.blocked: dict[int, int] = {}  # claim seq -> ledger.releases when it refused
+        self.pools_blocked: dict[str, tuple[int, Rejection]] = {}  # the same for new claims
 
 
 class ClaimNamer:
@@ -258,6 +259,9 @@ class Scheduler:
         known = memo.pools.get(template.name)
         if known is not None:
             return known
+        blocked = memo.pools_blocked.get(template.name)
+        if blocked is not None and blocked[0] == self.ledger.releases:
+            return blocked[1]
         if template.problem is not None:
             memo.pools[template.name] = rejection = Rejection(template.problem)
             return rejection
@@ -269,6 +273,8 @@ class Scheduler:
                 outcome = self._limits_or(template, pod, outcome)
             if outcome.permanent:
                 memo.pools[template.name] = outcome
+            elif outcome.until_release and not limited:  # limits may loosen as claims narrow
+                memo.pools_blocked[template.name] = (self.ledger.releases, outcome)
             return outcome
         if reserved_only and outcome.hold is None:
             return Rejection("the new claim would launch on-demand or spot", permanent=False, kind=PAID_ONLY)
