@@ -5,7 +5,8 @@ from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from scheduling.filtersets import UtcDateTimeFilter
 
 
 class CapacityReservationFilterSet(django_filters.FilterSet):
@@ -46,3 +47,14 @@ class EC2NodeClassFilterSet(django_filters.FilterSet):
     class Meta:
         model = EC2NodeClass
         fields = ["q"]
+
+
+class UtilizationSampleFilterSet(django_filters.FilterSet):
+    """The API's time window on one reservation's samples."""
+
+    since = UtcDateTimeFilter(field_name="sampled_at", lookup_expr="gte", label="Sampled at or after")
+    until = UtcDateTimeFilter(field_name="sampled_at", lookup_expr="lt", label="Sampled before")
+
+    class Meta:
+        model = UtilizationSample
+        fields = ["since", "until"]

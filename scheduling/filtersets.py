@@ -1,9 +1,31 @@
 """One FilterSet per list: the pages and the API filter the same way."""
 
-import django_filters
-from django.db.models import Q
+import datetime
 
-from scheduling.models import CapacityType, Decision, Mode, Node, NodeClaim, NodePool, Pod
+import django_filters
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django_filters.fields import IsoDateTimeField
+
+from scheduling.models import CapacityType, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+
+
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """ISO 8601, normalised to UTC: PostgreSQL refuses offsets beyond +-15:59 that ISO 8601 allows,
+    and a time that does not exist in UTC is invalid input, not a server error."""
+
+    def to_python(self, value):
+        parsed = super().to_python(value)
+        if parsed is None or parsed.tzinfo is None:
+            return parsed
+        try:
+            return parsed.astimezone(datetime.timezone.utc)
+        except OverflowError:
+            raise ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
 
 
 class NodePoolFilterSet(django_filters.FilterSet):
@@ -63,7 +85,7 @@ class DecisionFilterSet(django_filters.FilterSet):
     outcome = django_filters.ChoiceFilter(choices=Decision.Outcome.choices)
     node_pool = django_filters.CharFilter(field_name="node_pool__name", label="NodePool")
     reservation = django_filters.CharFilter(field_name="reservation__reservation_id", label="Reservation")
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:
         model = Decision
@@ -71,3 +93,43 @@ class DecisionFilterSet(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(subject__icontains=value) | Q(reason__icontains=value))
+
+
+class InstanceTypeFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
+    family = django_filters.CharFilter(lookup_expr="iexact")
+    arch = django_filters.CharFilter(lookup_expr="iexact")
+    gpu = django_filters.BooleanFilter(method="filter_gpu", label="Has GPUs")
+    zone = django_filters.CharFilter(method="filter_zone", label="Offered in zone")
+
+    class Meta:
+        model = InstanceType
+        fields = ["q", "family", "arch", "gpu", "zone"]
+
+    def filter_gpu(self, queryset, name, value):
+        return queryset.filter(gpu_count__gt=0) if value else queryset.filter(gpu_count=0)
+
+    def filter_zone(self, queryset, name, value):
+        return queryset.filter(pk__in=Offering.objects.filter(zone__iexact=value).values("instance_type"))
+
+
+class OfferingFilterSet(django_filters.FilterSet):
+    instance_type = django_filters.CharFilter(field_name="instance_type__name", lookup_expr="iexact")
+    capacity_type = django_filters.ChoiceFilter(choices=CapacityType.choices)
+    zone = django_filters.CharFilter(lookup_expr="iexact")
+    available = django_filters.BooleanFilter()
+    reservation = django_filters.CharFilter(field_name="reservation__reservation_id", label="Reservation")
+
+    class Meta:
+        model = Offering
+        fields = ["instance_type", "capacity_type", "zone", "available", "reservation"]
+
+
+class TaskRunFilterSet(django_filters.FilterSet):
+    task = django_filters.CharFilter()
+    status = django_filters.MultipleChoiceFilter(choices=TaskRun.Status.choices)
+    since = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")
+
+    class Meta:
+        model = TaskRun
+        fields = ["task", "status", "since"]

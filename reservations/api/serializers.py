@@ -1,0 +1,285 @@
+"""Capacity reservations, their utilization samples and EC2NodeClasses, as the API shows them.
+
+Field names are camelCase, as Kubernetes and EC2 write them; query parameters (filters,
+`ordering`) keep the names the pages use."""
+
+from django.db import models
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.selector_terms import validation_problems
+from scheduling.api.base import StrictInputMixin
+from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
+from scheduling.queries import idle_cost_per_hour, on_demand_prices
+
+STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+CONDITIONS_SCHEMA = {
+    "type": "array",
+    "description": "Kubernetes-style status conditions.",
+    "items": {
+        "type": "object",
+        "required": ["type", "status"],
+        "properties": {
+            "type": {"type": "string"},
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+        },
+    },
+}
+
+SELECTOR_TERM_SCHEMA = {
+    "type": "object",
+    "description": (
+        "One capacityReservationSelectorTerm. Fields in a term are ANDed, terms are ORed. `id` and "
+        "`resourceGroupARN` must be alone in their term; `ownerID` is never alone; a tag value `*` "
+        "matches any value."
+    ),
+    "properties": {
+        "id": {"type": "string", "pattern": ID_PATTERN.pattern, "example": "cr-0abc"},
+        "tags": {**STRING_MAP, "maxProperties": MAX_TAGS, "example": {"team": "ml"}},
+        "ownerID": {"type": "string", "pattern": OWNER_PATTERN.pattern},
+        "instanceMatchCriteria": {"type": "string", "enum": ["open", "targeted"]},
+        "resourceGroupARN": {"type": "string", "pattern": GROUP_ARN_PATTERN.pattern},
+    },
+    "additionalProperties": False,
+}
+
+SELECTOR_TERMS_SCHEMA = {"type": "array", "maxItems": MAX_TERMS, "items": SELECTOR_TERM_SCHEMA}
+
+STATUS_RESERVATIONS_SCHEMA = {
+    "type": "array",
+    "description": "status.capacityReservations: the reservations the selector terms select now.",
+    "items": {
+        "type": "object",
+        "required": ["id"],
+        "properties": {
+            "id": {"type": "string"},
+            "availabilityZone": {"type": "string"},
+            "instanceType": {"type": "string"},
+            "instanceMatchCriteria": {"type": "string"},
+            "ownerID": {"type": "string"},
+            "reservationType": {"type": "string", "enum": ["default", "capacity-block"]},
+            "interruptible": {"type": "boolean"},
+            "state": {"type": "string"},
+            "endTime": {"type": "string", "format": "date-time"},
+        },
+    },
+}
+
+
+@extend_schema_field(STRING_MAP)
+class StringMapField(serializers.DictField):
+    """Tags and labels: {key: value}, both strings."""
+
+    child = serializers.CharField(allow_blank=True)
+
+
+@extend_schema_field(CONDITIONS_SCHEMA)
+class ConditionsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(SELECTOR_TERMS_SCHEMA)
+class SelectorTermsField(serializers.JSONField):
+    """Any JSON in, so that the engine (not DRF) says what is wrong with each term."""
+
+
+def ro(source, field_class=serializers.ReadOnlyField, **kwargs):
+    """A read-only field under a camelCase name for a snake_case model attribute."""
+    return field_class(source=source, read_only=True, **kwargs)
+
+
+def when(source, *, null=True, **kwargs):
+    """A read-only time under a camelCase name; null unless the model field is NOT NULL."""
+    return serializers.DateTimeField(source=source, read_only=True, allow_null=null, **kwargs)
+
+
+# --- capacity reservations --------------------------------------------------------------------
+
+class CapacityBlockTimingSerializer(serializers.Serializer):
+    end = serializers.DateTimeField(help_text="When the block ends.")
+    drainAt = serializers.DateTimeField(source="drain_at", help_text="karpweb starts draining its nodes (end - 40 min, 70 for UltraServer).")
+    terminationAt = serializers.DateTimeField(source="termination_at", help_text="EC2 starts terminating its instances (end - 30 min, 60 for UltraServer).")
+    ultraserver = serializers.BooleanField()
+    expiring = serializers.BooleanField(help_text="Past drainAt: nothing new launches into the block.")
+    secondsUntilDrain = serializers.FloatField()
+
+
+class CapacityReservationListSerializer(serializers.ListSerializer):
+    """Fetch the on-demand prices for a whole page in one query (for idleCostPerHour)."""
+
+    def to_representation(self, data):
+        rows = list(data.all() if isinstance(data, models.manager.BaseManager) else data)
+        self.context["prices"] = on_demand_prices({row.instance_type for row in rows})
+        return [self.child.to_representation(row) for row in rows]
+
+
+class CapacityReservationSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(
+        view_name="reservations-api:capacityreservation-detail", lookup_field="reservation_id"
+    )
+    reservationID = ro("reservation_id")
+    ownerID = ro("owner_id")
+    instanceType = ro("instance_type")
+    instancePlatform = ro("instance_platform")
+    availabilityZone = ro("availability_zone")
+    availabilityZoneID = ro("availability_zone_id")
+    instanceMatchCriteria = ro("instance_match_criteria")
+    reservationType = ro("reservation_type")
+    ultraserverType = ro("ultraserver_type")
+    totalInstanceCount = ro("total_instance_count")
+    availableInstanceCount = ro("available_instance_count")
+    usedInstanceCount = serializers.IntegerField(source="used_instance_count", read_only=True)
+    utilization = serializers.FloatField(read_only=True, help_text="Used share now, 0..1.")
+    recentUtilization = serializers.FloatField(
+        source="recent_utilization", read_only=True, allow_null=True,
+        help_text="Mean used share over the last 24 hours of samples, 0..1; null without samples.",
+    )
+    lowUtilization = serializers.SerializerMethodField(help_text="Under 20 % for a full 24 hours.")
+    usable = serializers.SerializerMethodField(help_text="Active and not past its end date.")
+    idleCostPerHour = serializers.SerializerMethodField(
+        help_text="Idle instances times the on-demand list price, dollars per hour; null when the price is unknown."
+    )
+    timing = serializers.SerializerMethodField(help_text="Capacity blocks only: when draining and termination start.")
+    createDate = when("create_date")
+    startDate = when("start_date")
+    endDate = when("end_date")
+    endDateType = ro("end_date_type")
+    tags = StringMapField(read_only=True)
+    nodeClasses = serializers.SlugRelatedField(
+        source="node_classes", many=True, read_only=True, slug_field="name",
+        help_text="EC2NodeClasses whose status selects this reservation.",
+    )
+    lastSeen = when("last_seen", help_text="When EC2 last reported it.")
+
+    class Meta:
+        model = CapacityReservation
+        list_serializer_class = CapacityReservationListSerializer
+        fields = [
+            "url", "reservationID", "arn", "ownerID", "region", "instanceType", "instancePlatform", "availabilityZone",
+            "availabilityZoneID", "tenancy", "state", "instanceMatchCriteria", "reservationType", "interruptible",
+            "ultraserverType", "totalInstanceCount", "availableInstanceCount", "usedInstanceCount", "utilization",
+            "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "timing", "createDate", "startDate",
+            "endDate", "endDateType", "tags", "nodeClasses", "lastSeen",
+        ]
+        read_only_fields = fields
+
+    def _now(self):
+        return self.context.setdefault("now", timezone.now())
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_lowUtilization(self, obj) -> bool:
+        return obj.is_low_utilization(self._now())
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_usable(self, obj) -> bool:
+        return obj.is_usable(self._now())
+
+    @extend_schema_field({"type": "number", "format": "double", "nullable": True})
+    def get_idleCostPerHour(self, obj):
+        prices = self.context.get("prices")
+        if prices is None:
+            prices = on_demand_prices([obj.instance_type])
+        return idle_cost_per_hour(obj, prices)
+
+    @extend_schema_field(CapacityBlockTimingSerializer(allow_null=True))
+    def get_timing(self, obj):
+        timing = obj.timing
+        if timing is None:
+            return None
+        now = self._now()
+        return CapacityBlockTimingSerializer({
+            "end": timing.end, "drain_at": timing.drain_at, "termination_at": timing.termination_at,
+            "ultraserver": timing.ultraserver, "expiring": timing.is_expiring(now),
+            "secondsUntilDrain": timing.seconds_until_drain(now),
+        }).data
+
+
+class UtilizationSampleSerializer(serializers.ModelSerializer):
+    sampledAt = when("sampled_at", null=False)
+    utilization = serializers.SerializerMethodField(help_text="used / total, 0..1.")
+
+    class Meta:
+        model = UtilizationSample
+        fields = ["sampledAt", "used", "available", "total", "utilization"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.DOUBLE)
+    def get_utilization(self, obj) -> float:
+        return obj.used / obj.total if obj.total else 0.0
+
+
+# --- EC2NodeClasses ---------------------------------------------------------------------------
+
+@extend_schema_field(STATUS_RESERVATIONS_SCHEMA)
+class StatusReservationsField(serializers.JSONField):
+    pass
+
+
+class EC2NodeClassStatusSerializer(serializers.Serializer):
+    capacityReservations = StatusReservationsField(source="status_capacity_reservations", read_only=True)
+    conditions = ConditionsField(read_only=True)
+
+
+class EC2NodeClassSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="reservations-api:ec2nodeclass-detail", lookup_field="name")
+    resourceVersion = ro("resource_version", help_text="Send it back (If-Match or resourceVersion) when changing the class.")
+    capacityReservationSelectorTerms = SelectorTermsField(source="capacity_reservation_selector_terms", read_only=True)
+    spec = serializers.JSONField(read_only=True, help_text="The rest of spec, as Kubernetes has it.")
+    annotations = StringMapField(read_only=True)
+    status = EC2NodeClassStatusSerializer(source="*", read_only=True)
+    selectedReservations = serializers.SlugRelatedField(
+        source="selected_reservations", many=True, read_only=True, slug_field="reservation_id",
+        help_text="IDs of the reservations status.capacityReservations names.",
+    )
+    nodePools = serializers.SlugRelatedField(source="node_pools", many=True, read_only=True, slug_field="name")
+    createdAt = when("created_at")
+    syncedAt = when("synced_at")
+
+    class Meta:
+        model = EC2NodeClass
+        fields = [
+            "url", "name", "uid", "resourceVersion", "capacityReservationSelectorTerms", "spec", "annotations",
+            "status", "selectedReservations", "nodePools", "createdAt", "syncedAt",
+        ]
+        read_only_fields = fields
+
+
+class SelectorTermsWriteSerializer(StrictInputMixin, serializers.Serializer):
+    """PUT / PATCH body: the whole new list of terms, and (or an If-Match header) the version read."""
+
+    capacityReservationSelectorTerms = SelectorTermsField(
+        help_text="The complete new list (it replaces the old one). Validated per term, as the UI does."
+    )
+    resourceVersion = serializers.CharField(
+        required=False, allow_blank=True, max_length=64,
+        help_text="The resourceVersion you read; a stale one gets 409. Or send it as If-Match (stale: 412).",
+    )
+
+    def validate_capacityReservationSelectorTerms(self, terms):
+        problems = validation_problems(terms)
+        if problems:
+            raise serializers.ValidationError(problems)
+        return terms
+
+
+class SelectorTermsPreviewSerializer(StrictInputMixin, serializers.Serializer):
+    capacityReservationSelectorTerms = SelectorTermsField(help_text="The terms to try; nothing is saved.")
+
+    validate_capacityReservationSelectorTerms = SelectorTermsWriteSerializer.validate_capacityReservationSelectorTerms
+
+
+class SelectorTermsPreviewResultSerializer(serializers.Serializer):
+    capacityReservations = StatusReservationsField(help_text="What the terms would select, as status.capacityReservations.")
+    added = serializers.ListField(child=serializers.CharField(), help_text="Selected now but not before.")
+    removed = serializers.ListField(child=serializers.CharField(), help_text="Selected before but no longer.")
+    ignored = serializers.ListField(child=serializers.CharField(), help_text="Matched but unusable, with why.")
+    conditions = ConditionsField()
+    diff = serializers.CharField(help_text="Unified diff from the current terms to these.")
+

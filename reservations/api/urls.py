@@ -1,0 +1,19 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from reservations.api import views
+
+app_name = "reservations-api"
+
+router = SimpleRouter()
+router.register("capacity-reservations", views.CapacityReservationViewSet, basename="capacityreservation")
+router.register("ec2nodeclasses", views.EC2NodeClassViewSet, basename="ec2nodeclass")
+
+urlpatterns = [
+    path(
+        "capacity-reservations/<str:reservation_id>/samples/",
+        views.UtilizationSampleList.as_view(),
+        name="capacityreservation-samples",
+    ),
+    *router.urls,
+]

@@ -1,0 +1,253 @@
+"""Capacity reservations (read-only, with utilization and capacity-block timing) and EC2NodeClasses
+(read, plus the one write operators make: capacityReservationSelectorTerms, conflict-safe)."""
+
+from django.db.models import Case, ExpressionWrapper, F, FloatField, Value, When
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import generics, serializers
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from reservations.api.serializers import (
+    CapacityReservationSerializer,
+    EC2NodeClassSerializer,
+    SelectorTermsPreviewResultSerializer,
+    SelectorTermsPreviewSerializer,
+    SelectorTermsWriteSerializer,
+    UtilizationSampleSerializer,
+)
+from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationSampleFilterSet
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.selector_terms import (
+    FIELD,
+    InvalidSelectorTerms,
+    SelectorTermConflict,
+    preview,
+    save_selector_terms,
+    terms_diff,
+)
+from scheduling.api.base import (
+    Conflict,
+    PreconditionFailed,
+    PreconditionRequired,
+    ReadOnlyViewSet,
+    detail_schema,
+    error_responses,
+    get_or_404,
+    list_schema,
+)
+from scheduling.api.permissions import IsOperatorOrReadOnly
+from scheduling.models import AuditEntry
+
+ETAG_HEADER = OpenApiParameter(
+    "ETag", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200],
+    description='The resourceVersion as a strong entity tag, e.g. `"7"`: send it back in If-Match.',
+)
+IF_MATCH_HEADER = OpenApiParameter(
+    "If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description=(
+        'The ETag (resourceVersion) you read, e.g. `"7"`; a stale one gets 412. `*` matches any version. '
+        "Either this header or the resourceVersion field is required."
+    ),
+)
+
+SELECTOR_TERM_ERROR = OpenApiExample(
+    "Invalid term",
+    value={FIELD: [f'{FIELD}[1].id: "x" does not match ^cr-[0-9a-z]+$']},
+    status_codes=["400"], response_only=True,
+)
+STALE_IF_MATCH = OpenApiExample(
+    "Stale If-Match",
+    value={"detail": 'EC2NodeClass default is at resourceVersion "8", not "7" (If-Match): someone else changed it; '
+                     "GET it again and reapply your edit"},
+    status_codes=["412"], response_only=True,
+)
+
+
+def etag(node_class: EC2NodeClass) -> str:
+    return f'"{node_class.resource_version}"'
+
+
+def if_match_versions(request) -> list[str] | None:
+    """The versions an If-Match header names (`*` kept as is); None without the header."""
+    header = request.headers.get("If-Match")
+    if header is None:
+        return None
+    versions = []
+    for tag in header.split(","):
+        tag = tag.strip()
+        tag = tag[2:] if tag.startswith("W/") else tag
+        if len(tag) >= 2 and tag[0] == tag[-1] == '"':
+            tag = tag[1:-1]
+        versions.append(tag)
+    return versions
+
+
+def stale_message(node_class, sent: str, where: str) -> str:
+    return (
+        f'EC2NodeClass {node_class.name} is at resourceVersion "{node_class.resource_version}", not "{sent}" ({where}): '
+        "someone else changed it; GET it again and reapply your edit"
+    )
+
+
+@extend_schema_view(
+    list=list_schema(
+        CapacityReservationSerializer, summary="List capacity reservations",
+        description="ODCRs and Capacity Blocks with used / available / total, utilization now and over 24 hours, "
+                    "the idle cost at list price, and for capacity blocks when draining and termination start.",
+    ),
+    retrieve=detail_schema(CapacityReservationSerializer, summary="One capacity reservation"),
+)
+class CapacityReservationViewSet(ReadOnlyViewSet):
+    serializer_class = CapacityReservationSerializer
+    filterset_class = CapacityReservationFilterSet
+    lookup_field = "reservation_id"
+    ordering_fields = [
+        "reservation_id", "instance_type", "availability_zone", "state", "reservation_type", "owner_id",
+        "total_instance_count", "available_instance_count", "current_utilization", "recent_utilization",
+        "start_date", "end_date", "last_seen",
+    ]
+    ordering = ["reservation_id"]
+
+    def get_queryset(self):
+        used_share = ExpressionWrapper(
+            (F("total_instance_count") - F("available_instance_count")) * 1.0 / F("total_instance_count"),
+            output_field=FloatField(),
+        )
+        return (
+            CapacityReservation.objects.with_recent_utilization(self._now())
+            .annotate(current_utilization=Case(When(total_instance_count__gt=0, then=used_share), default=Value(0.0)))
+            .prefetch_related("node_classes")
+        )
+
+    def _now(self):
+        if not hasattr(self, "now"):
+            self.now = timezone.now()
+        return self.now
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "now": self._now()}
+
+
+@extend_schema(
+    summary="Utilization samples of one reservation",
+    description="How full the reservation was at each sync, newest first; `since` / `until` bound the time window.",
+    responses={200: UtilizationSampleSerializer(many=True), **error_responses(400, 401, 403, 404)},
+)
+class UtilizationSampleList(generics.ListAPIView):
+    serializer_class = UtilizationSampleSerializer
+    permission_classes = [IsOperatorOrReadOnly]
+    filterset_class = UtilizationSampleFilterSet
+    ordering_fields = ["sampled_at", "used", "available"]
+    ordering = ["-sampled_at"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no reservation in the URL
+            return UtilizationSample.objects.none()
+        reservation = get_or_404(CapacityReservation.objects.all(), reservation_id=self.kwargs["reservation_id"])
+        return UtilizationSample.objects.filter(reservation=reservation)
+
+
+@extend_schema_view(
+    list=list_schema(EC2NodeClassSerializer, summary="List EC2NodeClasses"),
+    retrieve=extend_schema(
+        summary="One EC2NodeClass", parameters=[ETAG_HEADER],
+        responses={200: EC2NodeClassSerializer, **error_responses(401, 403, 404)},
+    ),
+)
+class EC2NodeClassViewSet(ReadOnlyViewSet):
+    """Read every EC2NodeClass; operators replace capacityReservationSelectorTerms (PUT or PATCH)."""
+
+    serializer_class = EC2NodeClassSerializer
+    filterset_class = EC2NodeClassFilterSet
+    ordering_fields = ["name", "created_at", "synced_at"]
+    ordering = ["name"]
+    queryset = EC2NodeClass.objects.prefetch_related("selected_reservations", "node_pools")
+
+    def retrieve(self, request, *args, **kwargs):
+        node_class = self.get_object()
+        return Response(self.get_serializer(node_class).data, headers={"ETag": etag(node_class)})
+
+    @extend_schema(
+        summary="Replace the capacityReservationSelectorTerms",
+        description=(
+            "Replaces the whole list of terms, validated per term with the same messages as the UI. Conflict-safe: "
+            "send the resourceVersion you read as `If-Match` (stale: 412) or as the `resourceVersion` field "
+            "(stale: 409); without either the request is refused (428). Recorded in the audit log."
+        ),
+        request=SelectorTermsWriteSerializer,
+        parameters=[IF_MATCH_HEADER, ETAG_HEADER],
+        responses={200: EC2NodeClassSerializer, **error_responses(400, 401, 403, 404, 409, 412, 428)},
+        examples=[SELECTOR_TERM_ERROR, STALE_IF_MATCH],
+    )
+    def update(self, request, *args, **kwargs):
+        return self._write_terms(request, partial=False)
+
+    @extend_schema(
+        summary="Change the capacityReservationSelectorTerms",
+        description="As PUT, but `capacityReservationSelectorTerms` may be left out (then nothing changes).",
+        request=SelectorTermsWriteSerializer,
+        parameters=[IF_MATCH_HEADER, ETAG_HEADER],
+        responses={200: EC2NodeClassSerializer, **error_responses(400, 401, 403, 404, 409, 412, 428)},
+        examples=[SELECTOR_TERM_ERROR, STALE_IF_MATCH],
+    )
+    def partial_update(self, request, *args, **kwargs):
+        return self._write_terms(request, partial=True)
+
+    def _write_terms(self, request, *, partial):
+        node_class = self.get_object()
+        current = node_class.resource_version
+        # Preconditions first (RFC 9110 §13.2.2): a stale If-Match fails before the body is looked at.
+        versions = if_match_versions(request)
+        if versions is not None and "*" not in versions and current not in versions:
+            raise PreconditionFailed(stale_message(node_class, versions[0], "If-Match"))
+        body = SelectorTermsWriteSerializer(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        sent_version = body.validated_data.get("resourceVersion")
+        if sent_version is not None and sent_version != current:
+            raise Conflict(stale_message(node_class, sent_version, "resourceVersion"))
+        if versions is None and sent_version is None:
+            raise PreconditionRequired(
+                f"Changing EC2NodeClass {node_class.name} needs the version you read: send If-Match: {etag(node_class)} "
+                "(from the ETag of a GET) or a resourceVersion field"
+            )
+        if FIELD in body.validated_data:
+            stale = PreconditionFailed if sent_version is None else Conflict
+            try:
+                save_selector_terms(node_class, body.validated_data[FIELD], current, user=request.user,
+                                    source=AuditEntry.Source.API)
+            except InvalidSelectorTerms as exc:
+                raise serializers.ValidationError({FIELD: exc.problems}) from exc
+            except SelectorTermConflict as exc:
+                raise stale(str(exc)) from exc
+        node_class = self.get_queryset().get(pk=node_class.pk)
+        return Response(self.get_serializer(node_class).data, headers={"ETag": etag(node_class)})
+
+    @extend_schema(
+        summary="Preview selector terms without saving",
+        description="What the terms would select from the reservations karpweb knows, and how that differs "
+                    "from what the class selects now. Validated as a save would be; nothing is written.",
+        request=SelectorTermsPreviewSerializer,
+        responses={200: SelectorTermsPreviewResultSerializer, **error_responses(400, 401, 403, 404)},
+        examples=[SELECTOR_TERM_ERROR],
+    )
+    @action(detail=True, methods=["post"])
+    def preview(self, request, name=None):
+        node_class = self.get_object()
+        body = SelectorTermsPreviewSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        terms = body.validated_data[FIELD]
+        now = timezone.now()
+        result = preview(node_class, terms, now)
+        before = {entry.get("id") for entry in node_class.status_capacity_reservations or [] if isinstance(entry, dict)}
+        after = {reservation.id for reservation in result.reservations}
+        return Response(SelectorTermsPreviewResultSerializer({
+            "capacityReservations": [reservation.status_entry(now) for reservation in result.reservations],
+            "added": sorted(after - before),
+            "removed": sorted(before - after),
+            "ignored": result.ignored,
+            "conditions": [result.condition] if result.condition else [],
+            "diff": terms_diff(node_class.capacity_reservation_selector_terms or [], terms),
+        }).data)
+

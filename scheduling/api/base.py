@@ -1,0 +1,130 @@
+"""What both apps' API packages share: error bodies and their OpenAPI descriptions, and the
+read-only viewset every resource starts from. Permissions and pagination are in their own modules
+(REST_FRAMEWORK names them as defaults, so they must not import DRF's views).
+
+Unauthenticated requests get 401 JSON with `WWW-Authenticate: Token`, never a login redirect."""
+
+from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status, viewsets
+
+from scheduling.api.permissions import IsOperatorOrReadOnly
+
+# Names are Kubernetes names or EC2 ids: they may contain dots (m5.large, node-1.ec2.internal).
+NAME_IN_PATH = r"[^/]+"
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+class PreconditionFailed(exceptions.APIException):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The resource changed since the version in If-Match."
+    default_code = "precondition_failed"
+
+
+class PreconditionRequired(exceptions.APIException):
+    status_code = status.HTTP_428_PRECONDITION_REQUIRED
+    default_detail = "Send the version you read: an If-Match header or a resourceVersion field."
+    default_code = "precondition_required"
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The resource changed since the resourceVersion you sent."
+    default_code = "conflict"
+
+
+class RequestTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "too_large"
+
+
+class ErrorSerializer(serializers.Serializer):
+    """`{"detail": "..."}`: DRF's error body for everything but validation errors."""
+
+    detail = serializers.CharField()
+
+
+ValidationErrorSchema = {
+    "type": "object",
+    "description": (
+        "Field-level errors: each key names the field (or query parameter) that is wrong and lists what is wrong "
+        "with it; a body that is not JSON gets `detail` instead."
+    ),
+    "additionalProperties": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]},
+}
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid input: field-level messages.",
+    401: "No or invalid credentials (send `Authorization: Token <key>`, or log in for a session).",
+    403: "Authenticated, but the user's role does not allow this (viewer reads, operator writes).",
+    404: "No such object.",
+    409: "The `resourceVersion` in the body is not the current one: someone else changed the object.",
+    412: "The `If-Match` version is not the current one: someone else changed the object.",
+    413: "The request body is larger than the limit.",
+    415: "The request body must be `application/json`.",
+    428: "Neither an `If-Match` header nor a `resourceVersion` field was sent.",
+}
+
+
+def error_responses(*codes: int) -> dict:
+    """OpenAPI responses for the error codes of one operation."""
+    responses = {}
+    for code in codes:
+        if code == 400:
+            responses[code] = OpenApiResponse(ValidationErrorSchema, description=ERROR_DESCRIPTIONS[400])
+        else:
+            responses[code] = OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
+    return responses
+
+
+DETAIL_ERRORS = (401, 403, 404)
+LIST_ERRORS = (400, 401, 403)  # 400: a filter value that is not valid
+
+def list_schema(serializer, *, summary, description=""):
+    return extend_schema(
+        summary=summary, description=description,
+        responses={200: serializer(many=True), **error_responses(*LIST_ERRORS)},
+    )
+
+
+def detail_schema(serializer, *, summary, description=""):
+    return extend_schema(
+        summary=summary, description=description,
+        responses={200: serializer, **error_responses(*DETAIL_ERRORS)},
+    )
+
+
+# --- viewsets ---------------------------------------------------------------------------------
+
+class ReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+    """List + detail, looked up by a name unless the subclass says otherwise."""
+
+    permission_classes = [IsOperatorOrReadOnly]
+    lookup_field = "name"
+    lookup_value_regex = NAME_IN_PATH
+
+
+class StrictInputMixin:
+    """Refuse keys a write serializer does not accept, so that a typo or a read-only field is an
+    error instead of a silent no-op."""
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        if isinstance(self.initial_data, dict):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(set(self.initial_data) - writable)
+            if unknown:
+                accepted = ", ".join(sorted(writable))
+                raise serializers.ValidationError(
+                    {key: [f"not a field this endpoint changes (it accepts {accepted})"] for key in unknown}
+                )
+        return attrs
+
+
+def get_or_404(queryset, **lookup):
+    try:
+        return queryset.get(**lookup)
+    except queryset.model.DoesNotExist as exc:
+        raise Http404(f"No {queryset.model._meta.verbose_name} matches {lookup}.") from exc

@@ -1,0 +1,31 @@
+"""The UI's roles for the API (karpweb/roles.py): viewers read, operators also write where the API
+allows a write at all. Kept free of DRF views: REST_FRAMEWORK names these classes as defaults."""
+
+from rest_framework import permissions
+
+from karpweb.roles import can_operate, can_view
+
+
+class IsViewer(permissions.BasePermission):
+    """Any request from a viewer, operator, staff member or superuser (e.g. running a what-if)."""
+
+    message = "You need the viewer or operator role to use karpweb's API."
+
+    def has_permission(self, request, view):
+        return bool(request.user and request.user.is_authenticated and can_view(request.user))
+
+
+class IsOperatorOrReadOnly(IsViewer):
+    """Viewers read; writes need the operator role (or a superuser)."""
+
+    write_message = "Only operators may change this."
+
+    def has_permission(self, request, view):
+        if not super().has_permission(request, view):
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        if not can_operate(request.user):
+            self.message = self.write_message
+            return False
+        return True

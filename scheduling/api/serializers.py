@@ -1,0 +1,334 @@
+"""NodePools, NodeClaims, nodes, pods, instance types with offerings, decisions, task runs and the
+simulate contract, as the API shows them (camelCase, as Kubernetes writes them)."""
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from reservations.api.serializers import ConditionsField, StringMapField, ro, when
+from scheduling.api.base import StrictInputMixin
+from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+from scheduling.modes import effective_mode
+
+RESERVATION_LINK = {"view_name": "reservations-api:capacityreservation-detail", "lookup_field": "reservation_id"}
+
+REQUIREMENTS_SCHEMA = {
+    "type": "array",
+    "description": "Node selector requirements: {key, operator, values, minValues}.",
+    "items": {
+        "type": "object",
+        "properties": {
+            "key": {"type": "string"},
+            "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]},
+            "values": {"type": "array", "items": {"type": "string"}},
+            "minValues": {"type": "integer"},
+        },
+    },
+}
+TAINTS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"key": {"type": "string"}, "value": {"type": "string"}, "effect": {"type": "string"}},
+    },
+}
+OBJECT_SCHEMA = {"type": "object", "additionalProperties": True}
+OBJECT_LIST_SCHEMA = {"type": "array", "items": OBJECT_SCHEMA}
+
+
+@extend_schema_field(REQUIREMENTS_SCHEMA)
+class RequirementsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(TAINTS_SCHEMA)
+class TaintsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(OBJECT_SCHEMA)
+class ObjectField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(OBJECT_LIST_SCHEMA)
+class ObjectListField(serializers.JSONField):
+    pass
+
+
+def reservation_link():
+    return serializers.HyperlinkedRelatedField(source="reservation", read_only=True, allow_null=True, **RESERVATION_LINK)
+
+
+# --- NodePools --------------------------------------------------------------------------------
+
+class NodePoolSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:nodepool-detail", lookup_field="name")
+    resourceVersion = ro("resource_version")
+    nodeClass = serializers.SlugRelatedField(source="node_class", slug_field="name", read_only=True, allow_null=True)
+    nodeClassRef = ObjectField(source="node_class_ref", read_only=True)
+    requirements = RequirementsField(read_only=True)
+    taints = TaintsField(read_only=True)
+    startupTaints = TaintsField(source="startup_taints", read_only=True)
+    labels = StringMapField(read_only=True, help_text="spec.template.metadata.labels")
+    limits = StringMapField(read_only=True, help_text='e.g. {"cpu": "1000", "memory": "1000Gi"}')
+    consolidationPolicy = ro("consolidation_policy")
+    consolidateAfter = ro("consolidate_after")
+    budgets = ObjectListField(read_only=True, help_text="spec.disruption.budgets")
+    expireAfter = ro("expire_after")
+    keepIdleReservedNodes = ro("keep_idle_reserved_nodes")
+    mode = serializers.SerializerMethodField(help_text="observe or control; null follows the global mode.")
+    effectiveMode = serializers.SerializerMethodField(help_text="The mode the loop applies to this NodePool.")
+    nodeCount = serializers.IntegerField(source="node_count", read_only=True)
+    conditions = ConditionsField(read_only=True)
+    statusResources = StringMapField(source="status_resources", read_only=True, help_text="status.resources")
+    createdAt = when("created_at")
+    syncedAt = when("synced_at")
+
+    class Meta:
+        model = NodePool
+        fields = [
+            "url", "name", "uid", "resourceVersion", "weight", "nodeClass", "nodeClassRef", "requirements", "taints",
+            "startupTaints", "labels", "limits", "consolidationPolicy", "consolidateAfter", "budgets", "expireAfter",
+            "keepIdleReservedNodes", "mode", "effectiveMode", "nodeCount", "conditions", "statusResources",
+            "createdAt", "syncedAt",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.ChoiceField(choices=Mode.choices, allow_null=True))
+    def get_mode(self, pool):
+        return pool.mode or None
+
+    @extend_schema_field(serializers.ChoiceField(choices=Mode.choices))
+    def get_effectiveMode(self, pool) -> str:
+        return effective_mode(pool)
+
+
+class NodePoolModeSerializer(StrictInputMixin, serializers.Serializer):
+    mode = serializers.ChoiceField(
+        choices=Mode.choices, allow_null=True, allow_blank=True,
+        help_text='observe (recommend only), control (act), or null / "" to follow the global mode.',
+    )
+
+    def validate_mode(self, value):
+        return value or ""
+
+
+# --- NodeClaims and nodes ---------------------------------------------------------------------
+
+class NodeClaimSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:nodeclaim-detail", lookup_field="name")
+    nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
+    nodeClass = serializers.SlugRelatedField(source="node_class", slug_field="name", read_only=True, allow_null=True)
+    instanceType = ro("instance_type")
+    capacityType = ro("capacity_type")
+    reservationID = ro("reservation_label", help_text="karpenter.k8s.aws/capacity-reservation-id as labelled.")
+    capacityReservation = reservation_link()
+    labels = StringMapField(read_only=True)
+    requirements = RequirementsField(read_only=True)
+    resources = StringMapField(read_only=True, help_text="spec.resources.requests")
+    providerID = ro("provider_id")
+    nodeName = ro("node_name")
+    imageID = ro("image_id")
+    conditions = ConditionsField(read_only=True)
+    createdAt = when("created_at")
+    launchedAt = when("launched_at")
+    registeredAt = when("registered_at")
+    initializedAt = when("initialized_at")
+    deletingSince = when("deleting_since")
+    syncedAt = when("synced_at")
+
+    class Meta:
+        model = NodeClaim
+        fields = [
+            "url", "name", "uid", "nodePool", "nodeClass", "instanceType", "zone", "capacityType", "reservationID",
+            "capacityReservation", "labels", "requirements", "resources", "providerID", "nodeName", "imageID",
+            "conditions", "createdAt", "launchedAt", "registeredAt", "initializedAt", "deletingSince", "syncedAt",
+        ]
+        read_only_fields = fields
+
+
+class AllocatableSerializer(serializers.Serializer):
+    cpuMillicores = serializers.IntegerField(source="allocatable_cpu_millicores")
+    memoryBytes = serializers.IntegerField(source="allocatable_memory_bytes")
+    pods = serializers.IntegerField(source="allocatable_pods")
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:node-detail", lookup_field="name")
+    nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
+    nodeClaim = serializers.SlugRelatedField(source="node_claim", slug_field="name", read_only=True, allow_null=True)
+    instanceType = ro("instance_type")
+    capacityType = ro("capacity_type")
+    reservationID = ro("reservation_label", help_text="karpenter.k8s.aws/capacity-reservation-id as labelled.")
+    capacityReservation = reservation_link()
+    labels = StringMapField(read_only=True)
+    annotations = StringMapField(read_only=True)
+    taints = TaintsField(read_only=True)
+    allocatable = AllocatableSerializer(source="*", read_only=True)
+    providerID = ro("provider_id")
+    instanceID = serializers.CharField(source="instance_id", read_only=True)
+    podCount = serializers.IntegerField(source="pod_count", read_only=True)
+    createdAt = when("created_at")
+    syncedAt = when("synced_at")
+
+    class Meta:
+        model = Node
+        fields = [
+            "url", "name", "uid", "nodePool", "nodeClaim", "instanceType", "zone", "capacityType", "reservationID",
+            "capacityReservation", "labels", "annotations", "taints", "allocatable", "providerID", "instanceID",
+            "ready", "unschedulable", "podCount", "createdAt", "syncedAt",
+        ]
+        read_only_fields = fields
+
+
+# --- pods -------------------------------------------------------------------------------------
+
+class PodSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    nodeName = ro("node_name", help_text="spec.nodeName; empty while pending.")
+    pending = serializers.BooleanField(source="is_pending", read_only=True)
+    cpuRequestMillicores = ro("cpu_request_millicores")
+    memoryRequestBytes = ro("memory_request_bytes")
+    labels = StringMapField(read_only=True)
+    annotations = StringMapField(read_only=True)
+    spec = ObjectField(read_only=True, help_text="Scheduling-relevant spec.")
+    ownerKind = ro("owner_kind")
+    ownerName = ro("owner_name")
+    createdAt = when("created_at")
+    syncedAt = when("synced_at")
+
+    class Meta:
+        model = Pod
+        fields = [
+            "url", "namespace", "name", "uid", "nodeName", "phase", "pending", "cpuRequestMillicores",
+            "memoryRequestBytes", "labels", "annotations", "spec", "ownerKind", "ownerName", "priority", "createdAt",
+            "syncedAt",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_url(self, pod) -> str:
+        path = reverse("scheduling-api:pod-detail", kwargs={"namespace": pod.namespace, "name": pod.name})
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+
+# --- instance types and offerings -------------------------------------------------------------
+
+class OfferingSerializer(serializers.ModelSerializer):
+    instanceType = serializers.SlugRelatedField(source="instance_type", slug_field="name", read_only=True)
+    capacityType = ro("capacity_type")
+    zoneID = ro("zone_id")
+    reservationID = serializers.SlugRelatedField(
+        source="reservation", slug_field="reservation_id", read_only=True, allow_null=True,
+        help_text="Reserved offerings: the reservation they stand for.",
+    )
+    updatedAt = when("updated_at", null=False)
+
+    class Meta:
+        model = Offering
+        fields = ["id", "instanceType", "capacityType", "zone", "zoneID", "price", "available", "reservationID", "updatedAt"]
+        read_only_fields = fields
+
+
+class InstanceTypeSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:instancetype-detail", lookup_field="name")
+    cpuMillicores = ro("cpu_millicores")
+    memoryBytes = ro("memory_bytes")
+    vcpus = serializers.FloatField(read_only=True)
+    memoryGiB = serializers.FloatField(source="memory_gib", read_only=True)
+    maxPods = ro("max_pods")
+    gpuCount = ro("gpu_count")
+    gpuName = ro("gpu_name")
+    bareMetal = ro("bare_metal")
+    labels = StringMapField(read_only=True)
+    offerings = OfferingSerializer(many=True, read_only=True)
+    syncedAt = when("synced_at")
+
+    class Meta:
+        model = InstanceType
+        fields = [
+            "url", "name", "cpuMillicores", "memoryBytes", "vcpus", "memoryGiB", "maxPods", "arch", "os", "family",
+            "size", "gpuCount", "gpuName", "bareMetal", "labels", "offerings", "syncedAt",
+        ]
+        read_only_fields = fields
+
+
+# --- decisions and task runs ------------------------------------------------------------------
+
+class DecisionSerializer(serializers.ModelSerializer):
+    createdAt = when("created_at", null=False)
+    nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
+    reservationID = serializers.SlugRelatedField(
+        source="reservation", slug_field="reservation_id", read_only=True, allow_null=True
+    )
+    objectsInvolved = ObjectField(source="objects_involved", read_only=True, help_text='e.g. {"pods": [...], "nodes": [...]}')
+    details = ObjectField(read_only=True, help_text="The engine's decision as it produced it.")
+
+    class Meta:
+        model = Decision
+        fields = ["id", "createdAt", "kind", "outcome", "mode", "subject", "reason", "nodePool", "reservationID",
+                  "objectsInvolved", "details", "error"]
+        read_only_fields = fields
+
+
+class TaskRunSerializer(serializers.ModelSerializer):
+    taskID = ro("task_id", help_text="Celery's id for this execution.")
+    startedAt = when("started_at", null=False)
+    finishedAt = when("finished_at")
+    durationSeconds = serializers.SerializerMethodField()
+    counts = ObjectField(read_only=True, help_text="What the run counted, e.g. launched, drained.")
+
+    class Meta:
+        model = TaskRun
+        fields = ["id", "task", "taskID", "worker", "startedAt", "finishedAt", "durationSeconds", "status", "counts",
+                  "error", "mode"]
+        read_only_fields = fields
+
+    @extend_schema_field({"type": "number", "format": "double", "nullable": True})
+    def get_durationSeconds(self, run):
+        return run.duration.total_seconds() if run.duration is not None else None
+
+
+# --- simulate ---------------------------------------------------------------------------------
+
+WORLD_SCHEMA = {
+    "type": "object",
+    "description": (
+        "WORLD.json (see the simulate contract): Kubernetes objects as `kubectl get -o json` writes them and "
+        "reservations as `aws ec2 describe-capacity-reservations` does."
+    ),
+    "properties": {
+        "now": {"type": "string", "format": "date-time"},
+        "featureGates": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        "instanceTypes": OBJECT_LIST_SCHEMA,
+        "capacityReservations": OBJECT_LIST_SCHEMA,
+        "capacityReservationGroups": OBJECT_LIST_SCHEMA,
+        "ec2NodeClasses": OBJECT_LIST_SCHEMA,
+        "nodePools": OBJECT_LIST_SCHEMA,
+        "nodes": OBJECT_LIST_SCHEMA,
+        "pods": OBJECT_LIST_SCHEMA,
+    },
+    "additionalProperties": True,
+}
+
+DECISIONS_SCHEMA = {
+    "type": "object",
+    "description": "DECISIONS.json: every decision the control loop would take for the world.",
+    "properties": {
+        key: OBJECT_LIST_SCHEMA
+        for key in ("nodeClaims", "bindings", "unschedulable", "deferred", "disruptions", "demotions", "nodeClasses",
+                    "nodePools")
+    },
+    "additionalProperties": True,
+}
+
+
+class SimulationProblemsSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    problems = serializers.ListField(
+        child=serializers.CharField(),
+        help_text='One line per problem, naming the JSON path: `pods[3].spec.containers[0].resources.requests.cpu: "abc" is not a quantity`.',
+    )

@@ -1,0 +1,290 @@
+"""NodePools (read, plus the mode operators switch), NodeClaims, nodes, pods, instance types with
+their offerings, decisions and task runs (read-only), and the simulate contract over HTTP."""
+
+from django.db import transaction
+from django.db.models import Count, Prefetch
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from django.urls import Resolver404, resolve
+from rest_framework import exceptions, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.parsers import BaseParser
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduling.api.base import (
+    ReadOnlyViewSet,
+    RequestTooLarge,
+    detail_schema,
+    error_responses,
+    get_or_404,
+    list_schema,
+)
+from scheduling.api.permissions import IsViewer
+from scheduling.api.serializers import (
+    DECISIONS_SCHEMA,
+    WORLD_SCHEMA,
+    DecisionSerializer,
+    InstanceTypeSerializer,
+    NodeClaimSerializer,
+    NodePoolModeSerializer,
+    NodePoolSerializer,
+    NodeSerializer,
+    OfferingSerializer,
+    PodSerializer,
+    SimulationProblemsSerializer,
+    TaskRunSerializer,
+)
+from scheduling.audit import diff, record_change
+from scheduling.filtersets import (
+    DecisionFilterSet,
+    InstanceTypeFilterSet,
+    NodeClaimFilterSet,
+    NodeFilterSet,
+    NodePoolFilterSet,
+    OfferingFilterSet,
+    PodFilterSet,
+    TaskRunFilterSet,
+)
+from scheduling.models import AuditEntry, Decision, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+from scheduling.whatif import MAX_WORLD_BYTES, run_world_text
+from scheduling.world import current_world
+
+ID_IN_PATH = r"[0-9]+"
+
+
+@extend_schema_view(
+    list=list_schema(NodePoolSerializer, summary="List NodePools"),
+    retrieve=detail_schema(NodePoolSerializer, summary="One NodePool"),
+)
+class NodePoolViewSet(ReadOnlyViewSet):
+    """Read every NodePool; operators switch its mode (PATCH)."""
+
+    serializer_class = NodePoolSerializer
+    filterset_class = NodePoolFilterSet
+    ordering_fields = ["name", "weight", "node_count", "created_at"]
+    ordering = ["-weight", "name"]
+    queryset = NodePool.objects.select_related("node_class").annotate(node_count=Count("nodes"))
+
+    @extend_schema(
+        summary="Switch a NodePool's mode",
+        description="`observe` records decisions as recommendations, `control` acts on them, null or \"\" follows "
+                    "the global mode. Recorded in the audit log.",
+        request=NodePoolModeSerializer,
+        responses={200: NodePoolSerializer, **error_responses(400, 401, 403, 404)},
+        examples=[OpenApiExample("Act on this pool", value={"mode": "control"}, request_only=True)],
+    )
+    def partial_update(self, request, name=None):
+        pool = self.get_object()
+        body = NodePoolModeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        new_mode = body.validated_data["mode"]
+        with transaction.atomic():
+            pool = NodePool.objects.select_for_update().get(pk=pool.pk)
+            if new_mode != pool.mode:
+                changes = diff({"mode": pool.mode}, {"mode": new_mode})
+                pool.mode = new_mode
+                pool.save(update_fields=["mode"])
+                record_change(user=request.user, source=AuditEntry.Source.API, obj=pool,
+                              action=AuditEntry.Action.CHANGE, changes=changes)
+        return Response(self.get_serializer(self.get_queryset().get(pk=pool.pk)).data)
+
+
+@extend_schema_view(
+    list=list_schema(NodeClaimSerializer, summary="List NodeClaims"),
+    retrieve=detail_schema(NodeClaimSerializer, summary="One NodeClaim"),
+)
+class NodeClaimViewSet(ReadOnlyViewSet):
+    serializer_class = NodeClaimSerializer
+    filterset_class = NodeClaimFilterSet
+    ordering_fields = ["name", "instance_type", "zone", "capacity_type", "created_at", "launched_at"]
+    ordering = ["name"]
+    queryset = NodeClaim.objects.select_related("node_pool", "node_class", "reservation")
+
+
+@extend_schema_view(
+    list=list_schema(NodeSerializer, summary="List nodes"),
+    retrieve=detail_schema(NodeSerializer, summary="One node"),
+)
+class NodeViewSet(ReadOnlyViewSet):
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilterSet
+    ordering_fields = ["name", "instance_type", "zone", "capacity_type", "pod_count", "created_at"]
+    ordering = ["name"]
+    queryset = Node.objects.select_related("node_pool", "node_claim", "reservation").annotate(pod_count=Count("pods"))
+
+
+@extend_schema_view(
+    list=list_schema(PodSerializer, summary="List pods", description="`pending=true` lists the pods waiting for a node."),
+    retrieve=detail_schema(PodSerializer, summary="One pod"),
+)
+class PodViewSet(ReadOnlyViewSet):
+    serializer_class = PodSerializer
+    filterset_class = PodFilterSet
+    ordering_fields = ["namespace", "name", "phase", "priority", "created_at", "cpu_request_millicores",
+                       "memory_request_bytes"]
+    ordering = ["namespace", "name"]
+    queryset = Pod.objects.all()
+
+    def get_object(self):
+        pod = get_or_404(self.get_queryset(), namespace=self.kwargs["namespace"], name=self.kwargs["name"])
+        self.check_object_permissions(self.request, pod)
+        return pod
+
+
+@extend_schema_view(
+    list=list_schema(InstanceTypeSerializer, summary="List instance types with their offerings"),
+    retrieve=detail_schema(InstanceTypeSerializer, summary="One instance type with its offerings"),
+)
+class InstanceTypeViewSet(ReadOnlyViewSet):
+    serializer_class = InstanceTypeSerializer
+    filterset_class = InstanceTypeFilterSet
+    ordering_fields = ["name", "cpu_millicores", "memory_bytes", "gpu_count", "family"]
+    ordering = ["name"]
+    queryset = InstanceType.objects.prefetch_related(
+        Prefetch("offerings", queryset=Offering.objects.select_related("instance_type", "reservation"))
+    )
+
+
+@extend_schema_view(
+    list=list_schema(OfferingSerializer, summary="List offerings",
+                     description="Where and how each instance type can be bought; reserved offerings name their reservation."),
+    retrieve=detail_schema(OfferingSerializer, summary="One offering"),
+)
+class OfferingViewSet(ReadOnlyViewSet):
+    serializer_class = OfferingSerializer
+    filterset_class = OfferingFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = ID_IN_PATH
+    ordering_fields = ["price", "zone", "capacity_type", "instance_type__name", "updated_at"]
+    ordering = ["instance_type__name", "capacity_type", "zone"]
+    queryset = Offering.objects.select_related("instance_type", "reservation")
+
+
+@extend_schema_view(
+    list=list_schema(DecisionSerializer, summary="List decisions", description="What the loop decided and why, newest first."),
+    retrieve=detail_schema(DecisionSerializer, summary="One decision"),
+)
+class DecisionViewSet(ReadOnlyViewSet):
+    serializer_class = DecisionSerializer
+    filterset_class = DecisionFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = ID_IN_PATH
+    ordering_fields = ["created_at", "kind", "outcome"]
+    ordering = ["-created_at", "-id"]
+    queryset = Decision.objects.select_related("node_pool", "reservation")
+
+
+@extend_schema_view(
+    list=list_schema(TaskRunSerializer, summary="List control-loop task runs", description="Newest first."),
+    retrieve=detail_schema(TaskRunSerializer, summary="One task run"),
+)
+class TaskRunViewSet(ReadOnlyViewSet):
+    serializer_class = TaskRunSerializer
+    filterset_class = TaskRunFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = ID_IN_PATH
+    ordering_fields = ["started_at", "finished_at", "task", "status"]
+    ordering = ["-started_at", "-id"]
+    queryset = TaskRun.objects.all()
+
+
+# --- simulate ---------------------------------------------------------------------------------
+
+TOO_LARGE = f"WORLD.json: larger than {MAX_WORLD_BYTES // 2**20} MiB"
+
+
+def too_large() -> RequestTooLarge:
+    return RequestTooLarge({"detail": TOO_LARGE, "problems": [TOO_LARGE]})
+
+
+class WorldParser(BaseParser):
+    """The raw JSON bytes, read no further than the size limit (the engine parses them, with its
+    path-named messages)."""
+
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        raw = stream.read(MAX_WORLD_BYTES + 1)
+        if len(raw) > MAX_WORLD_BYTES:
+            raise too_large()
+        return raw
+
+
+def problems_response(problems: list[str]) -> Response:
+    detail = f"WORLD.json has {len(problems)} problem(s)" if len(problems) != 1 else problems[0]
+    return Response({"detail": detail, "problems": problems}, status=status.HTTP_400_BAD_REQUEST)
+
+
+class SimulateView(APIView):
+    """POST a WORLD.json, get the DECISIONS.json the control loop would produce. Nothing is changed."""
+
+    permission_classes = [IsViewer]
+    parser_classes = [WorldParser]
+
+    @extend_schema(
+        summary="Simulate: every decision the loop would take for a world",
+        description=(
+            "The `simulate` contract over HTTP: the body is a WORLD.json, the answer its DECISIONS.json. Bad input "
+            "gets 400 with one line per problem naming the JSON path; a body over 5 MiB gets 413. Viewers may run it: "
+            "it changes nothing. `GET /api/v1/world/` gives the current world as a starting point."
+        ),
+        request={"application/json": WORLD_SCHEMA},
+        responses={
+            200: OpenApiResponse(DECISIONS_SCHEMA, description="DECISIONS.json"),
+            400: OpenApiResponse(SimulationProblemsSerializer, description="The world has problems; each names its JSON path.",
+                                 examples=[OpenApiExample("Bad quantity", value={
+                                     "detail": 'pods[3].spec.containers[0].resources.requests.cpu: "abc" is not a quantity',
+                                     "problems": ['pods[3].spec.containers[0].resources.requests.cpu: "abc" is not a quantity'],
+                                 })]),
+            413: OpenApiResponse(SimulationProblemsSerializer, description=f"The body is larger than {MAX_WORLD_BYTES // 2**20} MiB."),
+            **error_responses(401, 403, 415),
+        },
+    )
+    def post(self, request):
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > MAX_WORLD_BYTES:
+            raise too_large()
+        raw = request.data
+        if not isinstance(raw, bytes) or not raw.strip():
+            return problems_response(["WORLD.json: the request body is empty; send a WORLD.json document"])
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return problems_response([f"WORLD.json: not UTF-8 ({exc.reason} at byte {exc.start})"])
+        outcome = run_world_text(text)
+        if not outcome.ok:
+            return problems_response(outcome.problems)
+        return Response(outcome.decisions)
+
+
+class WorldView(APIView):
+    """The current world as a WORLD.json: edit it and POST it to /api/v1/simulate/."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(
+        summary="The current world as a WORLD.json",
+        description="What karpweb knows now, in the simulate contract's format: a starting point for a what-if.",
+        responses={200: OpenApiResponse(WORLD_SCHEMA, description="WORLD.json"), **error_responses(401, 403)},
+    )
+    def get(self, request):
+        return Response(current_world())
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+@permission_classes([AllowAny])
+def not_found(request, *args, **kwargs):
+    """Anything under /api/v1/ that is no endpoint: a JSON 404, never the pages' HTML one."""
+    hint = ""
+    if not request.path.endswith("/"):
+        try:
+            if resolve(request.path + "/").url_name != "not-found":
+                hint = f" (did you mean {request.path}/ ?)"
+        except Resolver404:
+            pass
+    raise exceptions.NotFound(f"No API endpoint at {request.path}{hint}.")

@@ -1,0 +1,65 @@
+"""Generated requests against the project's own OpenAPI schema: no 5xx, and every response
+(status, content type, headers, body) as the schema documents it.
+
+Runs in-process through Django's WSGI handler inside the test's transaction, as an operator (so the
+writes are exercised too), on the demo world. The schema is the one /api/schema/ serves, generated
+here without a request so that it is ready at collection."""
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from drf_spectacular.generators import SchemaGenerator
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+from tests.api.conftest import token_client
+
+schemathesis = pytest.importorskip("schemathesis", reason="schemathesis==4.32.5 belongs in the dev extra")
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+
+def in_test_transaction(environ, start_response):
+    """Django's WSGI handler, but (as Django's test client does) without letting the request
+    signals close the connection the test's transaction runs on."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        response = get_wsgi_application()(environ, start_response)
+        try:
+            return [b"".join(response)]
+        finally:
+            response.close()
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+schema = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))
+schema.app = in_test_transaction
+
+
+@pytest.fixture
+def operator_token(operator):
+    return token_client(operator)._credentials["HTTP_AUTHORIZATION"]
+
+
+@schema.parametrize()
+@hypothesis_settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_api_conforms_to_its_schema(case, demo_world, operator_token, settings):
+    settings.ALLOWED_HOSTS = ["localhost"]
+    case.call_and_validate(headers={"Authorization": operator_token}, checks=CHECKS)
