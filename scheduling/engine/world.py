@@ -317,8 +317,7 @@ class _Reader:
         for path, item in self.items(value, "capacityReservationGroups"):
             entry = self.mapping(item, path)
             arn = self.string(entry, "GroupArn", path, required=True)
-            ids = [i for p, i in self.items(entry.get("CapacityReservationIds"), f"{path}.CapacityReservationIds")
-                   if isinstance(i, str) or self.problem(p, "expected a string")]
+            ids = self.string_list(entry.get("CapacityReservationIds"), f"{path}.CapacityReservationIds")
             if arn:
                 groups[arn] = frozenset(ids)
         return groups
@@ -388,8 +387,13 @@ class _Reader:
         return result
 
     def string_list(self, value: Any, path: str) -> list[str]:
-        return [item for item_path, item in self.items(value, path)
-                if isinstance(item, str) or self.problem(item_path, f"expected a string, got {json.dumps(item)}")]
+        strings = []
+        for item_path, item in self.items(value, path):
+            if isinstance(item, str):
+                strings.append(item)
+            else:
+                self.problem(item_path, f"expected a string, got {json.dumps(item)}")
+        return strings
 
     def taints(self, value: Any, path: str) -> tuple[Taint, ...]:
         result = []

@@ -299,3 +299,21 @@ def test_seed_nodepool_shapes(allowed, units, launched, deferred):
     assert len(decisions["unschedulable"]) == 3 - len(launched) - deferred
     for claim in decisions["nodeClaims"]:
         assert claim["launch"]["instanceType"] == "m5.large"  # the cheapest that fits, reserved or not
+
+
+def test_seed_c6a_reservations_each_pod_takes_the_smallest_that_fits():
+    """Seed 002: with a c6a.48xlarge and a c6a.large reservation, a small pod goes to the
+    c6a.large one (od/1e7 keeps the on-demand order), a large pod to the c6a.48xlarge."""
+    types = [instance_type("c6a.large", "2", "4Gi", od=0.0765), instance_type("c6a.48xlarge", "192", "384Gi", od=7.344)]
+    reservations = [ml("cr-huge", "c6a.48xlarge"), ml("cr-small", "c6a.large")]
+    decisions = run([pod("small", "1", "1Gi")], reservations=reservations, types=types)
+    assert decisions["nodeClaims"][0]["launch"]["reservationID"] == "cr-small"
+    assert decisions["nodeClaims"][0]["launch"]["price"] == 0.0765 / 10_000_000
+    decisions = run([pod("large", "100", "64Gi"), pod("small", "1", "1Gi")], reservations=reservations, types=types)
+    where = placement(decisions)
+    assert launch_of(where, "default/large")["reservationID"] == "cr-huge"
+    assert where["default/small"][1] is where["default/large"][1]  # first fit: it joins the big node
+
+
+def launch_of(where, key):
+    return where[key][1]["launch"]
