@@ -32,6 +32,12 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 _LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+def _show(value: Any) -> str:
+    """A value as JSON would write it, shortened; anything JSON cannot write via str()."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class WorldError(ValueError):
     """Bad input: every problem, as `(json_path, message)` pairs."""
 
@@ -96,7 +102,7 @@ class _Reader:
                 self.problem(f"{path}.{key}", "is required")
             return default
         if not isinstance(value, str):
-            self.problem(f"{path}.{key}", f"expected a string, got {json.dumps(value)}")
+            self.problem(f"{path}.{key}", f"expected a string, got {_show(value)}")
             return default
         if required and not value:
             self.problem(f"{path}.{key}", "must not be empty")
@@ -107,7 +113,7 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, bool):
-            self.problem(f"{path}.{key}", f"expected true or false, got {json.dumps(value)}")
+            self.problem(f"{path}.{key}", f"expected true or false, got {_show(value)}")
             return default
         return value
 
@@ -119,7 +125,7 @@ class _Reader:
                 self.problem(f"{path}.{key}", "is required")
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            self.problem(f"{path}.{key}", f"expected an integer, got {json.dumps(value)}")
+            self.problem(f"{path}.{key}", f"expected an integer, got {_show(value)}")
             return default
         if value < minimum or (maximum is not None and value > maximum):
             bounds = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
@@ -141,7 +147,7 @@ class _Reader:
         try:
             return parse_time(value)
         except ValueError:
-            self.problem(f"{path}.{key}", f"{json.dumps(value, default=str)} is not a timestamp")
+            self.problem(f"{path}.{key}", f"{_show(value)} is not a timestamp")
             return None
 
     def string_map(self, value: Any, path: str) -> dict[str, str]:
@@ -150,7 +156,7 @@ class _Reader:
             if isinstance(item, str):
                 result[key] = item
             else:
-                self.problem(f"{path}.{key}", f"expected a string, got {json.dumps(item)}")
+                self.problem(f"{path}.{key}", f"expected a string, got {_show(item)}")
         return result
 
     def quantity(self, name: str, value: Any, path: str) -> int | None:
@@ -392,7 +398,7 @@ class _Reader:
             if isinstance(item, str):
                 strings.append(item)
             else:
-                self.problem(item_path, f"expected a string, got {json.dumps(item)}")
+                self.problem(item_path, f"expected a string, got {_show(item)}")
         return strings
 
     def taints(self, value: Any, path: str) -> tuple[Taint, ...]:
