@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.core.management import call_command
@@ -14,7 +16,9 @@ def demo(transactional_db):
 def celery_worker(transactional_db, settings):
     """An in-process worker on the real Redis broker; results go back through Redis too."""
     assert settings.CELERY_BROKER_URL.startswith("redis://"), "the loop tests need REDIS_URL"
-    celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False)
+    # A queue of this test process's own: concurrent test runs on one Redis never take each other's tasks.
+    celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False,
+                           task_default_queue=f"karpweb-test-{os.getpid()}")
     with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
         yield celery_app
-    celery_app.conf.update(result_backend=None, task_ignore_result=True)
+    celery_app.conf.update(result_backend=None, task_ignore_result=True, task_default_queue="celery")
