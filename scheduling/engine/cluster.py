@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from .budgets import DisruptionSpec
+from .instances import Instance
 from .instancetypes import InstanceType
 from .labels import NODEPOOL
 from .overhead import KubeletConfig
@@ -32,6 +34,11 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     anti_affinity: tuple[AffinityTerm, ...] = ()  # required pod anti-affinity terms
     node_name: str | None = None
+    # Disruption (consolidation.py): annotations (do-not-disrupt, pod-deletion-cost), spec.priority,
+    # and whether a DaemonSet owns it or it is a static pod (never rescheduled).
+    annotations: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+    daemon: bool = False
     alternatives: tuple[Requirements, ...] = field(init=False)
     signature: tuple = field(init=False)
 
@@ -80,6 +87,9 @@ class Node:
     unschedulable: bool = False
     deleting: bool = False
     ready: bool = True
+    created: datetime | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    provider_id: str = ""  # aws:///<zone>/<instance id>
 
     @property
     def nodepool(self) -> str | None:
@@ -95,6 +105,7 @@ class NodePool:
     taints: tuple[Taint, ...] = ()
     weight: int = 0
     limits: ResourceList | None = None
+    disruption: DisruptionSpec = field(default_factory=DisruptionSpec)
 
     def order_key(self) -> tuple:
         """Weight descending, then name descending, as upstream `OrderByWeight`."""
@@ -131,6 +142,8 @@ class World:
     nodes: list[Node] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)
     daemon_sets: list[DaemonSet] = field(default_factory=list)
+    spot_to_spot: bool = False  # the SpotToSpotConsolidation feature gate
+    instances: list[Instance] | None = None  # DescribeInstances, when given (lifecycle.py)
 
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if not p.node_name]

@@ -1,7 +1,7 @@
 """A Plan as DECISIONS.json (../shared/simulate-contract.md).
 
-`disruptions` and `demotions` stay empty until consolidation and the reservation lifecycle
-(issue 5) fill them.
+`disruptions` and `demotions` are left empty here; `disruption.lifecycle_decisions` fills them
+(consolidation, capacity-block expiry, demotion, drift) and `simulate` puts them in.
 """
 
 from __future__ import annotations

@@ -98,5 +98,16 @@ class ReservationLedger:
             self.free_units += 1
             self.releases += 1
 
+    def copy(self) -> "ReservationLedger":
+        """An independent ledger with the same capacities and holders (consolidation simulations)."""
+        other = ReservationLedger()
+        other._capacity = dict(self._capacity)
+        other._remaining = dict(self._remaining)
+        other._holders = {rid: set(hosts) for rid, hosts in self._holders.items()}
+        other._held_by = dict(self._held_by)
+        other.free_units = self.free_units
+        other.releases = self.releases
+        return other
+
     def reservation_ids(self) -> list[str]:
         return sorted(self._capacity)

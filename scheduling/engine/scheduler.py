@@ -49,7 +49,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .cluster import Pod
 from .instancetypes import InstanceType
@@ -148,7 +148,7 @@ class ClaimNamer:
 class Scheduler:
     def __init__(self, templates: list[PoolTemplate], existing: list[ExistingNode], ledger: ReservationLedger,
                  mode: ReservedMode = ReservedMode.STRICT, limits: dict[str, PoolLimits] | None = None,
-                 taken_names: Iterable[str] = ()):
+                 taken_names: Iterable[str] = (), node_order: Callable[[Pod], list[ExistingNode]] | None = None):
         self.templates = sorted(templates, key=lambda t: t.pool.order_key())
         self.existing = sorted(existing, key=lambda n: (not n.node.ready, n.name))
         self.ledger = ledger
@@ -159,6 +159,9 @@ class Scheduler:
         self.namer = ClaimNamer([n.name for n in existing] + list(taken_names))
         self._memos: dict[tuple, _Memo] = {}
         self._seq = 0
+        # Optional: the existing nodes (in self.existing order) that may take a pod of this pod's
+        # signature, leaving out nodes known to refuse it (consolidation caches that across runs).
+        self._node_order = node_order
 
     def solve(self, pods: Iterable[Pod]) -> Results:
         queue = deque(sorted(pods, key=Pod.sort_key))
@@ -180,7 +183,7 @@ class Scheduler:
     def _place(self, pod: Pod) -> list[tuple[PoolTemplate, Rejection]] | None:
         memo = self._memos.get(pod.signature)
         if memo is None:
-            memo = self._memos[pod.signature] = _Memo(self.existing)
+            memo = self._memos[pod.signature] = _Memo(self.existing if self._node_order is None else self._node_order(pod))
         if self._place_on_existing(pod, memo):
             return None
         placed = self._place_on_claim(pod, memo)

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from .cluster import World
 from .decisions import decisions
+from .disruption import lifecycle_decisions
 from .planning import plan
 from .world import load_json, parse_world
 
@@ -16,7 +17,10 @@ def simulate(world: dict | World, now: datetime | None = None) -> dict:
     `now` is used only when the world has no `now` of its own. Raises WorldError (with every
     problem and its JSON path) for bad input; never anything else for any JSON value."""
     parsed = world if isinstance(world, World) else parse_world(world, now)
-    return decisions(plan(parsed))
+    provisioning = plan(parsed)
+    result = decisions(provisioning)
+    result.update(lifecycle_decisions(provisioning))  # disruptions and demotions
+    return result
 
 
 def simulate_json(text: str, source: str = "WORLD.json", now: datetime | None = None) -> dict:

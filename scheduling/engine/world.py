@@ -14,7 +14,9 @@ import re
 from datetime import datetime
 from typing import Any, Callable
 
+from .budgets import parse_disruption
 from .cluster import DaemonSet, Node, NodeClass, NodePool, Pod, World
+from .instances import parse_instances
 from .instancetypes import InstanceType, Offering
 from .labels import ARCH, DEFAULT_ARCH, DEFAULT_OS, INSTANCE_TYPE, NODE_NAME_FIELD, ON_DEMAND, OS, SPOT
 from .overhead import KubeletConfig, allocatable
@@ -29,6 +31,7 @@ DEFAULT_MAX_PODS = 110
 DEFAULT_EPHEMERAL_STORAGE = "20Gi"  # the EKS AMIs' default root volume
 RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 TERMINAL_PHASES = ("Succeeded", "Failed")
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
@@ -194,7 +197,9 @@ class _Reader:
         moment = self.time(data, "now", "world") if data.get("now") is not None else None
         gates = self.mapping(data.get("featureGates"), "featureGates")
         world = World(now=moment or now or utcnow(),
-                      reserved_capacity=self.boolean(gates, "ReservedCapacity", "featureGates", True))
+                      reserved_capacity=self.boolean(gates, "ReservedCapacity", "featureGates", True),
+                      spot_to_spot=self.boolean(gates, "SpotToSpotConsolidation", "featureGates", False))
+        world.instances = parse_instances(data.get("instances"), self.problem)
         world.instance_types = self.instance_types(data.get("instanceTypes"))
         world.reservations = self.reservations(data)
         world.reservation_groups = self.reservation_groups(data.get("capacityReservationGroups"))
@@ -368,6 +373,7 @@ class _Reader:
             taints=self.taints(template_spec.get("taints"), f"{path}.spec.template.spec.taints"),
             weight=self.integer(spec, "weight", f"{path}.spec", default=0, maximum=100),
             limits=self.resources(spec["limits"], f"{path}.spec.limits") if spec.get("limits") is not None else None,
+            disruption=parse_disruption(item.get("metadata") or {}, spec, template_spec, path, self.problem),
         )
         return pool if name else None
 
@@ -433,6 +439,9 @@ class _Reader:
             unschedulable=self.boolean(spec, "unschedulable", f"{path}.spec", False),
             deleting=meta.get("deletionTimestamp") is not None,
             ready=self.node_ready(status.get("conditions"), f"{path}.status.conditions"),
+            created=self.time(meta, "creationTimestamp", f"{path}.metadata"),
+            annotations=self.string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
+            provider_id=self.string(spec, "providerID", f"{path}.spec", default="") or "",
         )
 
     def node_ready(self, value: Any, path: str) -> bool:
@@ -451,7 +460,17 @@ class _Reader:
         if pod is None or status.get("phase") in TERMINAL_PHASES:
             return None
         pod.node_name = self.string(spec, "nodeName", f"{path}.spec") or None
+        self.pod_disruption_fields(pod, meta, spec, path)
         return pod
+
+    def pod_disruption_fields(self, pod: Pod, meta: dict, spec: dict, path: str) -> None:
+        """What consolidation reads: annotations, spec.priority, and whether the pod is a DaemonSet's
+        (ownerReferences) or a static pod (the kubernetes.io/config.mirror annotation)."""
+        pod.annotations = self.string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+        pod.priority = self.integer(spec, "priority", f"{path}.spec", default=0, minimum=-(2**31)) or 0
+        owners = [o for _, o in self.items(meta.get("ownerReferences"), f"{path}.metadata.ownerReferences")]
+        pod.daemon = (any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
+                      or MIRROR_ANNOTATION in pod.annotations)
 
     def daemon_set(self, item: dict, path: str) -> DaemonSet | None:
         meta, name = self.metadata(item, path)

@@ -1,0 +1,718 @@
+"""Consolidation: delete empty nodes, delete or replace underutilised ones, and act on reservation
+drift, each decision found by re-running the scheduler in FALLBACK reserved mode.
+
+Upstream (core `pkg/controllers/disruption`, karpenter-semantics §5):
+  * Candidates: nodes of a NodePool (ready, not being deleted, not nominated for pending pods)
+    whose instance type and price are known, without `karpenter.sh/do-not-disrupt: "true"` on the
+    node or on any of its pods, and "consolidatable": no pod change for `consolidateAfter`.
+  * A node's price is the offering its labels name (instance type, zone, capacity type). A reserved
+    node costs its reserved offering: the on-demand price / 10,000,000. So on-demand and spot move
+    into free reserved capacity, large reserved nodes move into smaller reservations, and a reserved
+    node is never replaced by paid capacity (karpweb also refuses that explicitly).
+  * A simulation reschedules the candidates' pods (DaemonSet and static pods stay behind) onto the
+    other nodes and new claims. Every pod must find a place. No new claim: delete. One new claim,
+    strictly cheaper than the candidates together (every instance type it may still launch, at
+    the worst price of the capacity type it would launch): replace. More: nothing.
+  * Spot to spot only behind the `SpotToSpotConsolidation` feature gate, and for one node only
+    with at least 15 cheaper instance types (the launch is limited to the 15 cheapest).
+  * Methods, in order: emptiness (every empty candidate, reason Empty), multi-node (a binary search
+    for the longest prefix of up to 100 candidates ordered by disruption cost that can go at once,
+    reason Underutilized), single-node (candidates by savings per unit of disruption cost,
+    interleaved across NodePools; the first that works, reason Underutilized). Drift (reason
+    Drifted) comes first of all. NodePool disruption budgets bound every method.
+  * Disruption cost: per pod 1 + pod-deletion-cost / 2^27 + priority / 2^25 (each clamped to
+    [-10, 10]), times the fraction of the node's `expireAfter` lifetime that remains.
+
+Where karpweb decides what upstream leaves to timing:
+  * One run returns several decisions (drift, emptiness, one multi-node and one single-node
+    command), and they are consistent with each other: each is simulated on the cluster as the
+    previous ones leave it (their pods moved, their replacements added).
+  * What the provisioning plan of the same run does is part of that cluster: pods it binds to a
+    node make that node "nominated" (no candidate), its new claims are nodes that are not Ready.
+    Pods it could not place, and the pods of nodes being deleted or drained for capacity-block
+    expiry, are simulated first (once), so consolidation only uses the room they leave.
+  * A moved pod never counts on a node that is not Ready (upstream fails the whole command when
+    one would); it goes to a new claim instead, or the command is not made.
+  * consolidateAfter: the world has no pod events, so a node's last pod change is the newest
+    creationTimestamp of its pods, or the node's own when it has none; with no timestamp at all
+    a node is consolidatable only when consolidateAfter is 0.
+  * Budgets count the NodePool's nodes; nodes that are deleting or not Ready, and nodes this run
+    already disrupts, use up the allowance (upstream does not count uninitialised nodes at all;
+    the world cannot tell them from NotReady ones, so karpweb takes the cautious reading).
+  * Empty nodes are left to emptiness (reason Empty), so a budget for Empty is not bypassed by
+    Underutilized; multi-node consolidation takes only nodes with pods.
+  * Opt-in, per NodePool: the annotation `karpweb.io/keep-idle-reserved-nodes: "true"` keeps every
+    node of the NodePool that sits in a reservation (capacity-type `reserved` after demotion): it
+    is never deleted or replaced by consolidation, even when empty. The reservation is paid for
+    whether the node runs or not, so removing it saves nothing and gives the slot away (upstream
+    deletes idle reserved nodes and then may not get the unit back). Such nodes still take pods
+    moved off other nodes; drift and capacity-block expiry still apply to them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Iterable
+
+from .budgets import (
+    REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED, DisruptionSpec,
+)
+from .cluster import Node, NodePool, Pod
+from .instancetypes import RESERVED_PRICE_DIVISOR, InstanceType, Offering
+from .labels import (
+    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
+    ZONE,
+)
+from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
+from .ledger import ReservationLedger, ReservedMode
+from .nodeclaim import ExistingNode, NodeClaim, PoolTemplate, Proposal
+from .planning import Plan
+from .quantities import ResourceList
+from .requirements import Requirement, Requirements
+from .scheduler import PoolLimits, Results, Scheduler
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+MAX_MULTI_NODE_CANDIDATES = 100
+MIN_SPOT_TO_SPOT_OPTIONS = 15
+
+EMPTY, MULTI, SINGLE, DRIFT = "empty", "multi", "single", "drift"
+
+
+# simulations that can be undone ------------------------------------------------------------------
+
+
+class _Journal:
+    """The state of every node a simulation changed, as it was before, so it can be put back."""
+
+    __slots__ = ("saved",)
+
+    def __init__(self) -> None:
+        self.saved: dict[int, tuple[ExistingNode, dict]] = {}
+
+    def save(self, node: ExistingNode) -> None:
+        if id(node) not in self.saved:
+            self.saved[id(node)] = (node, {name: _copy(getattr(node, name)) for name in _node_slots()})
+
+    def undo(self) -> None:
+        for node, snapshot in self.saved.values():
+            for name, value in snapshot.items():
+                setattr(node, name, value)
+        self.saved.clear()
+
+
+def _copy(value: object) -> object:
+    return copy.copy(value) if isinstance(value, (list, dict, set)) else value
+
+
+_SLOTS: tuple[str, ...] | None = None
+
+
+def _node_slots() -> tuple[str, ...]:
+    global _SLOTS
+    if _SLOTS is None:
+        names: dict[str, None] = {}
+        for cls in ExistingNode.__mro__:
+            slots = getattr(cls, "__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if not name.startswith("__"):
+                    names[name] = None
+        _SLOTS = tuple(names)
+    return _SLOTS
+
+
+class SimNode(ExistingNode):
+    """An existing node in consolidation's picture of the cluster. While a simulation runs, the
+    first change to each node is journalled so that a rejected command leaves no trace."""
+
+    __slots__ = ("alive", "receives", "settled", "pseudo")
+    journal: _Journal | None = None  # the running simulation's (class-wide; simulations do not nest)
+
+    def __init__(self, node: Node, bound: Iterable[Pod], seq: int, *, pseudo: bool = False):
+        super().__init__(node, bound, seq)
+        self.alive = True  # False once a decision of this run removes it
+        self.receives = True  # may take pods moved off other nodes
+        self.settled = False  # got pods in this run (nominated): not a candidate
+        self.pseudo = pseudo  # a node claim of this run, not a node of the world
+
+    def commit(self, *args, **kwargs):
+        journal = SimNode.journal
+        if journal is not None:
+            journal.save(self)
+        return super().commit(*args, **kwargs)
+
+
+@dataclass(slots=True)
+class Simulation:
+    results: Results
+    journal: _Journal
+    ledger: ReservationLedger
+
+    def undo(self) -> None:
+        self.journal.undo()
+
+
+# candidates --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class Candidate:
+    sim: SimNode
+    pool: NodePool
+    instance_type: InstanceType
+    capacity_type: str
+    zone: str
+    price: float
+    pods: list[Pod]  # the pods that would move (not DaemonSet or static pods)
+    cost: float  # disruption cost
+
+    @property
+    def name(self) -> str:
+        return self.sim.name
+
+    @property
+    def spec(self) -> DisruptionSpec:
+        return self.pool.disruption
+
+    @property
+    def reserved(self) -> bool:
+        return self.capacity_type == RESERVED
+
+
+@dataclass(slots=True)
+class Command:
+    kind: str  # empty | multi | single | drift
+    candidates: list[Candidate]
+    replacements: list[FinalClaim] = field(default_factory=list)
+    savings: float = 0.0
+    moves: dict[str, str] = field(default_factory=dict)  # pod key -> node or replacement name
+    drift_reason: str = ""
+    reservation_id: str | None = None
+
+    @property
+    def action(self) -> str:
+        return "replace" if self.replacements else "delete"
+
+    @property
+    def nodes(self) -> list[str]:
+        return [c.name for c in self.candidates]
+
+
+def node_price(it: InstanceType, capacity_type: str | None, zone: str | None) -> float | None:
+    """What a node costs per hour, as upstream prices candidates: the offering its labels name."""
+    if capacity_type == RESERVED:
+        return it.on_demand_price(zone) / RESERVED_PRICE_DIVISOR
+    prices = [o.price for o in it.offerings if o.capacity_type == capacity_type and o.zone == zone]
+    return min(prices) if prices else None
+
+
+def eviction_cost(pod: Pod) -> float:
+    cost = 1.0
+    raw = pod.annotations.get(POD_DELETION_COST)
+    if raw is not None:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = 0.0
+        if math.isfinite(value):
+            cost += value / 2**27
+    cost += pod.priority / 2**25
+    return min(10.0, max(-10.0, cost))
+
+
+def lifetime_remaining(node: Node, spec: DisruptionSpec, now: datetime) -> float:
+    if spec.expire_after is None or node.created is None or not spec.expire_after.total_seconds():
+        return 1.0
+    age = (now - node.created).total_seconds()
+    return min(1.0, max(0.0, 1.0 - age / spec.expire_after.total_seconds()))
+
+
+def last_pod_event(node: Node, pods: list[Pod]) -> datetime | None:
+    times = [p.created for p in pods if p.created is not None]
+    if times:
+        return max(times)
+    return node.created
+
+
+def do_not_disrupt(annotations: dict[str, str]) -> bool:
+    return annotations.get(DO_NOT_DISRUPT) == "true"
+
+
+# the cluster as consolidation sees it ------------------------------------------------------------
+
+
+class ClusterState:
+    """The nodes after the provisioning plan and after each accepted decision of this run, the
+    reservation ledger, NodePool usage for limits, and per pod signature the nodes that could take
+    such a pod (kept across simulations: nodes only ever gain pods, so a node that refuses a
+    signature keeps refusing it)."""
+
+    def __init__(self, plan: Plan, nodes: list[Node]):
+        self.plan = plan
+        self.world = plan.world
+        self.now = plan.world.now
+        self.templates = plan.templates
+        self.by_template = {t.name: t for t in plan.templates}
+        self.ledger = plan.results.ledger.copy()
+        self.world_pools = {p.name: p for p in self.world.node_pools}
+        self.world_types = {it.name: it for it in self.world.instance_types}
+        bound: dict[str, list[Pod]] = {}
+        for pod in self.world.pods:
+            if pod.node_name:
+                bound.setdefault(pod.node_name, []).append(pod)
+        self.bound = bound  # the world's pods per node name
+        self.nodes: list[SimNode] = []
+        self.by_name: dict[str, SimNode] = {}
+        for seq, node in enumerate(nodes):
+            sim = SimNode(node, bound.get(node.name, ()), seq)
+            self.by_name[node.name] = sim
+            self.nodes.append(sim)
+        self._seq = len(nodes)
+        self.taken = set(self.by_name) | {claim.name for claim in plan.claims}
+        self.used = self._pool_usage()
+        self.acceptors: dict[tuple, list[SimNode]] = {}
+        self._bounds: dict[tuple, list[tuple[float, str | None]]] = {}
+        # Provisioning's bindings (pods bound to a node left out, e.g. one draining, are `orphans`)
+        # and its claims.
+        self.orphans: list[Pod] = []
+        pods = {p.key: p for p in self.world.pods}
+        for pod_key, node_name in plan.results.bindings.items():
+            sim = self.by_name.get(node_name)
+            if sim is None:
+                self.orphans.append(pods[pod_key])
+            else:
+                sim.settled = True
+                sim.commit(pods[pod_key])
+        for final in plan.claims:
+            self._add_claim_node(final)
+        self._sort()
+
+    def _pool_usage(self) -> dict[str, ResourceList]:
+        used: dict[str, ResourceList] = {}
+        for node in self.world.nodes:
+            pool = node.nodepool
+            if pool is None:
+                continue
+            total = used.setdefault(pool, ResourceList())
+            for name, amount in node.capacity.items():
+                total[name] = total.get(name, 0) + amount
+            total["nodes"] = total.get("nodes", 0) + 1
+        return used
+
+    def _sort(self) -> None:
+        self.nodes.sort(key=lambda n: (not n.node.ready, n.name))
+
+    def _add_claim_node(self, final: FinalClaim) -> SimNode:
+        """A node claim of this run as a node that is not Ready yet, holding its pods."""
+        claim = final.claim
+        template = claim.template
+        it = final.instance_type
+        labels = {**final.labels, HOSTNAME: claim.name}
+        node = Node(name=claim.name, labels=labels, allocatable=it.allocatable.sub(template.daemon_overhead),
+                    capacity=it.capacity, taints=template.taints, ready=False, created=self.now)
+        sim = SimNode(node, claim.pods, self._seq, pseudo=True)
+        self._seq += 1
+        sim.settled = True
+        self.nodes.append(sim)
+        self.by_name[node.name] = sim
+        self.taken.add(node.name)
+        total = self.used.setdefault(template.name, ResourceList())
+        for name, amount in it.capacity.items():
+            total[name] = total.get(name, 0) + amount
+        total["nodes"] = total.get("nodes", 0) + 1
+        return sim
+
+    def remove(self, sim: SimNode) -> None:
+        sim.alive = False
+        sim.receives = False
+        self.nodes.remove(sim)
+
+    # simulation ---------------------------------------------------------------------------------
+
+    def receivers(self, pod: Pod) -> list[SimNode]:
+        """Ready nodes that could take a pod of this signature (computed on first use)."""
+        found = self.acceptors.get(pod.signature)
+        if found is None:
+            found = self.acceptors[pod.signature] = [
+                n for n in self.nodes if n.receives and n.node.ready and n.fit(pod) is None]
+        return found
+
+    def limits(self) -> dict[str, PoolLimits]:
+        return {t.name: PoolLimits(t.pool.limits, self.used.get(t.name, ResourceList()))
+                for t in self.templates if t.pool.limits is not None}
+
+    def simulate(self, pods: list[Pod], exclude: set[str], *, moved: bool = True) -> Simulation:
+        """Schedule `pods` on the cluster without the `exclude`d nodes (in fallback reserved
+        mode). Moved pods only go to Ready nodes that take moved pods; other pods (pending ones,
+        those of draining nodes) may go to any node, as provisioning would place them."""
+        existing = [n for n in self.nodes if n.name not in exclude]
+        order = None
+        if moved:
+            for pod in pods:
+                self.receivers(pod)
+            acceptors = self.acceptors
+
+            def order(pod: Pod) -> list[ExistingNode]:
+                return [n for n in acceptors[pod.signature] if n.alive and n.name not in exclude]
+        ledger = self.ledger.copy()
+        journal = _Journal()
+        SimNode.journal = journal
+        try:
+            scheduler = Scheduler(self.templates, existing, ledger, ReservedMode.FALLBACK, self.limits(),
+                                  self.taken, node_order=order)
+            results = scheduler.solve(pods)
+        finally:
+            SimNode.journal = None
+        return Simulation(results, journal, ledger)
+
+    def accept(self, simulation: Simulation | None, removed: list[SimNode], claims: list[FinalClaim]) -> None:
+        """Keep what a simulation did: its pods stay where it put them, `removed` go, `claims`
+        become nodes that are not Ready yet, and its ledger becomes the cluster's."""
+        if simulation is not None:
+            for node_name in set(simulation.results.bindings.values()):
+                target = self.by_name.get(node_name)
+                if target is not None:
+                    target.settled = True
+            self.ledger = simulation.ledger
+        for sim in removed:
+            self.remove(sim)
+        for final in claims:
+            self._add_claim_node(final)
+        self._sort()
+
+    # lower bounds for pruning ---------------------------------------------------------------------
+
+    def cheapest_host(self, pod: Pod, reserved_only: bool) -> float:
+        """The cheapest offering any NodePool could launch for this pod alone: a lower bound on the
+        price of any new claim that takes it."""
+        entries = self._bounds.get(pod.signature)
+        if entries is None:
+            entries = self._bounds[pod.signature] = self._host_prices(pod)
+        best = math.inf
+        for price, rid in entries:
+            if price < best and (rid is not None or not reserved_only) and (rid is None or self.ledger.remaining(rid) > 0):
+                best = price
+        return best
+
+    def _host_prices(self, pod: Pod) -> list[tuple[float, str | None]]:
+        entries: list[tuple[float, str | None]] = []
+        empty = ReservationLedger()
+        for template in self.templates:
+            if template.problem is not None or template.catalog is None:
+                continue
+            outcome = NodeClaim(template, template.instance_types, -1).fit(pod, empty, ReservedMode.FALLBACK)
+            if not isinstance(outcome, Proposal):
+                continue
+            view = template.catalog.view(outcome.requirements)
+            for it in outcome.instance_types:
+                if it.name in view.open_price:
+                    entries.append((view.open_price[it.name], None))
+                for offering in view.reserved.get(it.name, ()):
+                    entries.append((offering.price, offering.reservation.id))
+        return entries
+
+
+# pricing a replacement ---------------------------------------------------------------------------
+
+
+def _offers(it: InstanceType, requirements: Requirements) -> list[Offering]:
+    return [o for o in it.offerings if o.available and o.compatible(requirements)]
+
+
+def worst_launch_price(offers: list[Offering]) -> float:
+    """Upstream `WorstLaunchPrice`: the dearest offering of the capacity type the launch would
+    use (reserved, else spot, else on-demand)."""
+    for capacity_type in (RESERVED, SPOT, ON_DEMAND):
+        prices = [o.price for o in offers if o.capacity_type == capacity_type]
+        if prices:
+            return max(prices)
+    return math.inf
+
+
+def price_replacement(final: FinalClaim, candidates: list[Candidate], *, multi: bool, spot_to_spot: bool) -> FinalClaim | None:
+    """The replacement as it may launch: only instance types strictly cheaper than the candidates
+    together, pinned to spot when it may be either; None when no such launch exists."""
+    claim = final.claim
+    budget = sum(c.price for c in candidates)
+    requirements = final.requirements
+    if claim.hold is not None:
+        options = [(final.instance_type, [final.offering])]
+    else:
+        if all(c.reserved for c in candidates):
+            return None  # a reserved node is never replaced by paid capacity
+        options = [(it, offers) for it in claim.instance_types if (offers := _offers(it, requirements))]
+    capacity = requirements.get(CAPACITY_TYPE)
+    has_spot = any(o.capacity_type == SPOT for _, offers in options for o in offers)
+    if claim.hold is None and has_spot and all(c.capacity_type == SPOT for c in candidates):
+        if not spot_to_spot:
+            return None
+        requirements = requirements.intersect([Requirement.single(CAPACITY_TYPE, SPOT)])
+        options = [(it, spot) for it, offers in options if (spot := [o for o in offers if o.capacity_type == SPOT])]
+        options = _cheaper(options, budget)
+        if multi:
+            options = _not_same_type(options, candidates)
+        elif len(options) < MIN_SPOT_TO_SPOT_OPTIONS:
+            return None
+        else:
+            options = options[:MIN_SPOT_TO_SPOT_OPTIONS]
+    else:
+        options = _cheaper(options, budget)
+        if multi:
+            options = _not_same_type(options, candidates)
+        if claim.hold is None and (capacity is None or (capacity.has(SPOT) and capacity.has(ON_DEMAND))) and any(
+                o.capacity_type == SPOT for _, offers in options for o in offers):
+            # Priced as spot: do not let an unavailable spot launch fall back to dearer on-demand.
+            requirements = requirements.intersect([Requirement.single(CAPACITY_TYPE, SPOT)])
+            options = [(it, spot) for it, offers in options if (spot := [o for o in offers if o.capacity_type == SPOT])]
+    if not options:
+        return None
+    it, offering = min(((it, o) for it, offers in options for o in offers),
+                       key=lambda item: (CAPACITY_TYPE_PREFERENCE[item[1].capacity_type], item[1].price,
+                                         item[0].name, item[1].zone))
+    labels = node_labels(claim, requirements, it, offering)
+    return FinalClaim(claim, requirements, [it for it, _ in options][:MAX_INSTANCE_TYPES], it, offering, labels)
+
+
+def _cheaper(options: list[tuple[InstanceType, list[Offering]]], budget: float) -> list[tuple[InstanceType, list[Offering]]]:
+    kept = [(it, offers) for it, offers in options if worst_launch_price(offers) < budget]
+    kept.sort(key=lambda item: (min(o.price for o in item[1]), item[0].name))
+    return kept
+
+
+def _not_same_type(options: list[tuple[InstanceType, list[Offering]]], candidates: list[Candidate]) -> list:
+    """Upstream `filterOutSameType`: if the replacement could be one of the candidates' own
+    instance types, it must be cheaper than that candidate, else deleting the others is better."""
+    own: dict[str, float] = {}
+    for c in candidates:
+        own[c.instance_type.name] = min(own.get(c.instance_type.name, math.inf), c.price)
+    ceiling = min((own[it.name] for it, _ in options if it.name in own), default=math.inf)
+    return [(it, offers) for it, offers in options if worst_launch_price(offers) < ceiling]
+
+
+# the consolidator --------------------------------------------------------------------------------
+
+
+class Consolidator:
+    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str]):
+        self.state = state
+        self.budgets = budgets
+        self.protected = protected  # nodes no method may take (expiring, drifting, ...)
+        self.commands: list[Command] = []
+
+    # candidates ---------------------------------------------------------------------------------
+
+    def candidate(self, sim: SimNode, *, consolidation: bool = True) -> Candidate | None:
+        state = self.state
+        node = sim.node
+        if not sim.alive or sim.pseudo or sim.settled or not node.ready or node.deleting or sim.name in self.protected:
+            return None
+        pool = state.world_pools.get(node.nodepool or "")
+        if pool is None or do_not_disrupt(node.annotations):
+            return None
+        it = state.world_types.get(node.labels.get(INSTANCE_TYPE, ""))
+        capacity_type = node.labels.get(CAPACITY_TYPE)
+        zone = node.labels.get(ZONE)
+        price = node_price(it, capacity_type, zone) if it is not None else None
+        if price is None:
+            return None
+        bound = state.bound.get(sim.name, [])
+        if any(do_not_disrupt(p.annotations) for p in bound):
+            return None
+        pods = [p for p in bound if not p.daemon]
+        spec = pool.disruption
+        if consolidation:
+            if spec.consolidate_after is None:
+                return None
+            if spec.keep_idle_reserved and capacity_type == RESERVED:
+                return None
+            if spec.consolidate_after.total_seconds() > 0:
+                last = last_pod_event(node, pods)
+                if last is None or state.now - last < spec.consolidate_after:
+                    return None
+        cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, spec, state.now)
+        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost)
+
+    def candidates(self) -> list[Candidate]:
+        found = (self.candidate(sim) for sim in list(self.state.nodes))
+        return [c for c in found if c is not None]
+
+    # running a command --------------------------------------------------------------------------
+
+    def compute(self, candidates: list[Candidate], kind: str) -> tuple[Command | None, Simulation]:
+        """Simulate removing the candidates; the simulation is left applied for the caller to
+        accept or undo."""
+        pods = [p for c in candidates for p in c.pods]
+        simulation = self.state.simulate(pods, {c.name for c in candidates})
+        results = simulation.results
+        if results.failures:
+            return None, simulation
+        if not results.claims:
+            savings = sum(c.price for c in candidates)
+            return Command(kind, candidates, [], savings, dict(results.bindings)), simulation
+        if len(results.claims) > 1:
+            return None, simulation
+        final = price_replacement(finalize(results.claims[0]), candidates, multi=kind == MULTI,
+                                  spot_to_spot=self.state.world.spot_to_spot)
+        if final is None:
+            return None, simulation
+        savings = sum(c.price for c in candidates) - final.offering.price
+        moves = dict(results.bindings)
+        moves.update({p.key: final.name for p in final.claim.pods})
+        return Command(kind, candidates, [final], savings, moves), simulation
+
+    def accept(self, command: Command, simulation: Simulation | None) -> None:
+        self.state.accept(simulation, [c.sim for c in command.candidates], command.replacements)
+        for c in command.candidates:
+            self.budgets.take(c.pool.name)
+        self.commands.append(command)
+
+    # methods ------------------------------------------------------------------------------------
+
+    def drift(self, drifted: list[tuple[str, str, str]]) -> None:
+        """Delete or replace each drifted node whose pods all find a place (budget: Drifted)."""
+        entries = []
+        for name, rid, message in drifted:
+            sim = self.state.by_name.get(name)
+            c = self.candidate(sim, consolidation=False) if sim is not None else None
+            if c is not None:
+                entries.append((c, rid, message))
+        entries.sort(key=lambda e: (e[0].cost, e[0].name))
+        for c, rid, message in entries:
+            if not self.budgets.allows(c.pool, REASON_DRIFTED):
+                continue
+            simulation = self.state.simulate(c.pods, {c.name})
+            results = simulation.results
+            if results.failures:
+                simulation.undo()
+                continue
+            finals = [finalize(claim) for claim in results.claims]
+            moves = dict(results.bindings)
+            for final in finals:
+                moves.update({p.key: final.name for p in final.claim.pods})
+            command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid)
+            self.accept(command, simulation)
+
+    def emptiness(self) -> None:
+        empty = [c for c in self.candidates() if not c.pods]
+        empty.sort(key=lambda c: (c.cost, c.name))
+        for c in empty:
+            if self.budgets.allows(c.pool, REASON_EMPTY):
+                self.accept(Command(EMPTY, [c], [], c.price), None)
+
+    def _underutilized(self) -> list[Candidate]:
+        return [c for c in self.candidates()
+                if c.pods and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
+
+    def multi_node(self) -> None:
+        ordered = sorted(self._underutilized(), key=lambda c: (c.cost, c.name))
+        allowance: dict[str, int] = {}
+        usable = []
+        for c in ordered:
+            left = allowance.setdefault(c.pool.name, self.budgets.allowed(c.pool, REASON_UNDERUTILIZED))
+            if left <= 0:
+                continue
+            allowance[c.pool.name] = left - 1
+            usable.append(c)
+        usable = usable[:MAX_MULTI_NODE_CANDIDATES]
+        if len(usable) < 2:
+            return
+        low, high = 1, len(usable) - 1
+        best = None
+        while low <= high:
+            mid = (low + high) // 2
+            command, simulation = self.compute(usable[:mid + 1], MULTI)
+            simulation.undo()
+            if command is not None:
+                best, low = mid, mid + 1
+            else:
+                high = mid - 1
+        if best is None:
+            return
+        command, simulation = self.compute(usable[:best + 1], MULTI)
+        if command is None:  # cannot happen: the same simulation on the same cluster
+            simulation.undo()
+            return
+        self.accept(command, simulation)
+
+    def single_node(self) -> None:
+        for c in self._single_order(self._underutilized()):
+            if not self.budgets.allows(c.pool, REASON_UNDERUTILIZED) or self._cannot_work(c):
+                continue
+            command, simulation = self.compute([c], SINGLE)
+            if command is None:
+                simulation.undo()
+                continue
+            self.accept(command, simulation)
+            return
+
+    @staticmethod
+    def _single_order(candidates: list[Candidate]) -> list[Candidate]:
+        """By savings per unit of disruption cost, interleaved across NodePools (upstream
+        interleaves so that one large NodePool does not starve the others)."""
+        def key(c: Candidate) -> tuple:
+            return (-(c.price / c.cost) if c.cost > 0 else -math.inf, c.name)
+        by_pool: dict[str, list[Candidate]] = {}
+        for c in sorted(candidates, key=key):
+            by_pool.setdefault(c.pool.name, []).append(c)
+        ordered = []
+        queues = [by_pool[name] for name in sorted(by_pool)]
+        for index in range(max((len(q) for q in queues), default=0)):
+            ordered += [q[index] for q in queues if index < len(q)]
+        return ordered
+
+    def _cannot_work(self, c: Candidate) -> bool:
+        """Cheap necessary conditions, checked before simulating: a pod that no other Ready node
+        could take needs a new claim, and that claim costs at least the cheapest launch that fits
+        the pod alone; if that is not below the node's price, nothing can come of it."""
+        state = self.state
+        for pod in c.pods:
+            if any(n is not c.sim and n.alive for n in state.receivers(pod)):
+                continue
+            if state.cheapest_host(pod, reserved_only=c.reserved) >= c.price:
+                return True
+        return False
+
+
+# budgets -----------------------------------------------------------------------------------------
+
+
+class Budgets:
+    """Allowed disruptions per NodePool and reason, less the NodePool's nodes being disrupted."""
+
+    def __init__(self, pools: list[NodePool], nodes: list[Node], now: datetime, disrupted: Iterable[Node] = ()):
+        self.now = now
+        self.count: dict[str, int] = {}
+        self.disrupting: dict[str, int] = {}
+        for node in nodes:
+            pool = node.nodepool
+            if pool is None:
+                continue
+            self.count[pool] = self.count.get(pool, 0) + 1
+            if node.deleting or not node.ready:
+                self.disrupting[pool] = self.disrupting.get(pool, 0) + 1
+        for node in disrupted:
+            if node.nodepool is not None and not node.deleting and node.ready:
+                self.take(node.nodepool)
+        self._allowed = {(p.name, reason): p.disruption.allowed(reason, self.count.get(p.name, 0), now)
+                         for p in pools for reason in (REASON_EMPTY, REASON_UNDERUTILIZED, REASON_DRIFTED)}
+
+    def allowed(self, pool: NodePool, reason: str) -> int:
+        return max(0, self._allowed[(pool.name, reason)] - self.disrupting.get(pool.name, 0))
+
+    def allows(self, pool: NodePool, reason: str) -> bool:
+        return self.allowed(pool, reason) > 0
+
+    def take(self, pool: str) -> None:
+        self.disrupting[pool] = self.disrupting.get(pool, 0) + 1
+
+
+def effective_node(node: Node, demoted: bool) -> Node:
+    """A node as it is once demoted: on-demand, without reservation labels."""
+    if not demoted:
+        return node
+    labels = {k: v for k, v in node.labels.items() if k not in RESERVATION_LABELS}
+    labels[CAPACITY_TYPE] = ON_DEMAND
+    return replace(node, labels=labels)

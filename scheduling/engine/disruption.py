@@ -1,0 +1,95 @@
+"""`disruptions` and `demotions` of DECISIONS.json: the reservation lifecycle (lifecycle.py) and
+consolidation (consolidation.py) on top of a provisioning plan.
+
+Order of work, each step on the cluster the previous ones leave:
+  1. Demotions (relabelling only). Demoted nodes count as on-demand from here on.
+  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods, the pods of
+     nodes being deleted, and the pending pods the provisioning plan could not place are
+     simulated once, before anything else uses the room. Nodes whose drain is less than an hour
+     away stay, but are neither candidates nor destinations for moved pods.
+  3. Reservation drift (reason Drifted), 4. emptiness (Empty), 5. multi-node and 6. single-node
+     consolidation (Underutilized), within the NodePool budgets.
+
+Output order: expiry (by drainAt, then node), then drift and consolidation in the order decided.
+Demotions are sorted by node name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .consolidation import DRIFT, Budgets, ClusterState, Command, Consolidator, effective_node
+from .decisions import node_claim
+from .launch import finalize
+from .lifecycle import Demotion, Expiry, NodeReservations, demotions, drifts, expiries
+from .planning import Plan
+
+CONSOLIDATION = "consolidation"
+DRIFT_REASON = "drift"
+CAPACITY_RESERVATION_DRIFT = "CapacityReservationDrift"
+
+
+@dataclass(slots=True)
+class Lifecycle:
+    expiring: list[Expiry]
+    demotions: list[Demotion]
+    commands: list[Command]  # drift and consolidation, in the order decided
+    state: ClusterState  # the cluster once all of them are carried out
+
+
+def lifecycle_decisions(plan: Plan) -> dict:
+    """The `disruptions` and `demotions` of DECISIONS.json."""
+    result = lifecycle(plan)
+    return {
+        "disruptions": [e.as_dict() for e in result.expiring] + [command_dict(c) for c in result.commands],
+        "demotions": [d.as_dict() for d in result.demotions],
+    }
+
+
+def lifecycle(plan: Plan) -> Lifecycle:
+    world = plan.world
+    now = world.now
+    known = NodeReservations(world)
+    demoted = demotions(world, known)
+    demoted_names = {d.node.name for d in demoted}
+    expiring = expiries(world, known)
+    due = {e.node.name for e in expiring if e.due(now)}
+    upcoming = {e.node.name for e in expiring} - due
+    drifted = drifts(world, known, plan.node_classes, demoted_names)
+
+    nodes = [effective_node(n, n.name in demoted_names) for n in world.nodes if not n.deleting and n.name not in due]
+    state = ClusterState(plan, nodes)
+    for name in upcoming:
+        state.by_name[name].receives = False
+    leaving = {n.name for n in world.nodes if n.deleting} | due
+    displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
+    displaced += state.orphans + [f.pod for f in plan.results.failures]
+    if displaced:
+        baseline = state.simulate(displaced, set(), moved=False)
+        state.accept(baseline, [], [finalize(claim) for claim in baseline.results.claims])
+
+    budgets = Budgets(world.node_pools, world.nodes, now, disrupted=[e.node for e in expiring if e.node.name in due])
+    consolidator = Consolidator(state, budgets, protected=due | upcoming)
+    consolidator.drift([(d.node.name, d.reservation_id, d.message) for d in drifted])
+    consolidator.emptiness()
+    consolidator.multi_node()
+    consolidator.single_node()
+    return Lifecycle(expiring, demoted, consolidator.commands, state)
+
+
+def command_dict(command: Command) -> dict:
+    drift = command.kind == DRIFT
+    result = {"action": command.action, "reason": DRIFT_REASON if drift else CONSOLIDATION, "nodes": command.nodes}
+    if drift:
+        result["driftReason"] = CAPACITY_RESERVATION_DRIFT
+        result["reservationID"] = command.reservation_id
+        result["message"] = command.drift_reason
+    else:
+        result["consolidationType"] = command.kind
+    if command.replacements:
+        result["replacement"] = node_claim(command.replacements[0])
+        if len(command.replacements) > 1:
+            result["replacements"] = [node_claim(r) for r in command.replacements]
+    if not drift:
+        result["savingsPerHour"] = round(command.savings, 12)
+    return result

@@ -1,0 +1,339 @@
+"""Consolidation: upstream's reserved-capacity outcomes, budgets, do-not-disrupt, consolidateAfter,
+the consolidation policies, spot-to-spot, multi-node, and the keep-idle-reserved opt-in."""
+
+import pytest
+
+from scheduling.engine import parse_world, plan, simulate
+from scheduling.engine.disruption import lifecycle
+
+from .builders import instance_type, node_class, pod, reservation, world
+from .lifecycle_builders import bound, dpool, knode
+
+M5L = instance_type("m5.large", "2", "8Gi", od=0.096, spot=0.035)
+M5XL = instance_type("m5.xlarge", "4", "16Gi", od=0.192, spot=0.07)
+C6A_L = instance_type("c6a.large", "2", "4Gi", od=0.0765)
+C6A_48XL = instance_type("c6a.48xlarge", "192", "384Gi", od=7.344)
+ALL_IN = [{"nodes": "100%"}]
+CLASSES = [node_class("default", [{"tags": {"team": "ml"}}])]
+
+
+def ml(rid, itype, **kwargs):
+    return reservation(rid, itype, tags={"team": "ml"}, **kwargs)
+
+
+def run(nodes, pods, *, types=(M5L, M5XL), reservations=(), pools=None, gates=None, classes=CLASSES, now=None):
+    doc = world(instance_types=list(types), reservations=list(reservations), node_classes=classes,
+                node_pools=pools or [dpool(capacity_types=["reserved", "on-demand", "spot"], budgets=ALL_IN)],
+                nodes=nodes, pods=pods, **({"now": now} if now else {}))
+    if gates:
+        doc["featureGates"].update(gates)
+    return simulate(doc)
+
+
+def consolidations(decisions):
+    return [d for d in decisions["disruptions"] if d["reason"] == "consolidation"]
+
+
+def summary(decisions):
+    """(action, nodes, replacement capacity type, reservation, instance type) per consolidation."""
+    rows = []
+    for d in consolidations(decisions):
+        launch = d.get("replacement", {}).get("launch", {})
+        rows.append((d["action"], d["nodes"], launch.get("capacityType"), launch.get("reservationID"),
+                     launch.get("instanceType")))
+    return rows
+
+
+# upstream's reserved outcomes (consolidation_test.go "can consolidate into reserved capacity") ---
+
+
+@pytest.mark.parametrize("capacity", ["on-demand", "spot"])
+def test_moves_into_free_reserved_capacity_of_the_same_type(capacity):
+    decisions = run([knode("n1", "m5.large", capacity=capacity)], [bound("web-0", "n1", "1")],
+                    reservations=[ml("cr-1", "m5.large")])
+    assert summary(decisions) == [("replace", ["n1"], "reserved", "cr-1", "m5.large")]
+    replacement = consolidations(decisions)[0]["replacement"]
+    assert replacement["pods"] == ["default/web-0"]
+    assert replacement["nodePool"] == "default"
+    assert replacement["labels"]["karpenter.k8s.aws/capacity-reservation-id"] == "cr-1"
+    price = 0.096 if capacity == "on-demand" else 0.035
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(price - 0.096 / 1e7)
+
+
+def test_large_reserved_node_moves_to_a_smaller_reservation_after_scale_down():
+    """A c6a.48xlarge in one reservation runs a single small pod after a scale-down: it moves to
+    a free c6a.large unit of another reservation (od_small/1e7 < od_large/1e7)."""
+    node = knode("big", "c6a.48xlarge", cpu="192", memory="384Gi", capacity="reserved", reservation="cr-big")
+    decisions = run([node], [bound("api-0", "big", "500m", "1Gi")], types=[C6A_L, C6A_48XL],
+                    reservations=[ml("cr-big", "c6a.48xlarge", available=0, total=1), ml("cr-small", "c6a.large")])
+    assert summary(decisions) == [("replace", ["big"], "reserved", "cr-small", "c6a.large")]
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx((7.344 - 0.0765) / 1e7)
+
+
+def test_reserved_is_never_replaced_by_paid_capacity_even_when_cheaper_on_paper():
+    """A reserved m5.xlarge whose pod would fit an m5.large: no reservation of that size is free,
+    and a paid replacement is refused, even at a spot price below the reserved price."""
+    dirt_cheap = instance_type("m5.large", "2", "8Gi", od=0.096, spot=0.000000001)
+    node = knode("n1", "m5.xlarge", cpu="4", memory="16Gi", capacity="reserved", reservation="cr-xl")
+    decisions = run([node], [bound("web-0", "n1", "1")], types=[dirt_cheap, M5XL],
+                    reservations=[ml("cr-xl", "m5.xlarge", available=0, total=1)])
+    assert consolidations(decisions) == []
+
+
+def test_on_demand_node_is_replaced_by_a_cheaper_type():
+    decisions = run([knode("n1", "m5.xlarge", cpu="4", memory="16Gi")], [bound("web-0", "n1", "1")],
+                    pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    assert summary(decisions) == [("replace", ["n1"], "on-demand", None, "m5.large")]
+    assert consolidations(decisions)[0]["replacement"]["instanceTypeOptions"] == ["m5.large"]
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(0.096)
+
+
+def test_on_demand_to_spot_replacement_is_pinned_to_spot():
+    decisions = run([knode("n1", "m5.xlarge", cpu="4", memory="16Gi")], [bound("web-0", "n1", "1")],
+                    pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
+    replacement = consolidations(decisions)[0]["replacement"]
+    assert replacement["launch"]["capacityType"] == "spot"
+    assert replacement["labels"]["karpenter.sh/capacity-type"] == "spot"
+
+
+def test_a_node_whose_pods_fit_elsewhere_is_deleted_the_dearest_first():
+    """Both nodes could go (their pods fit on the other); single-node takes the one that saves
+    most per pod moved: the m5.xlarge. Then the m5.large has no room left elsewhere."""
+    nodes = [knode("n1", "m5.xlarge", cpu="4", memory="16Gi"), knode("n2", "m5.large")]
+    decisions = run(nodes, [bound("a", "n1", "1"), bound("b", "n2", "1")],
+                    pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    assert summary(decisions) == [("delete", ["n1"], None, None, None)]
+    assert consolidations(decisions)[0]["consolidationType"] == "single"
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(0.192)
+
+
+def test_daemonset_pods_stay_behind_and_do_not_keep_a_node():
+    nodes = [knode("n1", "m5.xlarge", cpu="4", memory="16Gi"), knode("n2", "m5.large")]
+    pods = [bound("a", "n1", "1"), bound("ds-n1", "n1", "100m", daemon=True), bound("ds-n2", "n2", "100m", daemon=True)]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    # n2 only runs a DaemonSet pod: empty. n1's one real pod then fits a cheaper m5.large.
+    assert summary(decisions) == [("delete", ["n2"], None, None, None), ("replace", ["n1"], "on-demand", None, "m5.large")]
+    assert [d["consolidationType"] for d in consolidations(decisions)] == ["empty", "single"]
+    assert consolidations(decisions)[1]["replacement"]["pods"] == ["default/a"]
+
+
+def test_nothing_happens_when_a_pod_has_nowhere_to_go():
+    """The pod needs 3 CPU: no other node has room and no type is cheaper than the m5.xlarge."""
+    nodes = [knode("n1", "m5.xlarge", cpu="4", memory="16Gi"), knode("n2", "m5.xlarge", cpu="4", memory="16Gi")]
+    decisions = run(nodes, [bound("a", "n1", "3"), bound("b", "n2", "3")],
+                    pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    assert consolidations(decisions) == []
+
+
+# multi-node -----------------------------------------------------------------------------------
+
+
+def test_multi_node_replaces_several_nodes_with_one_cheaper_node():
+    """Three m5.large nodes at 1.2 CPU each fit one c5.xlarge (0.17 < 3 x 0.096); no single node
+    can go on its own."""
+    c5xl = instance_type("c5.xlarge", "4", "8Gi", od=0.17)
+    nodes = [knode(f"n{i}", "m5.large") for i in range(3)]
+    pods = [bound(f"p{i}", f"n{i}", "1200m") for i in range(3)]
+    decisions = run(nodes, pods, types=[M5L, M5XL, c5xl], pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    assert summary(decisions) == [("replace", ["n0", "n1", "n2"], "on-demand", None, "c5.xlarge")]
+    assert consolidations(decisions)[0]["consolidationType"] == "multi"
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(3 * 0.096 - 0.17)
+    assert sorted(consolidations(decisions)[0]["replacement"]["pods"]) == ["default/p0", "default/p1", "default/p2"]
+
+
+def test_multi_node_binary_search_deletes_the_longest_prefix_that_fits():
+    """Four m5.large at 0.9 CPU: the first two fit in the room of the other two; three do not."""
+    nodes = [knode(f"n{i}", "m5.large") for i in range(4)]
+    pods = [bound(f"p{i}", f"n{i}", "900m") for i in range(4)]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    assert summary(decisions)[0] == ("delete", ["n0", "n1"], None, None, None)
+    assert consolidations(decisions)[0]["consolidationType"] == "multi"
+
+
+def test_multi_node_never_replaces_with_a_candidate_type_no_cheaper_than_that_candidate():
+    """An m5.xlarge and an m5.large whose pods fit one m5.xlarge: replacing both with an m5.xlarge
+    is just deleting the m5.large (upstream filterOutSameType), which single-node then does."""
+    nodes = [knode("big", "m5.xlarge", cpu="4", memory="16Gi"), knode("small", "m5.large")]
+    pods = [bound("a", "big", "2500m"), bound("b", "small", "1")]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    assert summary(decisions) == [("delete", ["small"], None, None, None)]
+
+
+# spot to spot -----------------------------------------------------------------------------------
+
+
+def spot_types(count):
+    """`count` spot types cheaper than s-big, plus s-big itself."""
+    types = [instance_type(f"s{i:02d}", "2", "8Gi", od=0.1, spot=0.01 + i / 1000) for i in range(count)]
+    return types + [instance_type("s-big", "8", "32Gi", od=0.4, spot=0.2)]
+
+
+@pytest.mark.parametrize("gate, cheaper, expected", [
+    (False, 20, []),
+    (True, 14, []),
+    (True, 15, [("replace", ["n1"], "spot", None, "s00")]),
+])
+def test_spot_to_spot_needs_the_gate_and_15_cheaper_types(gate, cheaper, expected):
+    decisions = run([knode("n1", "s-big", cpu="8", memory="32Gi", capacity="spot")], [bound("a", "n1", "1")],
+                    types=spot_types(cheaper), gates={"SpotToSpotConsolidation": gate},
+                    pools=[dpool(capacity_types=["spot"], budgets=ALL_IN)])
+    assert summary(decisions) == expected
+    if expected:
+        assert len(consolidations(decisions)[0]["replacement"]["instanceTypeOptions"]) == 15
+
+
+# budgets, do-not-disrupt, consolidateAfter, policies ------------------------------------------
+
+
+def empties(count, **kwargs):
+    return [knode(f"e{i}", "m5.large", **kwargs) for i in range(count)]
+
+
+@pytest.mark.parametrize("budgets, deleted", [
+    (None, 1),  # the default 10% of 3 rounds up to 1
+    ([{"nodes": "0"}], 0),
+    ([{"nodes": "2"}], 2),
+    ([{"nodes": "50%"}], 2),
+    ([{"nodes": "100%"}], 3),
+    ([{"nodes": "100%"}, {"nodes": "1"}], 1),  # the smallest active budget wins
+    ([{"nodes": "0", "reasons": ["Drifted"]}], 3),  # a budget for another reason does not apply
+    ([{"nodes": "0", "reasons": ["Empty"]}], 0),
+    ([], 3),  # an explicit empty list: no limit
+])
+def test_budgets_bound_emptiness(budgets, deleted):
+    pools = [dpool(capacity_types=["on-demand"], budgets=budgets)]
+    decisions = run(empties(3), [], pools=pools)
+    assert len(consolidations(decisions)) == deleted
+
+
+def test_budget_counts_nodes_already_disrupting():
+    """A 2-node budget with one node already deleting and one not Ready leaves none."""
+    nodes = empties(3) + [knode("gone", "m5.large", deleting=True), knode("booting", "m5.large", ready=False)]
+    decisions = run(nodes, [], pools=[dpool(capacity_types=["on-demand"], budgets=[{"nodes": "2"}])])
+    assert consolidations(decisions) == []
+
+
+@pytest.mark.parametrize("now, blocked", [
+    ("2026-11-23T10:00:00Z", True),   # Monday 10:00, inside 09:00 + 8h
+    ("2026-11-23T17:00:00Z", False),  # Monday 17:00, the window ended at 17:00
+    ("2026-11-23T08:59:00Z", False),  # before it opens
+    ("2026-11-21T12:00:00Z", False),  # Saturday
+])
+def test_scheduled_budget_windows(now, blocked):
+    budgets = [{"nodes": "100%"}, {"nodes": "0", "schedule": "0 9 * * mon-fri", "duration": "8h"}]
+    decisions = run(empties(1, created="2026-11-01T00:00:00Z"), [], now=now,
+                    pools=[dpool(capacity_types=["on-demand"], budgets=budgets)])
+    assert (consolidations(decisions) == []) == blocked
+
+
+def test_do_not_disrupt_on_the_node_or_a_pod_keeps_it():
+    nodes = [knode("big", "m5.xlarge", cpu="4", memory="16Gi"),
+             knode("kept-node", "m5.large", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+             knode("kept-pod", "m5.large"), knode("free", "m5.large")]
+    pods = [bound("a", "big", "500m"), bound("b", "kept-node", "500m"),
+            bound("c", "kept-pod", "500m", annotations={"karpenter.sh/do-not-disrupt": "true"}),
+            bound("d", "free", "500m")]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    touched = {n for d in consolidations(decisions) for n in d["nodes"]}
+    assert "kept-node" not in touched and "kept-pod" not in touched
+    assert "free" in touched
+
+
+@pytest.mark.parametrize("after, pod_created, consolidated", [
+    ("10m", "2026-11-21T11:55:00Z", False),  # the newest pod arrived 5 minutes ago
+    ("10m", "2026-11-21T11:45:00Z", True),
+    ("0s", "2026-11-21T11:59:59Z", True),
+    ("Never", "2026-11-01T00:00:00Z", False),
+])
+def test_consolidate_after(after, pod_created, consolidated):
+    nodes = [knode("big", "m5.xlarge", cpu="4", memory="16Gi"), knode("n1", "m5.large", created="2026-11-01T00:00:00Z")]
+    pods = [bound("a", "big", "500m"), bound("b", "n1", "500m", created=pod_created)]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], after=after, budgets=ALL_IN)])
+    assert ("n1" in {n for d in consolidations(decisions) for n in d["nodes"]}) == consolidated
+
+
+def test_consolidate_after_uses_the_node_age_when_it_has_no_pods():
+    young = knode("young", "m5.large", created="2026-11-21T11:58:00Z")
+    old = knode("old", "m5.large", created="2026-11-21T11:00:00Z")
+    decisions = run([young, old], [], pools=[dpool(capacity_types=["on-demand"], after="5m", budgets=ALL_IN)])
+    assert [d["nodes"] for d in consolidations(decisions)] == [["old"]]
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("WhenEmpty", [("delete", ["empty"], None, None, None)]),
+    ("WhenEmptyOrUnderutilized", [("delete", ["empty"], None, None, None), ("delete", ["big"], None, None, None)]),
+])
+def test_consolidation_policy(policy, expected):
+    nodes = [knode("big", "m5.xlarge", cpu="4", memory="16Gi"), knode("light", "m5.large"), knode("empty", "m5.large")]
+    pods = [bound("a", "big", "500m"), bound("b", "light", "500m")]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], policy=policy, budgets=ALL_IN)])
+    assert summary(decisions) == expected
+
+
+def test_nodes_nominated_for_pending_pods_are_not_candidates():
+    nodes = [knode("empty", "m5.large")]
+    decisions = run(nodes, [pod("pending", "500m")])
+    assert decisions["bindings"] == [{"pod": "default/pending", "node": "empty"}]
+    assert consolidations(decisions) == []
+
+
+def test_nodes_outside_nodepools_are_never_candidates():
+    unmanaged = knode("manual", "m5.large")
+    unmanaged["metadata"]["labels"].pop("karpenter.sh/nodepool")
+    assert consolidations(run([unmanaged], [])) == []
+
+
+@pytest.mark.parametrize("expensive_node, deleted", [(None, ["n0", "n1"]), ("n0", ["n1", "n2"])])
+def test_disruption_cost_orders_multi_node_candidates(expensive_node, deleted):
+    """A pod with a high pod-deletion-cost makes its node the last one multi-node considers."""
+    expensive = {"controller.kubernetes.io/pod-deletion-cost": "2147483647"}
+    nodes = [knode(f"n{i}", "m5.large") for i in range(3)] + [knode("big", "m5.xlarge", cpu="4", memory="16Gi")]
+    pods = [bound(f"p{i}", f"n{i}", "500m", annotations=expensive if f"n{i}" == expensive_node else None)
+            for i in range(3)] + [bound("d", "big", "3", annotations=expensive)]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=[{"nodes": "2"}])])
+    assert summary(decisions) == [("delete", deleted, None, None, None)]
+
+
+# keep-idle-reserved (karpweb's opt-in) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep, deleted", [(None, ["idle-reserved", "idle-od"]), ("true", ["idle-od"]),
+                                           ("false", ["idle-reserved", "idle-od"])])
+def test_keep_idle_reserved_nodes(keep, deleted):
+    nodes = [knode("idle-reserved", "m5.large", capacity="reserved", reservation="cr-1"), knode("idle-od", "m5.large")]
+    decisions = run(nodes, [], reservations=[ml("cr-1", "m5.large", available=0, total=1)],
+                    pools=[dpool(capacity_types=["reserved", "on-demand"], keep_idle=keep, budgets=ALL_IN)])
+    assert sorted(n for d in consolidations(decisions) for n in d["nodes"]) == sorted(deleted)
+
+
+def test_kept_idle_reserved_node_still_takes_pods_moved_off_paid_nodes():
+    nodes = [knode("reserved", "m5.large", capacity="reserved", reservation="cr-1"), knode("paid", "m5.large")]
+    decisions = run(nodes, [bound("a", "paid", "1")], reservations=[ml("cr-1", "m5.large", available=0, total=1)],
+                    pools=[dpool(capacity_types=["reserved", "on-demand"], keep_idle="true", budgets=ALL_IN)])
+    assert summary(decisions) == [("delete", ["paid"], None, None, None)]
+
+
+# decisions are consistent with each other --------------------------------------------------------
+
+
+def test_successive_decisions_never_count_on_the_same_room():
+    """Two light nodes, one big node with room for just one of them: only one may go."""
+    nodes = [knode("big", "m5.xlarge", cpu="4", memory="16Gi"), knode("l1", "m5.large"), knode("l2", "m5.large")]
+    pods = [bound("a", "big", "2500m"), bound("b", "l1", "1"), bound("c", "l2", "1")]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    deleted = [n for d in consolidations(decisions) if d["action"] == "delete" for n in d["nodes"]]
+    assert len(deleted) <= 1 or decisions["disruptions"][1]["action"] == "replace"
+    result = lifecycle(plan(parse_world(world(instance_types=[M5L, M5XL], node_classes=CLASSES,
+                                              node_pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)],
+                                              nodes=nodes, pods=pods))))
+    state = result.state
+    for sim in state.nodes:
+        assert sim.available.get("cpu", 0) >= 0
+
+
+def test_output_is_deterministic():
+    nodes = [knode(f"n{i}", "m5.large") for i in range(6)]
+    pods = [bound(f"p{i}", f"n{i}", "600m") for i in range(6)]
+    first = run(nodes, pods, pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
+    second = run(nodes, pods, pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
+    assert first["disruptions"] == second["disruptions"] and first["disruptions"]
