@@ -24,7 +24,8 @@ def _user_in(group_name, username):
 
     user = get_user_model().objects.create_user(username, f"{username}@example.com", "pw-for-tests-only")
     if group_name:
-        user.groups.add(Group.objects.get(name=group_name))
+        # get_or_create: a transactional test elsewhere may have flushed the migration-made groups.
+        user.groups.add(Group.objects.get_or_create(name=group_name)[0])
     return user
 
 
