@@ -14,7 +14,7 @@ from django.db import transaction
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.sync import pod_requests
-from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
+from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -244,6 +244,14 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 allocatable_cpu_millicores=vcpus * 1000 - 80, allocatable_memory_bytes=int(mem * GIB * 0.9),
                 allocatable_pods=max_pods, provider_id=provider_id, ready=True, unschedulable=False,
                 created_at=launched + datetime.timedelta(seconds=45), synced_at=now,
+            ))
+            # The simulated EC2's view of the same instance: an ended reservation no longer holds it.
+            held = reservation is not None and reservation.is_usable(now)
+            SimulatedInstance.objects.update_or_create(instance_id=instance_id, defaults=dict(
+                client_token=claim_name, instance_type=itype, zone=zone, state="running", launched_at=launched,
+                capacity_type=capacity_type if held or capacity_type != "reserved" else CapacityType.ON_DEMAND,
+                reservation_id=reservation.reservation_id if held else "",
+                reservation_type=reservation.reservation_type if held else "",
             ))
             nodes.append(node)
     return nodes

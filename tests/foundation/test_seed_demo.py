@@ -5,12 +5,13 @@ from django.core.management import call_command
 from django.db.models import F
 
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
-from scheduling.models import InstanceType, Node, NodeClaim, NodePool, Offering, Pod
+from scheduling.models import InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
 
 pytestmark = pytest.mark.django_db
 
 NOW = "2026-11-21T12:00:00Z"
-MODELS = [CapacityReservation, UtilizationSample, EC2NodeClass, InstanceType, Offering, NodePool, NodeClaim, Node, Pod]
+MODELS = [CapacityReservation, UtilizationSample, EC2NodeClass, InstanceType, Offering, NodePool, NodeClaim, Node, Pod,
+          SimulatedInstance]
 
 
 def snapshot():
@@ -46,6 +47,8 @@ def test_seed_demo_world_has_what_operators_look_at():
     assert set(Node.objects.values_list("capacity_type", flat=True)) == {"reserved", "on-demand", "spot"}
     assert NodeClaim.objects.count() == Node.objects.count()
     assert Pod.objects.filter(node_name="").exists() and Pod.objects.exclude(node_name="").exists()
+    assert SimulatedInstance.objects.count() == Node.objects.count()
+    assert SimulatedInstance.objects.get(reservation_id="", instance_type="r5.large").capacity_type == "on-demand"
     reserved_nodes = Node.objects.filter(capacity_type="reserved", reservation__state="active")
     for reservation in CapacityReservation.objects.filter(state="active"):
         assert reserved_nodes.filter(reservation=reservation).count() == reservation.used_instance_count
