@@ -180,3 +180,37 @@ class NodeClassEditView(OperatorRequiredMixin, TemplateView):
             match_criteria=["", "open", "targeted"],
         )
         return self.render_to_response(context)
+
+
+def unselected_reservations(now):
+    """Usable reservations no EC2NodeClass selects (the open-reservation trap: with reserved
+    capacity on, on-demand launches opt out of open ODCRs, so these sit idle but billed), each with
+    its idle cost and the on-demand nodes of the same type and zone that could have used it."""
+    reservations = list(
+        CapacityReservation.objects.usable(now).filter(node_classes__isnull=True, available_instance_count__gt=0)
+        .order_by("-instance_match_criteria", "reservation_id")
+    )
+    prices = on_demand_prices({r.instance_type for r in reservations})
+    pools = {(r.instance_type, r.availability_zone) for r in reservations}
+    on_demand = (
+        Node.objects.filter(capacity_type="on-demand", instance_type__in={t for t, _ in pools}, zone__in={z for _, z in pools})
+        .order_by("name").values_list("instance_type", "zone", "name")
+    )
+    matching = {}
+    for instance_type, zone, name in on_demand:
+        matching.setdefault((instance_type, zone), []).append(name)
+    return [
+        {"reservation": r, "idle_cost": idle_cost_per_hour(r, prices),
+         "on_demand_nodes": matching.get((r.instance_type, r.availability_zone), [])}
+        for r in reservations
+    ]
+
+
+class UnselectedReservationsView(ViewerRequiredMixin, TemplateView):
+    template_name = "reservations/unselected.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        rows = unselected_reservations(timezone.now())
+        context.update(rows=rows, idle_cost=sum(row["idle_cost"] or 0 for row in rows))
+        return context

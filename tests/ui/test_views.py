@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 LIST_PAGES = [
     "scheduling:overview", "reservations:list", "reservations:capacity_blocks", "reservations:nodeclasses",
     "scheduling:nodepools", "scheduling:nodes", "scheduling:nodeclaims", "scheduling:pods", "scheduling:decisions",
-    "scheduling:whatif",
+    "scheduling:whatif", "reservations:unselected",
 ]
 
 

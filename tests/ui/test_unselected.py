@@ -1,0 +1,20 @@
+import pytest
+from django.urls import reverse
+
+from reservations.models import EC2NodeClass
+from tests.factories.reservations import CapacityReservationFactory
+from tests.factories.scheduling import NodeFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_open_reservation_trap_report(viewer_client, demo_world):
+    CapacityReservationFactory(reservation_id="cr-0open", instance_type="r6i.large", availability_zone="us-east-1b",
+                               instance_match_criteria="open", total_instance_count=3, available_instance_count=2, tags={})
+    NodeFactory(name="od-r6i", instance_type="r6i.large", zone="us-east-1b", capacity_type="on-demand")
+    NodeFactory(name="od-elsewhere", instance_type="r6i.large", zone="us-east-1a", capacity_type="on-demand")
+    page = viewer_client.get(reverse("reservations:unselected")).content.decode()
+    row = page.split('data-reservation="cr-0open"')[1].split("</tr>")[0]
+    assert "$0.25/h" in row and "2 / 3" in row and "od-r6i" in row and "od-elsewhere" not in row
+    for selected in EC2NodeClass.objects.get(name="default").selected_reservations.all():
+        assert f'data-reservation="{selected.reservation_id}"' not in page
