@@ -3,7 +3,7 @@ DaemonSets, and the world that holds them. Plain data; `world.py` builds them fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from .budgets import DisruptionSpec
@@ -11,13 +11,20 @@ from .instances import Instance
 from .instancetypes import InstanceType
 from .labels import NODEPOOL
 from .overhead import KubeletConfig
-from .podaffinity import AffinityTerm
+from .podaffinity import AffinityTerm, SpreadConstraint, WeightedTerm
 from .quantities import CPU, MEMORY, ResourceList
 from .requirements import EMPTY, Requirements
 from .reservations import CapacityReservation
 from .taints import Taint, Toleration
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _and(terms: list[Requirements]) -> Requirements:
+    result = EMPTY
+    for term in terms:
+        result = result.intersect(term)
+    return result
 
 
 @dataclass(slots=True, eq=False)
@@ -39,12 +46,72 @@ class Pod:
     annotations: dict[str, str] = field(default_factory=dict)
     priority: int = 0
     daemon: bool = False
+    # Pod affinity and topology spread (enforced by topology.py). Preferred terms and ScheduleAnyway
+    # spread constraints are preferences, which the scheduler drops one at a time (`relax`).
+    affinity: tuple[AffinityTerm, ...] = ()  # required pod affinity terms
+    spread: tuple[SpreadConstraint, ...] = ()  # topologySpreadConstraints, both kinds
+    preferred_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
+    preferred_node_terms: tuple[tuple[int, Requirements], ...] = ()  # preferred node affinity: (weight, term)
+    relaxed: int = 0  # how many preferences have been dropped, in `preferences()` order
+    # Required node affinity alone (nodeSelector AND each required term); `alternatives` also ANDs
+    # the preferred node affinity terms still in force.
+    strict_alternatives: tuple[Requirements, ...] = field(init=False)
     alternatives: tuple[Requirements, ...] = field(init=False)
+    active_affinity: tuple[AffinityTerm, ...] = field(init=False)  # required + preferred in force
+    active_anti_affinity: tuple[AffinityTerm, ...] = field(init=False)
+    active_spread: tuple[SpreadConstraint, ...] = field(init=False)
     signature: tuple = field(init=False)
 
     def __post_init__(self) -> None:
-        self.alternatives = self._alternatives()
+        self.strict_alternatives = self._alternatives()
+        dropped = set(self.preferences()[:self.relaxed])
+        active_node = [term for i, (_, term) in enumerate(self.preferred_node_terms) if ("node", i) not in dropped]
+        if active_node:
+            combined = tuple(alt.intersect(term) for alt in self.strict_alternatives for term in [_and(active_node)])
+            self.alternatives = tuple(alt for alt in combined if alt.satisfiable())
+        else:
+            self.alternatives = self.strict_alternatives
+        self.active_affinity = self.affinity + tuple(
+            w.term for i, w in enumerate(self.preferred_affinity) if ("affinity", i) not in dropped)
+        self.active_anti_affinity = self.anti_affinity + tuple(
+            w.term for i, w in enumerate(self.preferred_anti_affinity) if ("anti-affinity", i) not in dropped)
+        self.active_spread = tuple(c for i, c in enumerate(self.spread) if ("spread", i) not in dropped)
         self.signature = self._signature()
+
+    def preferences(self) -> list[tuple[str, int]]:
+        """The pod's preferences in the order `relax` drops them (see scheduler.py): preferred pod
+        affinity terms, then preferred pod anti-affinity terms, then preferred node affinity terms
+        (each kind lightest weight first, and among equal weights the last listed first), then
+        ScheduleAnyway topology spread constraints in the order listed."""
+        order: list[tuple[str, int]] = []
+        for kind, terms in (("affinity", self.preferred_affinity), ("anti-affinity", self.preferred_anti_affinity)):
+            order += [(kind, i) for i in sorted(range(len(terms)), key=lambda i: (terms[i].weight, -i))]
+        node = self.preferred_node_terms
+        order += [("node", i) for i in sorted(range(len(node)), key=lambda i: (node[i][0], -i))]
+        order += [("spread", i) for i, c in enumerate(self.spread) if not c.required]
+        return order
+
+    def can_relax(self) -> bool:
+        return self.relaxed < len(self.preferences())
+
+    def relax(self) -> "Pod":
+        """A copy of the pod with its next preference dropped (`can_relax` must be true)."""
+        return replace(self, relaxed=self.relaxed + 1)
+
+    def describe_relaxed(self) -> list[str]:
+        """The preferences dropped so far, in words."""
+        words = []
+        for kind, i in self.preferences()[:self.relaxed]:
+            if kind == "node":
+                words.append(f"preferred node affinity ({self.preferred_node_terms[i][1]}, weight {self.preferred_node_terms[i][0]})")
+            elif kind == "spread":
+                c = self.spread[i]
+                words.append(f"ScheduleAnyway topology spread on {c.topology_key} (maxSkew {c.max_skew})")
+            else:
+                term = (self.preferred_affinity if kind == "affinity" else self.preferred_anti_affinity)[i]
+                words.append(f"preferred pod {kind} on {term.term.topology_key} (weight {term.weight})")
+        return words
 
     @property
     def key(self) -> str:
@@ -59,15 +126,17 @@ class Pod:
         return tuple(term for term in terms if term.satisfiable())
 
     def _signature(self) -> tuple:
-        """Pods with equal signatures fit exactly the same places; the scheduler memoises per
-        signature. Namespace and labels are part of it because anti-affinity reads them."""
+        """Pods with equal signatures fit exactly the same places. Namespace and labels are part
+        of it because pod (anti-)affinity and topology spread read them."""
         return (
             tuple(sorted(self.requests.items())),
             tuple(alt.key for alt in self.alternatives),
             self.tolerations,
             self.namespace,
             tuple(sorted(self.labels.items())),
-            self.anti_affinity,
+            self.active_anti_affinity,
+            self.active_affinity,
+            self.active_spread,
         )
 
     def sort_key(self) -> tuple:
@@ -142,6 +211,8 @@ class World:
     nodes: list[Node] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)
     daemon_sets: list[DaemonSet] = field(default_factory=list)
+    # Namespace labels, for namespaceSelectors (optional `namespaces`; see world.py).
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     spot_to_spot: bool = False  # the SpotToSpotConsolidation feature gate
     instances: list[Instance] | None = None  # DescribeInstances, when given (lifecycle.py)
 

@@ -38,12 +38,52 @@ class FinalClaim:
 
 
 def finalize(claim: NodeClaim) -> FinalClaim:
+    """The pinned claim, its options cheapest first, and what it launches. Works from the catalog
+    view's price orders and the claim's type mask (no per-claim sorting)."""
     requirements = _pin(claim)
-    options = _priced_options(claim.instance_types, requirements)
-    instance_type, offering = _launch_choice(claim, options)
+    catalog = claim.template.catalog
+    view = catalog.view(requirements)
+    mask = claim.mask & view.mask
+    types = catalog.instance_types
+    options = []
+    for _, _, index in view.price_order:
+        if mask >> index & 1:
+            options.append(types[index])
+            if len(options) == MAX_INSTANCE_TYPES:
+                break
+    instance_type, offering = _launch(claim, view, mask, types)
     labels = node_labels(claim, requirements, instance_type, offering)
-    return FinalClaim(claim, requirements, [it for it, _ in options][:MAX_INSTANCE_TYPES],
-                      instance_type, offering, labels)
+    return FinalClaim(claim, requirements, options, instance_type, offering, labels)
+
+
+def launch_price(claim: NodeClaim) -> float:
+    """What the claim would launch at if it were finalised now."""
+    requirements = _pin(claim)
+    catalog = claim.template.catalog
+    view = catalog.view(requirements)
+    return _launch(claim, view, claim.mask & view.mask, catalog.instance_types)[1].price
+
+
+def _launch(claim: NodeClaim, view, mask: int, types: list[InstanceType]) -> tuple[InstanceType, Offering]:
+    """Reserved (the claim's unit) before spot before on-demand, the cheapest offering of that
+    capacity type (ties: type name, then zone)."""
+    if claim.hold is not None:
+        for _, _, _, index, offering in view.offers_by_price.get(RESERVED, ()):
+            if offering is claim.hold and mask >> index & 1:
+                return types[index], offering
+    best = None
+    for capacity_type, offers in view.offers_by_price.items():
+        if capacity_type == RESERVED:
+            continue
+        for price, name, zone, index, offering in offers:
+            if mask >> index & 1:
+                candidate = (CAPACITY_TYPE_PREFERENCE[capacity_type], price, name, zone)
+                if best is None or candidate < best[0]:
+                    best = (candidate, types[index], offering)
+                break
+    if best is None:
+        raise RuntimeError(f"node claim {claim.name} has no offering left to launch")  # a scheduler bug
+    return best[1], best[2]
 
 
 def _pin(claim: NodeClaim) -> Requirements:

@@ -15,18 +15,20 @@ from typing import Iterable
 from .catalog import Catalog
 from .cluster import Node, NodePool, Pod
 from .instancetypes import InstanceType, Offering
-from .labels import CAPACITY_TYPE, HOSTNAME, NODE_NAME_FIELD, NODEPOOL, RESERVATION_CAPACITY_BLOCK
+from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_NAME_FIELD, NODEPOOL, RESERVATION_CAPACITY_BLOCK
 from .ledger import ReservationLedger, ReservedMode
 from .podaffinity import hostname_anti_affinity_conflict
 from .quantities import ResourceList
 from .requirements import Requirement, Requirements
 from .taints import UNSCHEDULABLE_TAINT_KEY, NO_SCHEDULE, Taint, untolerated
+from .topology import Attempt
 
 # Rejection kinds the explanations (explain.py) treat specially.
 NO_INSTANCE_TYPE = "no-instance-type"
 RESERVED_HELD = "reserved-held"
 LIMITS = "limits"
 PAID_ONLY = "paid-only"  # a new claim would get no reserved unit (internal, never reported)
+MIN_VALUES = "min-values"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +48,17 @@ class Rejection:
 class Proposal:
     requirements: Requirements
     requests: ResourceList
-    instance_types: list[InstanceType]
+    mask: int  # the instance types left, as a catalog bitmask
     hold: Offering | None
     catalog: Catalog
 
+    @property
+    def instance_types(self) -> list[InstanceType]:
+        return self.catalog.types(self.mask)
+
     def open_price(self) -> float:
         """The cheapest on-demand or spot launch this claim would have (inf when none)."""
-        prices = self.catalog.view(self.requirements).open_price
-        return min((prices[it.name] for it in self.instance_types if it.name in prices), default=math.inf)
+        return self.catalog.view(self.requirements).cheapest_open_price(self.mask)
 
 
 def reservation_preference(ledger: ReservationLedger):
@@ -71,12 +76,13 @@ def reservation_preference(ledger: ReservationLedger):
 class ExistingNode:
     """A node of the cluster: its allocatable minus what its bound pods request."""
 
-    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq")
+    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq", "hostname")
 
     def __init__(self, node: Node, bound: Iterable[Pod], seq: int):
         self.node = node
         self.name = node.name
         self.labels = {**node.labels, NODE_NAME_FIELD: node.name}
+        self.hostname = node.labels.get(HOSTNAME) or node.name  # its hostname topology domain
         self.pods = list(bound)
         self.anti_pods = [p for p in self.pods if p.anti_affinity]
         self.available = node.allocatable.sub(sum_requests(self.pods))
@@ -86,7 +92,9 @@ class ExistingNode:
         self.taints = taints
         self.seq = seq
 
-    def fit(self, pod: Pod) -> Rejection | None:
+    def fit(self, pod: Pod, attempt: Attempt | None = None) -> Rejection | None:
+        """`attempt`: the pod's topology constraints (topology.py); without one, only required
+        hostname anti-affinity is checked, against the node's own pods."""
         taint = untolerated(self.taints, pod.tolerations)
         if taint is not None:
             return Rejection(f"taint {taint} is not tolerated")
@@ -94,6 +102,8 @@ class ExistingNode:
             return Rejection("node labels do not match the pod's node selector or affinity")
         if not pod.requests.fits(self.available):
             return Rejection(f"not enough room ({', '.join(pod.requests.exceeding(self.available))})")
+        if attempt is not None:
+            return attempt.check_node(self)
         if hostname_anti_affinity_conflict(pod, self.pods, self.anti_pods) is not None:
             return Rejection("pod anti-affinity")
         return None
@@ -129,9 +139,12 @@ class PoolTemplate:
         self.taints = pool.taints
         self.daemon_overhead = daemon_overhead
         self.instance_types: list[InstanceType] = []
+        self.mask = 0
         if catalog is not None and problem is None:
-            names = catalog.view(self.requirements).names
-            self.instance_types = [it for it in catalog.instance_types if it.name in names]
+            self.mask = catalog.view(self.requirements).mask
+            self.instance_types = catalog.types(self.mask)
+        # NodePool requirements with minValues: (key, how many distinct values a claim must keep).
+        self.min_values = [(req.key, req.min_values) for req in self.requirements if req.min_values]
         self._toleration_cache: dict[tuple, Taint | None] = {}
 
     def untolerated(self, pod: Pod) -> Taint | None:
@@ -146,78 +159,112 @@ class PoolTemplate:
 
 
 class NodeClaim:
-    """A node this run plans to launch. Its instance types narrow as pods join; it holds at most
-    one reservation unit, the one it will launch into (see scheduler.py)."""
+    """A node this run plans to launch. Its instance types (a catalog bitmask) narrow as pods join;
+    it holds at most one reservation unit, the one it will launch into (see scheduler.py)."""
 
-    __slots__ = ("name", "seq", "template", "requirements", "requests", "instance_types", "pods", "anti_pods", "hold",
-                 "price", "ceiling", "_ceiling_count", "_type_names")
+    __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "hold",
+                 "_price")
 
-    def __init__(self, template: PoolTemplate, instance_types: list[InstanceType], seq: int):
+    def __init__(self, template: PoolTemplate, instance_types: list[InstanceType] | int, seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
         self.seq = seq
         self.template = template
         self.requirements = template.requirements
         self.requests = ResourceList(template.daemon_overhead)
-        self.instance_types = instance_types
+        if isinstance(instance_types, int):
+            self.mask = instance_types
+        elif instance_types is template.instance_types:
+            self.mask = template.mask
+        else:
+            self.mask = template.catalog.mask_of(instance_types)
         self.pods: list[Pod] = []
         self.anti_pods: list[Pod] = []
         self.hold: Offering | None = None
-        self.price = math.inf  # cheapest on-demand/spot launch; only kept while the claim holds no unit
-        # At least the most of each resource any remaining instance type offers: rejects pods that
-        # cannot fit without looking at every instance type. Set once the claim has pods, and
-        # recomputed only when the types have thinned out (a stale ceiling is still an upper bound).
-        self.ceiling: ResourceList | None = None
-        self._ceiling_count = 0
-        self._type_names: frozenset[str] | None = None
+        self._price: float | None = None  # cheapest on-demand/spot launch, computed when asked
+
+    @property
+    def instance_types(self) -> list[InstanceType]:
+        """The instance types the claim may still launch, in catalog order."""
+        return self.template.catalog.types(self.mask)
+
+    @property
+    def price(self) -> float:
+        """The cheapest on-demand or spot launch (inf while the claim holds a reservation unit)."""
+        if self.hold is not None:
+            return math.inf
+        if self._price is None:
+            self._price = self.template.catalog.view(self.requirements).cheapest_open_price(self.mask)
+        return self._price
 
     # fitting ------------------------------------------------------------------------------------
 
-    def fit(self, pod: Pod, ledger: ReservationLedger, mode: ReservedMode) -> Proposal | Rejection:
+    def fit(self, pod: Pod, ledger: ReservationLedger, mode: ReservedMode,
+            attempt: Attempt | None = None) -> Proposal | Rejection:
+        """`attempt`: the pod's topology constraints (topology.py); without one, only required
+        hostname anti-affinity is checked, against the claim's own pods."""
         taint = self.template.untolerated(pod)
         if taint is not None:
             return Rejection(f"taint {taint} is not tolerated")
-        if self.pods and hostname_anti_affinity_conflict(pod, self.pods, self.anti_pods) is not None:
-            return Rejection("pod anti-affinity")
+        if attempt is None:
+            if self.pods and hostname_anti_affinity_conflict(pod, self.pods, self.anti_pods) is not None:
+                return Rejection("pod anti-affinity")
+        elif attempt.host:
+            rejection = attempt.check_host(self.name or None)
+            if rejection is not None:
+                return rejection
         requests = self.requests.add(pod.requests)
-        if self.ceiling is not None and not requests.fits(self.ceiling):
+        fits = self.template.catalog.fits_mask(requests) & self.mask
+        if not fits:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
-        rejection: Rejection | None = None
+        rejection = None
         for alternative in pod.alternatives:
-            outcome = self._fit_alternative(alternative, requests, ledger, mode)
+            outcome = self._fit_alternative(alternative, requests, fits, ledger, mode, attempt)
             if isinstance(outcome, Proposal):
                 return outcome
             rejection = rejection or outcome
         return rejection or Rejection("required node affinity has no term that can match a node")
 
-    def _fit_alternative(self, alternative: Requirements, requests: ResourceList, ledger: ReservationLedger,
-                         mode: ReservedMode) -> Proposal | Rejection:
-        problem = self.requirements.compatible(alternative, self.template.catalog.well_known)
+    def _fit_alternative(self, alternative: Requirements, requests: ResourceList, fits: int, ledger: ReservationLedger,
+                         mode: ReservedMode, attempt: Attempt | None) -> Proposal | Rejection:
+        catalog = self.template.catalog
+        problem = self.requirements.compatible(alternative, catalog.well_known)
         if problem is not None:
             return Rejection(problem)
         requirements = self.requirements.intersect(alternative)
-        instance_types = self._narrow(requirements, requests)
-        if not instance_types:
-            return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
-        hold = self._choose_reservation(requirements, requests, instance_types, ledger, mode)
+        transient = False  # narrowed by topology counts that may still change
+        if attempt is not None and attempt.keys:
+            requirements, transient = attempt.apply(requirements, catalog, fits, self.hold)
+            if isinstance(requirements, Rejection):
+                return requirements
+        mask = fits if requirements is self.requirements else fits & catalog.view(requirements).mask
+        if not mask:
+            return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE, permanent=not transient)
+        if self.template.min_values:
+            problem = self._min_values(requirements, mask)
+            if problem is not None:
+                return Rejection(problem, kind=MIN_VALUES, permanent=not transient)
+        hold = self._choose_reservation(requirements, requests, mask, ledger, mode)
         if isinstance(hold, Rejection):
             return hold
         if hold is not None and mode is ReservedMode.STRICT:
             # A strict claim never gives its unit up, so only types with reservations stay options.
-            reserved = self.template.catalog.view(requirements).reserved
-            instance_types = [it for it in instance_types if it.name in reserved]
-        return Proposal(requirements, requests, instance_types, hold, self.template.catalog)
+            mask &= catalog.view(requirements).reserved_mask
+        return Proposal(requirements, requests, mask, hold, catalog)
 
-    def _narrow(self, requirements: Requirements, requests: ResourceList) -> list[InstanceType]:
-        fits = requests.fits
-        if requirements is self.requirements:
-            return [it for it in self.instance_types if fits(it.allocatable)]
-        names = self.template.catalog.view(requirements).names
-        return [it for it in self.instance_types if it.name in names and fits(it.allocatable)]
+    def _min_values(self, requirements: Requirements, mask: int) -> str | None:
+        """The NodePool's minValues (policy Strict): the types left must span enough values."""
+        catalog = self.template.catalog
+        for key, wanted in self.template.min_values:
+            count = mask.bit_count() if key == INSTANCE_TYPE else catalog.value_count(key, mask, requirements)
+            if count < wanted:
+                return (f"minValues: {key} needs at least {wanted} distinct values among the instance types left, "
+                        f"only {count} remain")
+        return None
 
-    def _choose_reservation(self, requirements: Requirements, requests: ResourceList, instance_types: list[InstanceType],
+    def _choose_reservation(self, requirements: Requirements, requests: ResourceList, mask: int,
                             ledger: ReservationLedger, mode: ReservedMode) -> Offering | None | Rejection:
         view = self.template.catalog.view(requirements)
-        options = self._reserved_options(view, requests, instance_types)
+        options = self._reserved_options(view, requests, mask)
         if self.hold is not None and self.hold in options:
             return self.hold
         free = [o for o in options if ledger.can_reserve(self.name, o.reservation.id)] if ledger.free_units else []
@@ -226,19 +273,19 @@ class NodeClaim:
         if self.hold is not None and mode is ReservedMode.STRICT:
             return Rejection(f"it would take the claim's last reserved option ({self.hold.reservation.id})",
                              permanent=False, until_release=True)
-        if any(it.name in view.open_names for it in instance_types):
+        if mask & view.open_mask:
             return None
         return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD, until_release=True)
 
-    def _reserved_options(self, view, requests: ResourceList, instance_types: list[InstanceType]) -> list[Offering]:
+    def _reserved_options(self, view, requests: ResourceList, mask: int) -> list[Offering]:
         """Compatible reserved offerings of the remaining instance types; walks the (few)
         reserved types rather than every instance type."""
-        if not view.reserved:
+        if not view.reserved or not mask & view.reserved_mask:
             return []
-        allowed = self.type_names() if self.pods else {it.name for it in instance_types}
-        by_name = self.template.catalog.by_name
+        catalog = self.template.catalog
+        index, by_name = catalog.index, catalog.by_name
         return [o for name, offers in view.reserved.items()
-                if name in allowed and requests.fits(by_name[name].allocatable) for o in offers]
+                if mask >> index[name] & 1 and requests.fits(by_name[name].allocatable) for o in offers]
 
     # committing ---------------------------------------------------------------------------------
 
@@ -248,30 +295,17 @@ class NodeClaim:
             self.requirements = self.requirements.intersect([Requirement.single(HOSTNAME, name)])
             proposal.requirements = proposal.requirements.intersect([Requirement.single(HOSTNAME, name)])
         self.take(proposal.hold, ledger)
-        keys = self.template.catalog.relevant_keys
-        # Instance types only ever narrow: the same count means the same types.
-        same_types = bool(self.pods) and len(proposal.instance_types) == len(self.instance_types)
-        same_offerings = same_types and proposal.requirements.restricted_key(keys) == self.requirements.restricted_key(keys)
+        if proposal.mask != self.mask or proposal.requirements is not self.requirements:
+            self._price = None
         self.requirements = proposal.requirements
         self.requests = proposal.requests
-        self.instance_types = proposal.instance_types
-        if proposal.hold is not None:
-            self.price = math.inf
-        elif not same_offerings or self.price == math.inf:
-            self.price = proposal.open_price()
-        if not same_types:
-            self._type_names = None
-            if self.ceiling is None or len(self.instance_types) * 4 <= self._ceiling_count * 3:
-                self.ceiling = ceiling(self.instance_types)
-                self._ceiling_count = len(self.instance_types)
+        self.mask = proposal.mask
         self.pods.append(pod)
         if pod.anti_affinity:
             self.anti_pods.append(pod)
 
     def type_names(self) -> frozenset[str]:
-        if self._type_names is None:
-            self._type_names = frozenset(it.name for it in self.instance_types)
-        return self._type_names
+        return frozenset(it.name for it in self.instance_types)
 
     def grows_paid_launch(self, proposal: Proposal) -> bool:
         """Whether the pod makes this paid claim launch a more expensive instance."""
@@ -285,11 +319,12 @@ class NodeClaim:
         else:
             ledger.reserve(self.name, hold.reservation.id)
         self.hold = hold
+        self._price = None
 
     def free_reservation(self, ledger: ReservationLedger) -> Offering | None:
         """The best reservation unit this claim could take now, if it holds none."""
         view = self.template.catalog.view(self.requirements)
-        options = [o for o in self._reserved_options(view, self.requests, self.instance_types)
+        options = [o for o in self._reserved_options(view, self.requests, self.mask)
                    if ledger.can_reserve(self.name, o.reservation.id)]
         return min(options, key=reservation_preference(ledger)) if options else None
 
@@ -302,15 +337,6 @@ class NodeClaim:
                 if amount > result[name]:
                     result[name] = amount
         return result
-
-
-def ceiling(instance_types: list[InstanceType]) -> ResourceList:
-    result = ResourceList()
-    for it in instance_types:
-        for name, amount in it.allocatable.items():
-            if amount > result.get(name, 0):
-                result[name] = amount
-    return result
 
 
 def held_message(options: list[Offering], ledger: ReservationLedger) -> str:

@@ -138,6 +138,6 @@ def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
     catalogs = build_catalogs(world, resolved)
     templates = build_templates(world, catalogs, resolved)
     scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
-                          build_limits(world, templates))
+                          build_limits(world, templates), namespaces=world.namespaces)
     results = scheduler.solve(world.pending_pods())
     return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims])

@@ -1,4 +1,9 @@
-"""Label selectors and required pod anti-affinity per node (topology key `kubernetes.io/hostname`).
+"""Label selectors, pod (anti-)affinity terms and topology spread constraints, as parsed from pods;
+and the original per-node check of required hostname anti-affinity.
+
+The scheduler enforces every term through `topology.py` (any topology key, required and preferred,
+spread constraints, and pods already running); `hostname_anti_affinity_conflict` below is the
+per-node check it used before, kept for callers that schedule without a Topology.
 
 Hostname anti-affinity is what makes "each pod needs its own node" workloads, which matter most
 against small reservations (the seeds' 10,000 pods against a 1-instance reservation). The check
@@ -10,7 +15,7 @@ so a rejection stays valid for the rest of a scheduling run (the scheduler relie
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol
+from typing import Callable, Iterable, Mapping, Protocol
 
 from .labels import HOSTNAME
 from .requirements import Requirements
@@ -26,27 +31,76 @@ class LabelSelector:
         return self.requirements.matches_labels(labels)
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # every namespace carries it
+
+
+def namespace_labels_by_name(namespace: str) -> Mapping[str, str]:
+    return {NAMESPACE_NAME_LABEL: namespace}
+
+
 @dataclass(frozen=True, slots=True)
 class AffinityTerm:
-    """One pod (anti-)affinity term. `namespaces` None means every namespace (a
-    `namespaceSelector` is taken to select all namespaces: the world carries no Namespace
-    objects, and for anti-affinity the wider reading is the safe one). A term without a
-    labelSelector selects no pod, as in Kubernetes."""
+    """One pod (anti-)affinity term. The namespaces it looks at are `namespaces` plus those its
+    `namespace_selector` selects (as Kubernetes: the pod's own namespace when neither is given;
+    an empty selector selects every namespace). `namespaces` None means every namespace. A term
+    without a labelSelector selects no pod, as in Kubernetes."""
 
     selector: LabelSelector | None
     namespaces: frozenset[str] | None
     topology_key: str
+    namespace_selector: LabelSelector | None = None
 
-    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+    def selects(self, namespace: str, labels: Mapping[str, str],
+                namespace_labels: Callable[[str], Mapping[str, str]] = namespace_labels_by_name) -> bool:
         if self.selector is None:
             return False
-        if self.namespaces is not None and namespace not in self.namespaces:
+        if not self.covers(namespace, namespace_labels):
             return False
         return self.selector.matches(labels)
+
+    def covers(self, namespace: str,
+               namespace_labels: Callable[[str], Mapping[str, str]] = namespace_labels_by_name) -> bool:
+        """Whether the term looks at pods of this namespace."""
+        if self.namespaces is None or namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels(namespace))
 
     @property
     def per_node(self) -> bool:
         return self.topology_key == HOSTNAME
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    """A preferredDuringScheduling pod (anti-)affinity term."""
+
+    weight: int
+    term: AffinityTerm
+
+
+# whenUnsatisfiable
+DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
+# nodeAffinityPolicy / nodeTaintsPolicy
+HONOR, IGNORE = "Honor", "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """One topologySpreadConstraint. `selector` already includes the pod's values for its
+    `matchLabelKeys`. ScheduleAnyway constraints are preferences (relaxed when the pod cannot be
+    placed); DoNotSchedule ones are required."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = HONOR
+    node_taints_policy: str = IGNORE
+
+    @property
+    def required(self) -> bool:
+        return self.when_unsatisfiable == DO_NOT_SCHEDULE
 
 
 class AffinityPod(Protocol):

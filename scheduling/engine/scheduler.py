@@ -47,7 +47,9 @@ lets a lower NodePool take it.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left, insort
 from collections import deque
+from heapq import merge
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -56,6 +58,8 @@ from .instancetypes import InstanceType
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import LIMITS, NO_INSTANCE_TYPE, PAID_ONLY, ExistingNode, NodeClaim, PoolTemplate, Proposal, Rejection
 from .quantities import ResourceList, format_resource
+from .repack import repack, repack_groups
+from .topology import Attempt, Topology, single_value
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes generateName's alphabet
 
@@ -78,6 +82,7 @@ class Results:
     failures: list[Failure]
     ledger: ReservationLedger
     limits: dict[str, "PoolLimits"] = field(default_factory=dict)
+    topology: Topology | None = None
 
 
 class PoolLimits:
@@ -116,15 +121,20 @@ class _Memo:
     """Per pod signature: targets known not to take such a pod, for the rest of the run, and
     claims that refused it for want of a free reservation unit (until the ledger frees one)."""
 
-    __slots__ = ("nodes", "claims", "seen", "pools", "blocked", "pools_blocked")
+    __slots__ = ("nodes", "claims", "refused", "seen", "pools", "blocked", "pools_blocked")
 
     def __init__(self, nodes: list[ExistingNode]):
         self.nodes = nodes
-        self.claims: list[NodeClaim] = []
+        self.claims: list[NodeClaim] = []  # claims not known to refuse (in creation order)
+        self.refused: set[int] = set()  # seqs of the claims known to refuse
         self.seen = 0
         self.pools: dict[str, Rejection] = {}
         self.blocked: dict[int, int] = {}  # claim seq -> ledger.releases when it refused
         self.pools_blocked: dict[str, tuple[int, Rejection]] = {}  # the same for new claims
+
+
+def _order_key(claim: NodeClaim) -> tuple[int, int]:
+    return (len(claim.pods), claim.seq)
 
 
 class ClaimNamer:
@@ -148,7 +158,8 @@ class ClaimNamer:
 class Scheduler:
     def __init__(self, templates: list[PoolTemplate], existing: list[ExistingNode], ledger: ReservationLedger,
                  mode: ReservedMode = ReservedMode.STRICT, limits: dict[str, PoolLimits] | None = None,
-                 taken_names: Iterable[str] = (), node_order: Callable[[Pod], list[ExistingNode]] | None = None):
+                 taken_names: Iterable[str] = (), node_order: Callable[[Pod], list[ExistingNode]] | None = None,
+                 topology: Topology | None = None, namespaces: dict[str, dict[str, str]] | None = None):
         self.templates = sorted(templates, key=lambda t: t.pool.order_key())
         self.existing = sorted(existing, key=lambda n: (not n.node.ready, n.name))
         self.ledger = ledger
@@ -162,82 +173,113 @@ class Scheduler:
         # Optional: the existing nodes (in self.existing order) that may take a pod of this pod's
         # signature, leaving out nodes known to refuse it (consolidation caches that across runs).
         self._node_order = node_order
+        # Pod topology (spread, pod affinity): built by `solve` from its pods unless given.
+        self.topology = topology
+        self.namespaces = namespaces or {}
+        # Every claim as (pod count, seq, claim), ascending: the order claims are tried in.
+        self._order: list[tuple[int, int, NodeClaim]] = []
+        # The same entries per topology key and domain (None: claims not pinned to one domain),
+        # so that a pod that only some domains allow is tried on claims in those domains only.
+        self._by_domain: dict[str, dict[str | None, list[tuple[int, int, NodeClaim]]]] = {}
+        self._by_name: dict[str, NodeClaim] = {}
 
     def solve(self, pods: Iterable[Pod]) -> Results:
+        pods = list(pods)
+        if self.topology is None:
+            self.topology = Topology(self.templates, self.existing, pods, self.namespaces)
+        self._by_domain = {key: {} for key in self.topology.indexed_keys()}
         queue = deque(sorted(pods, key=Pod.sort_key))
         last_length: dict[str, int] = {}
         rejections: dict[str, list[tuple[PoolTemplate, Rejection]]] = {}
         while queue and last_length.get(queue[0].key) != len(queue):
             pod = queue.popleft()
             outcome = self._place(pod)
+            # Preferences give way one at a time, as upstream's preferences.Relax, but never to
+            # reserved capacity that this run's claims hold (the pod is deferred instead).
+            while outcome is not None and pod.can_relax() and not any(r.reserved_held for _, r in outcome):
+                pod = pod.relax()
+                outcome = self._place(pod)
             if outcome is not None:
                 rejections[pod.key] = outcome
                 queue.append(pod)
                 last_length[pod.key] = len(queue)
+        self._repack()
         self._hand_out_free_units()
         failures = [Failure(pod, rejections[pod.key]) for pod in sorted(queue, key=Pod.sort_key)]
-        return Results(self.claims, self.bindings, failures, self.ledger, self.limits)
+        return Results(self.claims, self.bindings, failures, self.ledger, self.limits, self.topology)
 
     # placing one pod ----------------------------------------------------------------------------
 
     def _place(self, pod: Pod) -> list[tuple[PoolTemplate, Rejection]] | None:
-        memo = self._memos.get(pod.signature)
+        # Pods that fit the same places share a memo: equal requests, node requirements,
+        # tolerations and topology terms (labels matter only through the groups that count them).
+        info = self.topology.info(pod)
+        memo = self._memos.get(info.fit_key)
         if memo is None:
-            memo = self._memos[pod.signature] = _Memo(self.existing if self._node_order is None else self._node_order(pod))
-        if self._place_on_existing(pod, memo):
+            memo = self._memos[info.fit_key] = _Memo(self.existing if self._node_order is None else self._node_order(pod))
+        attempt = self.topology.attempt(pod, info)
+        if self._place_on_existing(pod, memo, attempt):
             return None
-        placed = self._place_on_claim(pod, memo)
+        placed = self._place_on_claim(pod, memo, attempt)
         if placed is True:
             return None
         if placed is not None:
             # Only a paid claim that must grow would take the pod: a free reserved unit is better.
-            if not self._open_reserved_claim(pod, memo):
+            if not self._open_reserved_claim(pod, memo, attempt):
                 claim, proposal = placed
-                claim.commit(pod, proposal, self.ledger)
-                self._track_limits(claim)
+                self._commit(claim, pod, proposal)
             return None
         rejections = []
         for template in self.templates:
-            rejection = self._open_claim(template, pod, memo)
+            rejection = self._open_claim(template, pod, memo, attempt)
             if rejection is None:
                 return None
             rejections.append((template, rejection))
         return rejections
 
-    def _place_on_existing(self, pod: Pod, memo: _Memo) -> bool:
+    def _place_on_existing(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
         refused = set()
         placed = False
         for node in memo.nodes:
-            if node.fit(pod) is None:
+            rejection = node.fit(pod, attempt)
+            if rejection is None:
                 node.commit(pod)
                 self.bindings[pod.key] = node.name
+                self.topology.record_node(pod, node, self.topology.info(pod))
                 placed = True
                 break
-            refused.add(node.seq)
+            if rejection.permanent:
+                refused.add(node.seq)
         if refused:
             memo.nodes = [n for n in memo.nodes if n.seq not in refused]
         return placed
 
-    def _place_on_claim(self, pod: Pod, memo: _Memo) -> bool | tuple[NodeClaim, Proposal] | None:
+    def _place_on_claim(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool | tuple[NodeClaim, Proposal] | None:
         """True when placed; else the first paid claim that would take the pod by growing into a
-        pricier instance (the caller prefers a free reserved unit to that), or None."""
-        memo.claims.extend(self.claims[memo.seen:])
-        memo.seen = len(self.claims)
+        pricier instance (the caller prefers a free reserved unit to that), or None.
+
+        Claims are tried fewest pods first (upstream). A memo that many claims refuse sorts its few
+        remaining candidates; otherwise the scheduler's standing order is walked, skipping refusals."""
+        if memo.seen < len(self.claims):
+            memo.claims.extend(self.claims[memo.seen:])
+            memo.seen = len(self.claims)
+        if not memo.claims:
+            return None
+        candidates = self._candidates(memo, attempt)
         avoid_growth = self.ledger.any_free()
         releases = self.ledger.releases
         blocked = memo.blocked
         refused = set()
         placed: bool | tuple[NodeClaim, Proposal] | None = None
-        for claim in sorted(memo.claims, key=lambda c: (len(c.pods), c.seq)):
-            if blocked.get(claim.seq) == releases:
+        for claim in candidates:
+            if blocked and blocked.get(claim.seq) == releases:
                 continue
-            outcome = claim.fit(pod, self.ledger, self.mode)
+            outcome = claim.fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
                 if avoid_growth and claim.grows_paid_launch(outcome):
                     placed = placed or (claim, outcome)
                     continue
-                claim.commit(pod, outcome, self.ledger)
-                self._track_limits(claim)
+                self._commit(claim, pod, outcome)  # changes self._order: stop walking it
                 placed = True
                 break
             if outcome.permanent:
@@ -245,20 +287,66 @@ class Scheduler:
             elif outcome.until_release:
                 blocked[claim.seq] = releases
         if refused:
+            memo.refused |= refused
             memo.claims = [c for c in memo.claims if c.seq not in refused]
         return placed
 
-    def _open_reserved_claim(self, pod: Pod, memo: _Memo) -> bool:
+    def _candidates(self, memo: _Memo, attempt: Attempt | None):
+        """The claims to try, fewest pods first, leaving out those known to refuse: a memo that
+        many claims refuse sorts its few remaining ones; a pod that its topology confines to some
+        domains (or, for hostname pod affinity, to some nodes) walks the claims of those only;
+        otherwise the standing order is walked."""
+        refused = memo.refused
+        if len(memo.claims) * 4 <= len(self._order):
+            return sorted(memo.claims, key=_order_key)
+        if attempt is not None:
+            hosts = attempt.host_hint() if attempt.host else None
+            if hosts is not None:
+                found = (self._by_name.get(h) for h in hosts)
+                return sorted((c for c in found if c is not None and c.seq not in refused), key=_order_key)
+            hint = attempt.scan_hint() if attempt.keys else None
+            if hint is not None and hint[0] in self._by_domain:
+                lists = self._by_domain[hint[0]]
+                parts = [lists[d] for d in hint[1] if d in lists]
+                if None in lists:
+                    parts.append(lists[None])
+                return (c for _, seq, c in merge(*parts) if seq not in refused)
+        return (c for _, seq, c in self._order if seq not in refused)
+
+    def _commit(self, claim: NodeClaim, pod: Pod, proposal: Proposal, name: str | None = None) -> None:
+        """Add the pod to the claim (a new one when `name` is given) and keep the claim order
+        (and its per-domain copies), the topology counts and the NodePool limits up to date."""
+        order = self._order
+        old = (len(claim.pods), claim.seq)
+        domains = [(key, single_value(claim.requirements.get(key))) for key in self._by_domain] if name is None else ()
+        if name is None:
+            del order[bisect_left(order, old)]
+            for key, domain in domains:
+                entries = self._by_domain[key][domain]
+                del entries[bisect_left(entries, old)]
+        claim.commit(pod, proposal, self.ledger, name=name)
+        if name is not None:
+            self.claims.append(claim)
+            self._by_name[claim.name] = claim
+        entry = (len(claim.pods), claim.seq, claim)
+        insort(order, entry)
+        for key, lists in self._by_domain.items():
+            insort(lists.setdefault(single_value(claim.requirements.get(key)), []), entry)
+        self.topology.record_claim(pod, claim)
+        self._track_limits(claim)
+
+    def _open_reserved_claim(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
         """Open a new claim for the pod only if the first NodePool that takes it gives it a unit."""
         for template in self.templates:
-            rejection = self._open_claim(template, pod, memo, reserved_only=True)
+            rejection = self._open_claim(template, pod, memo, attempt, reserved_only=True)
             if rejection is None:
                 return True
             if rejection.kind == PAID_ONLY:
                 return False
         return False
 
-    def _open_claim(self, template: PoolTemplate, pod: Pod, memo: _Memo, reserved_only: bool = False) -> Rejection | None:
+    def _open_claim(self, template: PoolTemplate, pod: Pod, memo: _Memo, attempt: Attempt | None,
+                    reserved_only: bool = False) -> Rejection | None:
         known = memo.pools.get(template.name)
         if known is not None:
             return known
@@ -270,10 +358,10 @@ class Scheduler:
             return rejection
         instance_types, limited = self._within_limits(template)
         claim = NodeClaim(template, instance_types, self._seq)
-        outcome = claim.fit(pod, self.ledger, self.mode)
+        outcome = claim.fit(pod, self.ledger, self.mode, attempt)
         if isinstance(outcome, Rejection):
             if limited and outcome.kind == NO_INSTANCE_TYPE:
-                outcome = self._limits_or(template, pod, outcome)
+                outcome = self._limits_or(template, pod, outcome, attempt)
             if outcome.permanent:
                 memo.pools[template.name] = outcome
             elif outcome.until_release and not limited:  # limits may loosen as claims narrow
@@ -282,29 +370,50 @@ class Scheduler:
         if reserved_only and outcome.hold is None:
             return Rejection("the new claim would launch on-demand or spot", permanent=False, kind=PAID_ONLY)
         self._seq += 1
-        claim.commit(pod, outcome, self.ledger, name=self.namer.next(template.name))
-        self.claims.append(claim)
-        self._track_limits(claim)
+        self._commit(claim, pod, outcome, name=self.namer.next(template.name))
         return None
 
-    def _limits_or(self, template: PoolTemplate, pod: Pod, rejection: Rejection) -> Rejection:
+    def _limits_or(self, template: PoolTemplate, pod: Pod, rejection: Rejection, attempt: Attempt | None) -> Rejection:
         """Blame the NodePool limits only if the pod would fit without them."""
-        unlimited = NodeClaim(template, template.instance_types, self._seq).fit(pod, self.ledger, self.mode)
+        unlimited = NodeClaim(template, template.mask, self._seq).fit(pod, self.ledger, self.mode, attempt)
         if isinstance(unlimited, Rejection) and unlimited.permanent:
             return unlimited
         return Rejection(self.limits[template.name].message(template.instance_types), permanent=False, kind=LIMITS)
 
-    def _within_limits(self, template: PoolTemplate) -> tuple[list[InstanceType], bool]:
+    def _within_limits(self, template: PoolTemplate) -> tuple[int, bool]:
+        """The template's instance types (as a mask) that fit within the NodePool's limits."""
         limits = self.limits.get(template.name)
         if limits is None:
-            return template.instance_types, False
+            return template.mask, False
         allowed = [it for it in template.instance_types if limits.allows(it)]
-        return allowed, len(allowed) != len(template.instance_types)
+        return template.catalog.mask_of(allowed), len(allowed) != len(template.instance_types)
 
     def _track_limits(self, claim: NodeClaim) -> None:
         limits = self.limits.get(claim.template.name)
         if limits is not None:
             limits.track(claim)
+
+    def _repack(self) -> None:
+        """Claims whose pods are free to move are packed again when that launches cheaper
+        (repack.py: first-fit decreasing leaves CPU-heavy and memory-heavy claims behind)."""
+        limited = set(self.limits)
+        for group in repack_groups(self.claims, self.topology, limited):
+            new = repack(group, self.ledger, self.mode, self.topology, self.namer.next, self._next_seq)
+            if new is None:
+                continue
+            old = {claim.seq for claim in group}
+            self.claims = [c for c in self.claims if c.seq not in old] + new
+        self._order = sorted((len(c.pods), c.seq, c) for c in self.claims)
+        self._by_name = {c.name: c for c in self.claims}
+        for key in self._by_domain:
+            lists: dict[str | None, list] = {}
+            for entry in self._order:
+                lists.setdefault(single_value(entry[2].requirements.get(key)), []).append(entry)
+            self._by_domain[key] = lists
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq - 1
 
     def _hand_out_free_units(self) -> None:
         """Units freed by swaps go to claims that hold none (oldest claim first)."""

@@ -20,7 +20,9 @@ from .instances import parse_instances
 from .instancetypes import InstanceType, Offering
 from .labels import ARCH, DEFAULT_ARCH, DEFAULT_OS, INSTANCE_TYPE, NODE_NAME_FIELD, ON_DEMAND, OS, SPOT
 from .overhead import KubeletConfig, allocatable
-from .podaffinity import AffinityTerm, LabelSelector
+from .podaffinity import (
+    DO_NOT_SCHEDULE, HONOR, IGNORE, NAMESPACE_NAME_LABEL, SCHEDULE_ANYWAY, AffinityTerm, LabelSelector, SpreadConstraint, WeightedTerm,
+)
 from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, ResourceList, parse_decimal, parse_resource
 from .requirements import IN, NOT_IN, Requirement, RequirementError, Requirements
 from .reservations import CapacityReservation
@@ -33,6 +35,7 @@ RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+MAX_MIN_VALUES = 50  # the NodePool CRD's bound
 
 
 def _show(value: Any) -> str:
@@ -209,6 +212,7 @@ class _Reader:
         world.daemon_sets = self.collect(data.get("daemonSets"), "daemonSets", self.daemon_set, "DaemonSet",
                                          key=lambda d: (d.namespace, d.name))
         world.pods = [p for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]
+        world.namespaces = self.namespaces(data.get("namespaces"))
         return world
 
     def collect(self, value: Any, path: str, parse: Callable, what: str, key: Callable = lambda o: o.name) -> list:
@@ -384,7 +388,9 @@ class _Reader:
             key = self.string(entry, "key", item_path, required=True)
             operator = self.string(entry, "operator", item_path, required=True)
             values = self.string_list(entry.get("values"), f"{item_path}.values")
-            min_values = self.integer(entry, "minValues", item_path, minimum=1)
+            min_values = self.integer(entry, "minValues", item_path, minimum=1, maximum=MAX_MIN_VALUES)
+            if min_values is not None and operator == IN and len(values) < min_values:
+                self.problem(f"{item_path}.minValues", f"{min_values} is more than the {len(values)} value(s) listed")
             if field_selector and key is not None and key != NODE_NAME_FIELD:
                 self.problem(f"{item_path}.key", f'"{key}": matchFields supports only {NODE_NAME_FIELD}')
                 continue
@@ -418,6 +424,17 @@ class _Reader:
             elif key and effect:
                 result.append(Taint(key, self.string(entry, "value", item_path, default=""), effect))
         return tuple(result)
+
+    def namespaces(self, value: Any) -> dict[str, dict[str, str]]:
+        """Optional v1 Namespace objects: their labels, for namespaceSelectors. A namespace that is
+        not listed has just its `kubernetes.io/metadata.name` label."""
+        result = {}
+        for path, item in self.items(value, "namespaces"):
+            meta, name = self.metadata(self.mapping(item, path), path)
+            if name and self.unique(set(result), name, f"{path}.metadata.name", f"namespace {name}"):
+                result[name] = {**self.string_map(meta.get("labels"), f"{path}.metadata.labels"),
+                                NAMESPACE_NAME_LABEL: name}
+        return result
 
     # nodes ---------------------------------------------------------------------------------------
 
@@ -486,16 +503,26 @@ class _Reader:
         namespace = self.string(meta, "namespace", f"{path}.metadata", default="default") or "default"
         requests = self.pod_requests(spec, f"{path}.spec")
         affinity = self.mapping(spec.get("affinity"), f"{path}.spec.affinity")
+        labels = self.string_map(meta.get("labels"), f"{path}.metadata.labels")
+        pod_affinity = self.pod_affinity(affinity.get("podAffinity"), namespace, labels, f"{path}.spec.affinity.podAffinity")
+        anti_affinity = self.pod_affinity(affinity.get("podAntiAffinity"), namespace, labels,
+                                          f"{path}.spec.affinity.podAntiAffinity")
         pod = dict(
             requests=requests,
             uid=self.string(meta, "uid", f"{path}.metadata", default=""),
             created=self.time(meta, "creationTimestamp", f"{path}.metadata"),
-            labels=self.string_map(meta.get("labels"), f"{path}.metadata.labels"),
+            labels=labels,
             node_selector=Requirements.from_labels(self.string_map(spec.get("nodeSelector"), f"{path}.spec.nodeSelector")),
             affinity_terms=self.node_affinity(affinity.get("nodeAffinity"), f"{path}.spec.affinity.nodeAffinity"),
+            preferred_node_terms=self.preferred_node_affinity(affinity.get("nodeAffinity"),
+                                                              f"{path}.spec.affinity.nodeAffinity"),
             tolerations=self.tolerations(spec.get("tolerations"), f"{path}.spec.tolerations"),
-            anti_affinity=self.anti_affinity(affinity.get("podAntiAffinity"), namespace,
-                                             f"{path}.spec.affinity.podAntiAffinity"),
+            anti_affinity=anti_affinity[0],
+            preferred_anti_affinity=anti_affinity[1],
+            affinity=pod_affinity[0],
+            preferred_affinity=pod_affinity[1],
+            spread=self.spread_constraints(spec.get("topologySpreadConstraints"), labels,
+                                           f"{path}.spec.topologySpreadConstraints"),
         )
         return Pod(namespace, name, **pod) if name else None
 
@@ -561,18 +588,96 @@ class _Reader:
             ))
         return tuple(result)
 
-    def anti_affinity(self, value: Any, namespace: str, path: str) -> tuple[AffinityTerm, ...]:
-        required = self.mapping(value, path).get("requiredDuringSchedulingIgnoredDuringExecution")
-        terms = []
-        for item_path, item in self.items(required, f"{path}.requiredDuringSchedulingIgnoredDuringExecution"):
+    def pod_affinity(self, value: Any, namespace: str, labels: dict[str, str],
+                     path: str) -> tuple[tuple[AffinityTerm, ...], tuple[WeightedTerm, ...]]:
+        """A podAffinity or podAntiAffinity: its required terms and its weighted preferred terms."""
+        spec = self.mapping(value, path)
+        required_path = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
+        required = [self.affinity_term(item, namespace, labels, item_path)
+                    for item_path, item in self.items(spec.get("requiredDuringSchedulingIgnoredDuringExecution"), required_path)]
+        preferred = []
+        preferred_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+        for item_path, item in self.items(spec.get("preferredDuringSchedulingIgnoredDuringExecution"), preferred_path):
             entry = self.mapping(item, item_path)
-            topology_key = self.string(entry, "topologyKey", item_path, required=True)
-            namespaces = self.string_list(entry.get("namespaces"), f"{item_path}.namespaces")
-            scope = None if entry.get("namespaceSelector") is not None else frozenset(namespaces or [namespace])
-            selector = self.label_selector(entry.get("labelSelector"), f"{item_path}.labelSelector")
-            if topology_key:
-                terms.append(AffinityTerm(selector, scope, topology_key))
+            weight = self.integer(entry, "weight", item_path, required=True, minimum=1, maximum=100)
+            term = self.affinity_term(entry.get("podAffinityTerm"), namespace, labels, f"{item_path}.podAffinityTerm")
+            if weight is not None and term is not None:
+                preferred.append(WeightedTerm(weight, term))
+        return tuple(t for t in required if t is not None), tuple(preferred)
+
+    def affinity_term(self, value: Any, namespace: str, labels: dict[str, str], path: str) -> AffinityTerm | None:
+        """One PodAffinityTerm. Namespaces: those listed plus those the namespaceSelector selects;
+        the pod's own namespace when neither is given."""
+        entry = self.mapping(value, path, required=True)
+        topology_key = self.string(entry, "topologyKey", path, required=True)
+        namespaces = self.string_list(entry.get("namespaces"), f"{path}.namespaces")
+        namespace_selector = self.label_selector(entry.get("namespaceSelector"), f"{path}.namespaceSelector")
+        scope = frozenset(namespaces) if namespace_selector is not None else frozenset(namespaces or [namespace])
+        selector = self.label_selector(entry.get("labelSelector"), f"{path}.labelSelector")
+        selector = self.label_keys(selector, entry, labels, path, mismatch=True)
+        return AffinityTerm(selector, scope, topology_key, namespace_selector) if topology_key else None
+
+    def label_keys(self, selector: LabelSelector | None, entry: dict, labels: dict[str, str], path: str,
+                   mismatch: bool = False) -> LabelSelector | None:
+        """`matchLabelKeys` (and `mismatchLabelKeys`): the pod's own values for those keys, ANDed
+        into the selector as `key In [value]` (`key NotIn [value]`); keys the pod lacks are ignored."""
+        extra = []
+        for field_name, operator in (("matchLabelKeys", IN), ("mismatchLabelKeys", NOT_IN))[:2 if mismatch else 1]:
+            for key in self.string_list(entry.get(field_name), f"{path}.{field_name}"):
+                if key in labels:
+                    extra.append(Requirement.of(key, operator, [labels[key]]))
+        if not extra:
+            return selector
+        if selector is None:
+            self.problem(f"{path}.labelSelector", "is required with matchLabelKeys or mismatchLabelKeys")
+            return None
+        return LabelSelector(selector.requirements.intersect(extra))
+
+    def preferred_node_affinity(self, value: Any, path: str) -> tuple[tuple[int, Requirements], ...]:
+        """preferredDuringSchedulingIgnoredDuringExecution: (weight, term) pairs. A term without
+        expressions matches every node, so it is no preference at all and is left out."""
+        preferred_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
+        terms = []
+        for item_path, item in self.items(self.mapping(value, path).get("preferredDuringSchedulingIgnoredDuringExecution"),
+                                          preferred_path):
+            entry = self.mapping(item, item_path)
+            weight = self.integer(entry, "weight", item_path, required=True, minimum=1, maximum=100)
+            preference = self.mapping(entry.get("preference"), f"{item_path}.preference", required=True)
+            term = Requirements(
+                self.requirements(preference.get("matchExpressions"), f"{item_path}.preference.matchExpressions")
+                + self.requirements(preference.get("matchFields"), f"{item_path}.preference.matchFields", field_selector=True)
+            )
+            if weight is not None and len(term):
+                terms.append((weight, term))
         return tuple(terms)
+
+    def spread_constraints(self, value: Any, labels: dict[str, str], path: str) -> tuple[SpreadConstraint, ...]:
+        constraints = []
+        for item_path, item in self.items(value, path):
+            entry = self.mapping(item, item_path)
+            max_skew = self.integer(entry, "maxSkew", item_path, required=True, minimum=1)
+            topology_key = self.string(entry, "topologyKey", item_path, required=True)
+            when = self.string(entry, "whenUnsatisfiable", item_path, required=True)
+            if when is not None and when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+                self.problem(f"{item_path}.whenUnsatisfiable", f'"{when}" is not one of {DO_NOT_SCHEDULE}, {SCHEDULE_ANYWAY}')
+                when = None
+            min_domains = self.integer(entry, "minDomains", item_path, minimum=1)
+            if min_domains is not None and when == SCHEDULE_ANYWAY:
+                self.problem(f"{item_path}.minDomains", f"requires whenUnsatisfiable {DO_NOT_SCHEDULE}")
+            policies = {}
+            for field_name, default in (("nodeAffinityPolicy", HONOR), ("nodeTaintsPolicy", IGNORE)):
+                policy = self.string(entry, field_name, item_path, default=default)
+                if policy not in (HONOR, IGNORE):
+                    self.problem(f"{item_path}.{field_name}", f'"{policy}" is not one of {HONOR}, {IGNORE}')
+                    policy = default
+                policies[field_name] = policy
+            selector = self.label_keys(self.label_selector(entry.get("labelSelector"), f"{item_path}.labelSelector"),
+                                       entry, labels, item_path)
+            if max_skew is not None and topology_key and when is not None:
+                constraints.append(SpreadConstraint(max_skew, topology_key, when, selector,
+                                                    min_domains if when == DO_NOT_SCHEDULE else None,
+                                                    policies["nodeAffinityPolicy"], policies["nodeTaintsPolicy"]))
+        return tuple(constraints)
 
     def label_selector(self, value: Any, path: str) -> LabelSelector | None:
         if value is None:
