@@ -13,6 +13,8 @@ from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block
 # AWS Health warns when a reservation stays under this utilization for 24 hours.
 LOW_UTILIZATION_THRESHOLD = 0.20
 LOW_UTILIZATION_WINDOW = datetime.timedelta(hours=24)
+# A capacity block still running instances this close to its end is an alarm: drain has not emptied it.
+BLOCK_ALARM_LEAD = datetime.timedelta(minutes=45)
 
 
 class CapacityReservationQuerySet(models.QuerySet):
@@ -140,6 +142,12 @@ class CapacityReservation(models.Model):
         # Samples come once per sync; allow one missed sample at the window's start.
         covered = since is not None and now - since >= LOW_UTILIZATION_WINDOW - datetime.timedelta(hours=1)
         return covered and average is not None and average < LOW_UTILIZATION_THRESHOLD
+
+    def block_alarm(self, running_instances: int, now=None) -> bool:
+        """True when a capacity block still has running instances 45 minutes (or less) before its end."""
+        now = now or timezone.now()
+        return bool(self.is_capacity_block and self.end_date and running_instances
+                    and now >= self.end_date - BLOCK_ALARM_LEAD)
 
     def is_usable(self, now=None) -> bool:
         now = now or timezone.now()

@@ -35,7 +35,9 @@ class KarpwebCollector:
                                       "List price of the reservation's idle instances, per hour.", labels=labels)
         drain = GaugeMetricFamily("karpweb_capacity_block_seconds_to_drain",
                                   "Seconds until karpweb drains the block's nodes (negative: draining).", labels=labels)
-        reservations = list(CapacityReservation.objects.usable(now))
+        alarm = GaugeMetricFamily("karpweb_capacity_block_running_near_end",
+                                  "1 when a capacity block still runs instances 45 minutes or less before its end.", labels=labels)
+        reservations = list(CapacityReservation.objects.usable(now).annotate(node_count=Count("nodes")))
         prices = on_demand_prices({r.instance_type for r in reservations})
         for r in reservations:
             values = [r.reservation_id, r.instance_type, r.availability_zone, r.reservation_type]
@@ -47,7 +49,8 @@ class KarpwebCollector:
                 idle_cost.add_metric(values, cost)
             if r.timing:
                 drain.add_metric(values, r.timing.seconds_until_drain(now))
-        yield from (used, available, total, idle_cost, drain)
+                alarm.add_metric(values, int(r.block_alarm(r.node_count, now)))
+        yield from (used, available, total, idle_cost, drain, alarm)
 
     def decisions(self):
         decided = CounterMetricFamily("karpweb_decisions", "Decisions recorded, by kind and outcome.", labels=["kind", "outcome"])

@@ -38,6 +38,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         prices = on_demand_prices({r.instance_type for r in reservations})
         idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
         pools = list(NodePool.objects.order_by("-weight", "name"))
+        drains = upcoming_capacity_blocks(now)
         context.update(
             now=now,
             used=sum(r.used_instance_count for r in reservations),
@@ -46,7 +47,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             idle_cost=sum(cost for cost in idle_costs if cost),
             unpriced=sum(1 for cost in idle_costs if cost is None),
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
-            drains=upcoming_capacity_blocks(now)[:5],
+            drains=drains[:5],
+            block_alarms=[block for block, _timing in drains if block.block_alarm(len(block.nodes.all()), now)],
             pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),

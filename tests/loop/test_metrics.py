@@ -41,3 +41,13 @@ def test_metrics_token(client, settings):
     assert scrape(client)[0] == 401
     assert scrape(client, HTTP_AUTHORIZATION="Bearer wrong")[0] == 401
     assert scrape(client, HTTP_AUTHORIZATION="Bearer s3cret")[0] == 200
+
+
+def test_block_alarm_metric(client):
+    from tests.factories.scheduling import NodeFactory
+
+    now = timezone.now()
+    block = CapacityReservationFactory(reservation_id="cr-0late", capacity_block=True, end_date=now + datetime.timedelta(minutes=30))
+    NodeFactory(reservation=block)
+    body = scrape(client)[1]
+    assert 'karpweb_capacity_block_running_near_end{availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0late",reservation_type="capacity-block"} 1.0' in body

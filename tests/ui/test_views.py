@@ -197,3 +197,15 @@ def test_detail_query_counts_do_not_grow(viewer_client, demo_world):
         NodeFactory(reservation=reservation, node_pool=NodePool.objects.get(name="web"))
     after = [query_count(viewer_client, url) for url in urls]
     assert after == before
+
+
+def test_overview_alarms_a_block_still_running_45_minutes_before_its_end(viewer_client, db):
+    import time_machine
+
+    now = timezone.now()
+    block = CapacityReservationFactory(reservation_id="cr-0late", capacity_block=True, end_date=now + datetime.timedelta(minutes=50))
+    NodeFactory(reservation=block, reservation_label=block.reservation_id)
+    assert "block-alarms" not in viewer_client.get(reverse("scheduling:overview")).content.decode()
+    with time_machine.travel(now + datetime.timedelta(minutes=5, seconds=1)):
+        page = viewer_client.get(reverse("scheduling:overview")).content.decode()
+    assert "block-alarms" in page and "cr-0late" in page
