@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Iterable
@@ -70,7 +71,7 @@ from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, NodeClaim, PoolTemplate, Proposal
 from .planning import Plan
-from .quantities import ResourceList
+from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
 from .scheduler import PoolLimits, Results, Scheduler
 
@@ -237,6 +238,13 @@ def last_pod_event(node: Node, pods: list[Pod]) -> datetime | None:
     return node.created
 
 
+def _topology_terms(pod: Pod) -> bool:
+    """Whether the pod has pod (anti-)affinity or topology spread terms (the attributes that
+    topology.py reads; `getattr` so that this also reads worlds from before those existed)."""
+    return any(getattr(pod, name, ()) for name in (
+        "anti_affinity", "affinity", "spread", "preferred_affinity", "preferred_anti_affinity"))
+
+
 def do_not_disrupt(annotations: dict[str, str]) -> bool:
     return annotations.get(DO_NOT_DISRUPT) == "true"
 
@@ -274,7 +282,10 @@ class ClusterState:
         self.taken = set(self.by_name) | {claim.name for claim in plan.claims}
         self.used = self._pool_usage()
         self.acceptors: dict[tuple, list[SimNode]] = {}
-        self._bounds: dict[tuple, list[tuple[float, str | None]]] = {}
+        self._weeded: dict[tuple, int] = {}  # signature -> `removals` when its list was last weeded
+        self.removals = 0
+        self._by_cpu: tuple[list[int], list[SimNode]] | None = None
+        self.topology_free = not any(_topology_terms(p) for p in self.world.pods)
         # Provisioning's bindings (pods bound to a node left out, e.g. one draining, are `orphans`)
         # and its claims.
         self.orphans: list[Pod] = []
@@ -329,36 +340,54 @@ class ClusterState:
         sim.alive = False
         sim.receives = False
         self.nodes.remove(sim)
+        self.removals += 1
 
     # simulation ---------------------------------------------------------------------------------
 
     def receivers(self, pod: Pod) -> list[SimNode]:
-        """Ready nodes that could take a pod of this signature (computed on first use)."""
+        """Ready nodes that could take a pod of this signature, in scheduling order (computed on
+        first use). Only nodes with the CPU to spare are looked at: an index by spare CPU, built
+        once, may be stale, but nodes only lose room, so it still lists every node with enough."""
         found = self.acceptors.get(pod.signature)
         if found is None:
-            found = self.acceptors[pod.signature] = [
-                n for n in self.nodes if n.receives and n.node.ready and n.fit(pod) is None]
+            if self._by_cpu is None:
+                ready = [n for n in self.nodes if n.alive and n.receives and n.node.ready]
+                ready.sort(key=lambda n: n.available.get(CPU, 0))
+                self._by_cpu = ([n.available.get(CPU, 0) for n in ready], ready)
+            spare, ready = self._by_cpu
+            roomy = ready[bisect_left(spare, pod.requests.get(CPU, 0)):]
+            found = [n for n in roomy if n.alive and n.fit(pod) is None]
+            found.sort(key=lambda n: (not n.node.ready, n.name))
+            self.acceptors[pod.signature] = found
+            self._weeded[pod.signature] = self.removals
         return found
 
     def limits(self) -> dict[str, PoolLimits]:
         return {t.name: PoolLimits(t.pool.limits, self.used.get(t.name, ResourceList()))
                 for t in self.templates if t.pool.limits is not None}
 
-    def simulate(self, pods: list[Pod], exclude: set[str], *, moved: bool = True) -> Simulation:
-        """Schedule `pods` on the cluster without the `exclude`d nodes (in fallback reserved
-        mode). Moved pods only go to Ready nodes that take moved pods; other pods (pending ones,
-        those of draining nodes) may go to any node, as provisioning would place them."""
-        existing = [n for n in self.nodes if n.name not in exclude]
+    def simulate(self, pods: list[Pod], leaving: list[SimNode] = (), *, moved: bool = True) -> Simulation:
+        """Schedule `pods` on the cluster without the `leaving` nodes (in fallback reserved mode).
+        Moved pods only go to Ready nodes that take moved pods; other pods (pending ones, those
+        of draining nodes) may go to any node, as provisioning would place them.
+
+        The leaving nodes stay in the node lists but have no room while the simulation runs. In a
+        cluster without pod topology terms (spread, pod affinity or anti-affinity) the scheduler
+        is given no existing nodes at all, only, per pod, the nodes that could take it: nothing
+        else would read them, and a thousand nodes cost more to hand over than to schedule on."""
+        journal = _Journal()
+        for sim in leaving:
+            journal.save(sim)
+            sim.available = ResourceList()  # every pod requests `pods: 1`: nothing fits
         order = None
+        existing = [n for n in self.nodes if n.available]
         if moved:
             for pod in pods:
                 self.receivers(pod)
-            acceptors = self.acceptors
-
-            def order(pod: Pod) -> list[ExistingNode]:
-                return [n for n in acceptors[pod.signature] if n.alive and n.name not in exclude]
+            order = self._order
+            if self.topology_free:
+                existing = []
         ledger = self.ledger.copy()
-        journal = _Journal()
         SimNode.journal = journal
         try:
             scheduler = Scheduler(self.templates, existing, ledger, ReservedMode.FALLBACK, self.limits(),
@@ -367,6 +396,15 @@ class ClusterState:
         finally:
             SimNode.journal = None
         return Simulation(results, journal, ledger)
+
+    def _order(self, pod: Pod) -> list[ExistingNode]:
+        """The scheduler's hook: the nodes that could take this pod (dead ones weeded out lazily)."""
+        signature = pod.signature
+        found = self.acceptors[signature]
+        if self._weeded.get(signature) != self.removals:
+            found = self.acceptors[signature] = [n for n in found if n.alive]
+            self._weeded[signature] = self.removals
+        return list(found)
 
     def accept(self, simulation: Simulation | None, removed: list[SimNode], claims: list[FinalClaim]) -> None:
         """Keep what a simulation did: its pods stay where it put them, `removed` go, `claims`
@@ -383,36 +421,33 @@ class ClusterState:
             self._add_claim_node(final)
         self._sort()
 
-    # lower bounds for pruning ---------------------------------------------------------------------
+    # a lower bound for pruning ------------------------------------------------------------------
 
-    def cheapest_host(self, pod: Pod, reserved_only: bool) -> float:
-        """The cheapest offering any NodePool could launch for this pod alone: a lower bound on the
-        price of any new claim that takes it."""
-        entries = self._bounds.get(pod.signature)
-        if entries is None:
-            entries = self._bounds[pod.signature] = self._host_prices(pod)
+    def cheapest_claim(self, pods: list[Pod], reserved_only: bool) -> float:
+        """A lower bound on the launch price of ONE new claim that takes all `pods`: the cheapest
+        available offering of any instance type that some NodePool could launch for them together
+        (inf when none can). The reservation ledger is the cluster's."""
         best = math.inf
-        for price, rid in entries:
-            if price < best and (rid is not None or not reserved_only) and (rid is None or self.ledger.remaining(rid) > 0):
-                best = price
-        return best
-
-    def _host_prices(self, pod: Pod) -> list[tuple[float, str | None]]:
-        entries: list[tuple[float, str | None]] = []
-        empty = ReservationLedger()
         for template in self.templates:
             if template.problem is not None or template.catalog is None:
                 continue
-            outcome = NodeClaim(template, template.instance_types, -1).fit(pod, empty, ReservedMode.FALLBACK)
-            if not isinstance(outcome, Proposal):
-                continue
-            view = template.catalog.view(outcome.requirements)
-            for it in outcome.instance_types:
-                if it.name in view.open_price:
-                    entries.append((view.open_price[it.name], None))
-                for offering in view.reserved.get(it.name, ()):
-                    entries.append((offering.price, offering.reservation.id))
-        return entries
+            claim = NodeClaim(template, template.instance_types, -1)
+            ledger = self.ledger.copy()
+            for index, pod in enumerate(pods):
+                outcome = claim.fit(pod, ledger, ReservedMode.FALLBACK)
+                if not isinstance(outcome, Proposal):
+                    break
+                claim.commit(pod, outcome, ledger, name="lower-bound" if index == 0 else None)
+            else:
+                for it in claim.instance_types:
+                    for offering in _offers(it, claim.requirements):
+                        if offering.reserved:
+                            if self.ledger.remaining(offering.reservation.id) <= 0:
+                                continue
+                        elif reserved_only:
+                            continue
+                        best = min(best, offering.price)
+        return best
 
 
 # pricing a replacement ---------------------------------------------------------------------------
@@ -541,11 +576,13 @@ class Consolidator:
 
     # running a command --------------------------------------------------------------------------
 
-    def compute(self, candidates: list[Candidate], kind: str) -> tuple[Command | None, Simulation]:
+    def compute(self, candidates: list[Candidate], kind: str) -> tuple[Command | None, Simulation | None]:
         """Simulate removing the candidates; the simulation is left applied for the caller to
-        accept or undo."""
+        accept or undo (None when a cheap check showed that no simulation is needed)."""
+        if self._cannot_work(candidates):
+            return None, None
         pods = [p for c in candidates for p in c.pods]
-        simulation = self.state.simulate(pods, {c.name for c in candidates})
+        simulation = self.state.simulate(pods, [c.sim for c in candidates])
         results = simulation.results
         if results.failures:
             return None, simulation
@@ -583,7 +620,7 @@ class Consolidator:
         for c, rid, message in entries:
             if not self.budgets.allows(c.pool, REASON_DRIFTED):
                 continue
-            simulation = self.state.simulate(c.pods, {c.name})
+            simulation = self.state.simulate(c.pods, [c.sim])
             results = simulation.results
             if results.failures:
                 simulation.undo()
@@ -624,7 +661,8 @@ class Consolidator:
         while low <= high:
             mid = (low + high) // 2
             command, simulation = self.compute(usable[:mid + 1], MULTI)
-            simulation.undo()
+            if simulation is not None:
+                simulation.undo()
             if command is not None:
                 best, low = mid, mid + 1
             else:
@@ -633,17 +671,19 @@ class Consolidator:
             return
         command, simulation = self.compute(usable[:best + 1], MULTI)
         if command is None:  # cannot happen: the same simulation on the same cluster
-            simulation.undo()
+            if simulation is not None:
+                simulation.undo()
             return
         self.accept(command, simulation)
 
     def single_node(self) -> None:
         for c in self._single_order(self._underutilized()):
-            if not self.budgets.allows(c.pool, REASON_UNDERUTILIZED) or self._cannot_work(c):
+            if not self.budgets.allows(c.pool, REASON_UNDERUTILIZED):
                 continue
             command, simulation = self.compute([c], SINGLE)
             if command is None:
-                simulation.undo()
+                if simulation is not None:
+                    simulation.undo()
                 continue
             self.accept(command, simulation)
             return
@@ -663,17 +703,19 @@ class Consolidator:
             ordered += [q[index] for q in queues if index < len(q)]
         return ordered
 
-    def _cannot_work(self, c: Candidate) -> bool:
-        """Cheap necessary conditions, checked before simulating: a pod that no other Ready node
-        could take needs a new claim, and that claim costs at least the cheapest launch that fits
-        the pod alone; if that is not below the node's price, nothing can come of it."""
+    def _cannot_work(self, candidates: list[Candidate]) -> bool:
+        """A cheap necessary condition, checked before simulating. Pods that no Ready node outside
+        the candidates could take need a new claim, one claim for all of them (more is no
+        consolidation), and that claim costs at least the cheapest launch that fits them
+        together: if that is not below the candidates' price, nothing can come of it."""
         state = self.state
-        for pod in c.pods:
-            if any(n is not c.sim and n.alive for n in state.receivers(pod)):
-                continue
-            if state.cheapest_host(pod, reserved_only=c.reserved) >= c.price:
-                return True
-        return False
+        leaving = {id(c.sim) for c in candidates}
+        homeless = [p for c in candidates for p in c.pods
+                    if not any(id(n) not in leaving and n.alive for n in state.receivers(p))]
+        if not homeless:
+            return False
+        price = sum(c.price for c in candidates)
+        return state.cheapest_claim(homeless, reserved_only=all(c.reserved for c in candidates)) >= price
 
 
 # budgets -----------------------------------------------------------------------------------------

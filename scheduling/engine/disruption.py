@@ -65,7 +65,7 @@ def lifecycle(plan: Plan) -> Lifecycle:
     displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
     displaced += state.orphans + [f.pod for f in plan.results.failures]
     if displaced:
-        baseline = state.simulate(displaced, set(), moved=False)
+        baseline = state.simulate(displaced, moved=False)
         state.accept(baseline, [], [finalize(claim) for claim in baseline.results.claims])
 
     budgets = Budgets(world.node_pools, world.nodes, now, disrupted=[e.node for e in expiring if e.node.name in due])
