@@ -145,6 +145,7 @@ class PoolTemplate:
             self.instance_types = catalog.types(self.mask)
         # NodePool requirements with minValues: (key, how many distinct values a claim must keep).
         self.min_values = [(req.key, req.min_values) for req in self.requirements if req.min_values]
+        self.min_value_keys = frozenset(key for key, _ in self.min_values)
         self._toleration_cache: dict[tuple, Taint | None] = {}
 
     def untolerated(self, pod: Pod) -> Taint | None:
@@ -233,19 +234,23 @@ class NodeClaim:
         requirements = self.requirements.intersect(alternative)
         transient = False  # narrowed by topology counts that may still change
         if attempt is not None and attempt.keys:
-            requirements, transient = attempt.apply(requirements, catalog, fits, self.hold)
+            requirements, transient = attempt.apply(requirements, catalog, fits, self.hold, self.template.min_value_keys)
             if isinstance(requirements, Rejection):
                 return requirements
         mask = fits if requirements is self.requirements else fits & catalog.view(requirements).mask
         if not mask:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE, permanent=not transient)
-        if self.template.min_values:
-            problem = self._min_values(requirements, mask)
-            if problem is not None:
-                return Rejection(problem, kind=MIN_VALUES, permanent=not transient)
         hold = self._choose_reservation(requirements, requests, mask, ledger, mode)
         if isinstance(hold, Rejection):
             return hold
+        if hold is None and self.template.min_values:
+            # A reserved claim launches its reservation's type: minValues bind on-demand and spot.
+            problem = self._min_values(requirements, mask)
+            if problem is not None:
+                # A reservation unit freed later would make the claim reserved, and minValues moot.
+                later = self.template.allows_reserved()
+                return Rejection(problem, kind=MIN_VALUES, permanent=not (transient or later),
+                                 until_release=later and not transient)
         if hold is not None and mode is ReservedMode.STRICT:
             # A strict claim never gives its unit up, so only types with reservations stay options.
             mask &= catalog.view(requirements).reserved_mask

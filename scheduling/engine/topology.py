@@ -129,13 +129,14 @@ class PodInfo:
 class Rule:
     """The domains one topology key allows for a pod right now."""
 
-    __slots__ = ("allowed", "forbidden", "weights", "pin", "transient", "why")
+    __slots__ = ("allowed", "forbidden", "weights", "pin", "counted", "transient", "why")
 
     def __init__(self) -> None:
         self.allowed: set[str] | None = None  # None: any
         self.forbidden: set[str] = set()
         self.weights: dict[str, int] | None = None  # spread counts, for choosing a domain
-        self.pin = False  # the claim must end up in one domain
+        self.pin = False  # the claim must end up in one domain (spread, affinity seed)
+        self.counted = False  # a group counts the pod: pin the claim so that the count is exact
         self.transient = False  # the answer may change as pods are placed
         self.why: list[str] = []
 
@@ -224,26 +225,29 @@ class Attempt:
                 return Rejection(rule.message(key, {value}), permanent=False)
         return None
 
-    def apply(self, requirements: Requirements, catalog: "Catalog", mask: int, hold: "Offering | None"):
+    def apply(self, requirements: Requirements, catalog: "Catalog", mask: int, hold: "Offering | None",
+              min_value_keys: frozenset[str] = frozenset()):
         """The claim's requirements narrowed to the domains allowed (one domain where the pod
-        must be pinned), or a Rejection. Returns (requirements, transient)."""
+        must be pinned), or a Rejection. Returns (requirements, transient). A pod that is only
+        counted does not pin a key the NodePool wants minValues of (it stays uncounted there,
+        as upstream counts it)."""
         from .nodeclaim import Rejection
         transient = False
         for key, rule in self.keys.items():
             req = requirements.get(key)
             candidates = self.topology.candidates(key, req, catalog)
-            if candidates is None:  # the node claim cannot carry this label at all
+            if not candidates:  # the node claim cannot carry this label at all
                 if rule.allowed is not None:
                     return Rejection(rule.message(key, set()), permanent=not rule.transient), False
-                continue
+                continue  # no domain: nothing to count or to keep away from
             ok = candidates if rule.allowed is None else candidates & rule.allowed
             if rule.forbidden:
                 ok = ok - rule.forbidden
             if not ok:
                 return Rejection(rule.message(key, candidates), permanent=not rule.transient), False
-            if rule.pin or len(ok) == 1:
-                if len(candidates) == 1:
-                    continue
+            if rule.pin or len(ok) == 1 or (rule.counted and key not in min_value_keys):
+                if single_value(req) is not None:
+                    continue  # already pinned
                 domain = self._choose(key, ok, rule, requirements, catalog, mask, hold)
                 narrowed = Requirement.single(key, domain)
             elif len(ok) < len(candidates):
@@ -515,7 +519,7 @@ class Topology:
             rule = attempt.keys.get(key)
             if rule is None:
                 rule = attempt.keys[key] = Rule()
-            rule.pin = True
+            rule.counted = True
         return attempt
 
     def _spread_rule(self, group: Group, selfish: bool, pod: "Pod", rule: Rule) -> None:

@@ -1,0 +1,39 @@
+"""The benchmark at a tiny size: its table is consistent (no timing assertions)."""
+
+from collections import Counter
+
+from scheduling import bench
+from scheduling.bench.__main__ import main
+
+
+def test_the_diverse_pods_are_upstreams_mix():
+    pods = bench.diverse_pods(103)
+    groups = Counter(p["metadata"]["name"].rsplit("-", 1)[0] for p in pods)
+    assert groups == {"generic": 23, "zonal-spread": 20, "hostname-spread": 20, "zonal-affinity": 20,
+                      "hostname-anti-affinity": 20}
+    assert pods == bench.diverse_pods(103)  # seeded
+    types = bench.instance_types()
+    assert len(types) == 400 and types[9]["cpu"] == 10 and types[9]["memory"] == "20Gi" and types[9]["pods"] == 100
+    assert {o["capacityType"] for o in types[0]["offerings"] if o["zone"] == "test-zone-3"} == {"on-demand"}
+    prices = [t["offerings"][0]["price"] for t in types]
+    assert prices == sorted(prices) and len(set(prices)) == 400
+
+
+def test_every_pod_is_placed_or_reported_and_cost_is_at_least_the_bound():
+    for reserved in (0, 5):
+        run = bench.benchmark(250, repeat=1, memory=True, reserved=reserved)
+        assert run.placed + run.unplaced == 250
+        assert run.nodes > 0 and run.peak_bytes > 0
+        if reserved:
+            assert 0 < run.reserved_used <= run.reserved_usable
+        else:
+            assert run.cost >= run.bound > 0
+            assert run.generic_cost >= run.generic_bound > 0
+
+
+def test_the_command_prints_its_tables(capsys):
+    assert main(["--sizes", "100,200", "--repeat", "1", "--reservations", "3", "--no-consolidation"]) == 0
+    out = capsys.readouterr().out
+    assert "pods/s best" in out and "generic cost/bound" in out and "reserved units used / usable" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith(("100 ", "200 "))]
+    assert len(rows) == 4
