@@ -480,8 +480,10 @@ def price_replacement(final: FinalClaim, candidates: list[Candidate], *, multi: 
             return None  # a reserved node is never replaced by paid capacity
         options = [(it, offers) for it in claim.instance_types if (offers := _offers(it, requirements))]
     capacity = requirements.get(CAPACITY_TYPE)
-    has_spot = any(o.capacity_type == SPOT for _, offers in options for o in offers)
-    if claim.hold is None and has_spot and all(c.capacity_type == SPOT for c in candidates):
+    allows_spot = capacity is None or capacity.has(SPOT)
+    if claim.hold is None and allows_spot and all(c.capacity_type == SPOT for c in candidates):
+        # Upstream: spot nodes whose replacement may be spot take the spot-to-spot path, even
+        # when an on-demand launch would be cheaper.
         if not spot_to_spot:
             return None
         requirements = requirements.intersect([Requirement.single(CAPACITY_TYPE, SPOT)])

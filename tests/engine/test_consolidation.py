@@ -317,18 +317,40 @@ def test_kept_idle_reserved_node_still_takes_pods_moved_off_paid_nodes():
 
 
 def test_successive_decisions_never_count_on_the_same_room():
-    """Two light nodes, one big node with room for just one of them: only one may go."""
-    nodes = [knode("big", "m5.xlarge", cpu="4", memory="16Gi"), knode("l1", "m5.large"), knode("l2", "m5.large")]
-    pods = [bound("a", "big", "2500m"), bound("b", "l1", "1"), bound("c", "l2", "1")]
-    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
-    deleted = [n for d in consolidations(decisions) if d["action"] == "delete" for n in d["nodes"]]
-    assert len(deleted) <= 1 or decisions["disruptions"][1]["action"] == "replace"
-    result = lifecycle(plan(parse_world(world(instance_types=[M5L, M5XL], node_classes=CLASSES,
-                                              node_pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)],
+    """Multi-node consolidation moves a1's and a2's pods into big's spare 1.5 CPU. Single-node then
+    sees big with 0.5 CPU left, so c (1.5 CPU) stays: on the cluster as it was, c could have gone."""
+    nodes = [knode("a1", "m5.large"), knode("a2", "m5.large"), knode("big", "m5.xlarge", cpu="4", memory="16Gi"),
+             knode("c", "m5.large")]
+    pods = [bound("p1", "a1", "500m"), bound("p2", "a2", "500m"), bound("b", "big", "2500m"), bound("q", "c", "1500m")]
+    pools = [dpool(capacity_types=["on-demand"], budgets=ALL_IN)]
+    decisions = run(nodes, pods, pools=pools)
+    assert summary(decisions) == [("delete", ["a1", "a2"], None, None, None)]
+    alone = run([n for n in nodes if n["metadata"]["name"] in ("big", "c")],
+                [p for p in pods if p["spec"]["nodeName"] in ("big", "c")], pools=pools)
+    assert summary(alone) == [("delete", ["c"], None, None, None)]
+    result = lifecycle(plan(parse_world(world(instance_types=[M5L, M5XL], node_classes=CLASSES, node_pools=pools,
                                               nodes=nodes, pods=pods))))
-    state = result.state
-    for sim in state.nodes:
-        assert sim.available.get("cpu", 0) >= 0
+    big = result.state.by_name["big"]
+    assert sorted(p.name for p in big.pods) == ["b", "p1", "p2"] and big.available["cpu"] == 500
+
+
+def test_multi_node_looks_at_no_more_than_100_nodes():
+    nodes = [knode(f"n{i:03d}", "m5.large") for i in range(130)] + [knode("host", "m5.xlarge", cpu="400", memory="160Gi")]
+    pods = [bound(f"p{i:03d}", f"n{i:03d}", "100m") for i in range(130)] + [bound("h", "host", "1")]
+    decisions = run(nodes, pods, pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    multi, single = consolidations(decisions)
+    assert multi["consolidationType"] == "multi" and len(multi["nodes"]) == 100
+    assert single["consolidationType"] == "single" and len(single["nodes"]) == 1
+
+
+def test_spot_nodes_do_not_fall_back_to_cheaper_on_demand_without_the_gate():
+    """Upstream: spot candidates whose replacement may be spot take the spot-to-spot path, so a
+    cheaper on-demand type does not replace them either."""
+    od_small = instance_type("od-small", "2", "8Gi", od=0.01)
+    types = [od_small, instance_type("s-big", "8", "32Gi", od=0.4, spot=0.2)]
+    decisions = run([knode("n1", "s-big", cpu="8", memory="32Gi", capacity="spot")], [bound("a", "n1", "1")],
+                    types=types, pools=[dpool(capacity_types=["spot", "on-demand"], budgets=ALL_IN)])
+    assert consolidations(decisions) == []
 
 
 def test_output_is_deterministic():
