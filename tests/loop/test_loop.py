@@ -20,6 +20,13 @@ def run(task):
     return task.delay().get(timeout=WAIT)
 
 
+def launched():
+    """Instances the loop launched (the demo seeds the simulated EC2 with its own nodes' instances,
+    whose client tokens are the seeded claims' names)."""
+    seeded = NodeClaim.objects.exclude(labels__has_key=provisioning.PROVISIONER_LABEL).values("name")
+    return SimulatedInstance.objects.exclude(client_token__in=seeded)
+
+
 def reserved_in_use():
     return {r.reservation_id: r.used_instance_count for r in CapacityReservation.objects.all()}
 
@@ -36,7 +43,7 @@ def test_each_task_end_to_end(demo, celery_worker, settings):
     # Every launched claim has its instance and its registered node; reserved launches took units.
     for claim in NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL):
         assert claim.provider_id and hasattr(claim, "node")
-    launched_reserved = SimulatedInstance.objects.filter(capacity_type="reserved").count()
+    launched_reserved = launched().filter(capacity_type="reserved").count()
     assert sum(reserved_in_use().values()) == sum(before.values()) + launched_reserved
     assert launched_reserved > 0, "the demo's pending pods should fill free reserved capacity first"
     runs = TaskRun.objects.filter(status="succeeded")
@@ -50,7 +57,7 @@ def test_observe_mode_acts_on_nothing(demo, celery_worker, settings):
     claims, pods = NodeClaim.objects.count(), Pod.objects.filter(node_name="").count()
     counts = run(tasks.provision)
     assert counts["claims_planned"] > 0 and counts["launched"] == 0
-    assert NodeClaim.objects.count() == claims and not SimulatedInstance.objects.exists()
+    assert NodeClaim.objects.count() == claims and not launched().exists()
     assert Pod.objects.filter(node_name="").count() == pods
     assert set(Decision.objects.filter(kind="launch").values_list("outcome", flat=True)) == {"recommended"}
     assert run(tasks.provision)["decisions_recorded"] == 0, "the same recommendation is not logged twice"
@@ -60,7 +67,7 @@ def test_nodepool_override_wins_over_the_global_mode(demo, celery_worker, settin
     settings.KARPWEB_MODE = "observe"
     NodePool.objects.filter(name="gpu-reserved").update(mode="control")
     run(tasks.provision)
-    assert set(SimulatedInstance.objects.values_list("instance_type", flat=True)) == {"p5.48xlarge"}
+    assert set(launched().values_list("instance_type", flat=True)) == {"p5.48xlarge"}
     assert Decision.objects.get(kind="launch", node_pool__name="gpu-reserved").outcome == "acted"
 
 
@@ -69,8 +76,8 @@ def test_feature_gate_off_launches_nothing_reserved(demo, celery_worker, setting
     settings.KARPWEB_FEATURE_RESERVED_CAPACITY = False
     run(tasks.sync_kubernetes)
     run(tasks.provision)
-    assert SimulatedInstance.objects.exists()
-    assert not SimulatedInstance.objects.filter(capacity_type="reserved").exists()
+    assert launched().exists()
+    assert not launched().filter(capacity_type="reserved").exists()
     for claim in NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL):
         assert not any(key.startswith("karpenter.k8s.aws/capacity-reservation") for key in claim.labels)
 
@@ -98,10 +105,10 @@ def test_two_workers_started_together_launch_each_claim_once(demo, settings):
     assert not errors
     statuses = sorted(TaskRun.objects.filter(task="provision").values_list("status", flat=True))
     assert statuses in (["skipped", "succeeded"], ["succeeded", "succeeded"])
-    launched = SimulatedInstance.objects.count()
-    assert launched == NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL).count()
+    count = launched().count()
+    assert count == NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL).count()
     # Whatever ran second found the capacity already planned: no pod got two nodes.
-    assert launched == Decision.objects.filter(kind="launch", outcome="acted").count()
+    assert count == Decision.objects.filter(kind="launch", outcome="acted").count()
 
 
 def test_killed_between_launch_and_record_relaunches_the_same_instance(demo, celery_worker, settings, monkeypatch):
@@ -125,4 +132,4 @@ def test_killed_between_launch_and_record_relaunches_the_same_instance(demo, cel
     first_claim = launches[0]
     assert launches.count(first_claim) == 2, "the retry launched the recorded claim again, with the same token"
     assert SimulatedInstance.objects.filter(client_token=first_claim).count() == 1
-    assert SimulatedInstance.objects.count() == len(set(launches))
+    assert launched().count() == len(set(launches))
