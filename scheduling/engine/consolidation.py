@@ -69,7 +69,7 @@ from .labels import (
 )
 from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
 from .ledger import ReservationLedger, ReservedMode
-from .nodeclaim import ExistingNode, NodeClaim, PoolTemplate, Proposal
+from .nodeclaim import ExistingNode, NodeClaim, Proposal
 from .planning import Plan
 from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
@@ -259,11 +259,9 @@ class ClusterState:
     signature keeps refusing it)."""
 
     def __init__(self, plan: Plan, nodes: list[Node]):
-        self.plan = plan
         self.world = plan.world
         self.now = plan.world.now
         self.templates = plan.templates
-        self.by_template = {t.name: t for t in plan.templates}
         self.ledger = plan.results.ledger.copy()
         self.world_pools = {p.name: p for p in self.world.node_pools}
         self.world_types = {it.name: it for it in self.world.instance_types}
