@@ -354,7 +354,14 @@ class ClusterState:
                 self._by_cpu = ([n.available.get(CPU, 0) for n in ready], ready)
             spare, ready = self._by_cpu
             roomy = ready[bisect_left(spare, pod.requests.get(CPU, 0)):]
-            found = [n for n in roomy if n.alive and n.fit(pod) is None]
+            if not pod.anti_affinity and all(not len(alt) for alt in pod.alternatives):
+                # Nothing but room can stop such a pod on an untainted node none of whose pods
+                # repel others: skip the full check there.
+                requests = pod.requests
+                found = [n for n in roomy if n.alive and (
+                    requests.fits(n.available) if not n.taints and not n.anti_pods else n.fit(pod) is None)]
+            else:
+                found = [n for n in roomy if n.alive and n.fit(pod) is None]
             found.sort(key=lambda n: (not n.node.ready, n.name))
             self.acceptors[pod.signature] = found
             self._weeded[pod.signature] = self.removals
