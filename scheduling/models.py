@@ -278,6 +278,7 @@ class Decision(models.Model):
 
     class Outcome(models.TextChoices):
         RECOMMENDED = "recommended", "recommended (observe mode)"
+        SCHEDULED = "scheduled", "scheduled (control mode, not due yet)"
         ACTED = "acted"
         FAILED = "failed"
         SKIPPED = "skipped"

@@ -63,6 +63,8 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None) -> dict:
             counts["acted" if outcome == Decision.Outcome.ACTED else "failed"] += 1
         elif drain_at is not None and drain_at > now:
             counts["waiting"] += 1
+            if decision.mode == Mode.CONTROL:
+                decision.outcome = Decision.Outcome.SCHEDULED
         pending.append(decision)
     counts["decisions_recorded"] = record(pending, now)
     return counts

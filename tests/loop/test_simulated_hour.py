@@ -88,5 +88,5 @@ def test_an_hour_of_blocks_ending_and_a_reservation_expiring(world):
     assert demoted.capacity_type == "on-demand"
     assert not any(label in demoted.labels for label in RESERVED_LABELS)
     assert demoted.labels["karpenter.sh/capacity-type"] == "on-demand"
-    waiting = Decision.objects.filter(kind=Decision.Kind.DRAIN, subject="node node-ultra", outcome="recommended").first()
+    waiting = Decision.objects.filter(kind=Decision.Kind.DRAIN, subject="node node-ultra", outcome="scheduled").first()
     assert waiting is not None and "drains at 12:30" in waiting.reason and "cr-0ultra ends at 13:40" in waiting.reason
