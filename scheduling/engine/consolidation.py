@@ -283,7 +283,6 @@ class ClusterState:
         self._weeded: dict[tuple, int] = {}  # signature -> `removals` when its list was last weeded
         self.removals = 0
         self._by_cpu: tuple[list[int], list[SimNode]] | None = None
-        self.topology_free = not any(_topology_terms(p) for p in self.world.pods)
         # Provisioning's bindings (pods bound to a node left out, e.g. one draining, are `orphans`)
         # and its claims.
         self.orphans: list[Pod] = []
@@ -376,10 +375,12 @@ class ClusterState:
         Moved pods only go to Ready nodes that take moved pods; other pods (pending ones, those
         of draining nodes) may go to any node, as provisioning would place them.
 
-        The leaving nodes stay in the node lists but have no room while the simulation runs. In a
-        cluster without pod topology terms (spread, pod affinity or anti-affinity) the scheduler
-        is given no existing nodes at all, only, per pod, the nodes that could take it: nothing
-        else would read them, and a thousand nodes cost more to hand over than to schedule on."""
+        The leaving nodes stay in the node lists but have no room while the simulation runs. The
+        scheduler gets, per pod, the nodes that could take it (`receivers`). When none of the
+        moved pods has pod topology terms (spread, pod affinity or anti-affinity), the only other
+        thing the existing nodes are read for is the required anti-affinity of the pods already
+        running (it can repel a moved pod from a whole domain), so only the nodes running such
+        pods are handed over: a thousand nodes cost more to hand over than to schedule on."""
         journal = _Journal()
         for sim in leaving:
             journal.save(sim)
@@ -390,8 +391,8 @@ class ClusterState:
             for pod in pods:
                 self.receivers(pod)
             order = self._order
-            if self.topology_free:
-                existing = []
+            if not any(_topology_terms(p) for p in pods):
+                existing = [n for n in existing if n.anti_pods]
         ledger = self.ledger.copy()
         SimNode.journal = journal
         try:

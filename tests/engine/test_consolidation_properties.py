@@ -74,6 +74,7 @@ def clusters(draw):
         nodes.append(knode(name, it["name"], cpu=str(it["cpu"]), memory=f"{it['cpu'] * 4}Gi", pods=it["pods"],
                            pool=draw(st.sampled_from([p["metadata"]["name"] for p in pools])), zone=zone,
                            capacity=capacity, reservation=rid))
+        solo_here = False
         for k in range(draw(st.integers(0, 4))):
             cpu, memory = draw(st.sampled_from(CPUS)), draw(st.sampled_from(MEMORIES))
             m_cpu, m_mem = parse_quantity(cpu, milli=True), parse_quantity(memory) // 2**20
@@ -82,8 +83,11 @@ def clusters(draw):
             cpu_left, memory_left, pods_left = cpu_left - m_cpu, memory_left - m_mem, pods_left - 1
             selector = {"topology.kubernetes.io/zone": zone} if draw(st.integers(0, 4)) == 0 else None
             annotations = {"karpenter.sh/do-not-disrupt": "true"} if draw(st.integers(0, 15)) == 0 else None
-            pods.append(bound(f"{name}-p{k}", name, cpu, memory, selector=selector, annotations=annotations,
-                              daemon=draw(st.integers(0, 6)) == 0))
+            solo = not solo_here and draw(st.integers(0, 4)) == 0  # at most one per node
+            solo_here = solo_here or solo
+            pods.append(bound(f"solo-{name}{k}" if solo else f"{name}-p{k}", name, cpu, memory, selector=selector,
+                              annotations=annotations, daemon=draw(st.integers(0, 6)) == 0 and not solo,
+                              anti_affinity=solo))
     doc = {"now": "2026-11-21T12:00:00Z", "featureGates": {"ReservedCapacity": True,
                                                             "SpotToSpotConsolidation": draw(st.booleans())},
            "instanceTypes": types, "capacityReservations": reservations,
@@ -196,6 +200,8 @@ def test_every_moved_pod_has_a_place(doc):
     for name in nodes:
         cpu, memory, count = allocatable[name]
         assert usage[(name, "cpu")] <= cpu and usage[(name, "memory")] <= memory and usage[(name, "pods")] <= count, name
+    solos = Counter(where for key, where in placed.items() if key.startswith("default/solo-"))
+    assert all(count == 1 for count in solos.values()), solos  # required hostname anti-affinity holds
 
 
 def _daemon(pod):
