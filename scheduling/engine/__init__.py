@@ -6,10 +6,12 @@ Entry points:
   parse_world(world_dict) -> World           WORLD.json -> engine objects (raises WorldError)
   plan(world, mode) -> Plan                  the provisioning plan as objects (claims, bindings, failures)
   capacity_block_timing(end, ultraserver)    drain / termination times of a Capacity Block
+  disruption.lifecycle(plan) -> Lifecycle    expiry, demotion, drift and consolidation as objects
 
 Modules: quantities, requirements, labels, taints, podaffinity, timeutil, capacityblocks,
 reservations, selectors, overhead, instancetypes, catalog, ledger, cluster, nodeclaim, scheduler,
-launch, explain, world, planning, decisions, simulate.
+launch, explain, world, planning, decisions, simulate; for disruption: budgets, instances,
+lifecycle, consolidation, disruption, consolidation_bench.
 """
 
 from .capacityblocks import CapacityBlockTiming, capacity_block_timing
