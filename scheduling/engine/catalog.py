@@ -19,7 +19,7 @@ from typing import Mapping
 
 from .instancetypes import InstanceType, Offering
 from .labels import CAPACITY_TYPE_PREFERENCE, OFFERING_LABELS, RESERVED, SPOT, WELL_KNOWN_LABELS
-from .requirements import Requirements
+from .requirements import Requirement, Requirements
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,8 @@ class CatalogView:
     offers_by_price: Mapping[str, tuple[tuple[float, str, str, int, Offering], ...]] = field(default_factory=dict)
     # (cheapest on-demand or spot price, name, index), cheapest first.
     open_order: tuple[tuple[float, str, int], ...] = ()
+    # Memo of answers per type mask (launch.py: options and launch of finalised claims).
+    memo: dict = field(default_factory=dict)
 
     def cheapest_open_price(self, mask: int) -> float:
         """The cheapest on-demand or spot launch among the types in `mask` (inf when none)."""
@@ -83,6 +85,7 @@ class Catalog:
             masks.reverse()
             self._thresholds[name] = (amounts, masks)
         self._label_masks: dict[str, dict[str, int]] = {}
+        self._pinned: dict[tuple, CatalogView] = {}
         self._types_cache: dict[int, list[InstanceType]] = {}
 
     # masks --------------------------------------------------------------------------------------
@@ -189,6 +192,21 @@ class Catalog:
             masks = self.view(requirements).offering_masks.get(key, {})
             return sum(1 for value_mask in masks.values() if value_mask & mask)
         return self.label_values(key, mask)
+
+    def launch_rank_in(self, requirements: Requirements, key: str, value: str, mask: int) -> int:
+        """`launch_rank` with `key` pinned to `value` (memoised per requirements and value)."""
+        memo_key = (requirements.restricted_key(self.relevant_keys), key, value)
+        view = self._pinned.get(memo_key)
+        if view is None:
+            view = self._pinned[memo_key] = self.view(requirements.intersect([Requirement.single(key, value)]))
+        mask &= view.mask
+        if not mask:
+            return 3
+        if mask & view.reserved_mask:
+            return CAPACITY_TYPE_PREFERENCE[RESERVED]
+        if mask & view.spot_mask:
+            return CAPACITY_TYPE_PREFERENCE[SPOT]
+        return 2
 
     def launch_rank(self, requirements: Requirements, mask: int) -> int:
         """How good a launch the types in `mask` get under `requirements`: 0 reserved, 1 spot,

@@ -45,15 +45,20 @@ def finalize(claim: NodeClaim) -> FinalClaim:
     view = catalog.view(requirements)
     mask = claim.mask & view.mask
     types = catalog.instance_types
-    options = []
-    for _, _, index in view.price_order:
-        if mask >> index & 1:
-            options.append(types[index])
-            if len(options) == MAX_INSTANCE_TYPES:
-                break
-    instance_type, offering = _launch(claim, view, mask, types)
+    memo = view.memo
+    if len(memo) > 4096:
+        memo.clear()
+    found = memo.get(mask)
+    if found is None:
+        # Claims often end with the same types (all those at least so large): answer once per mask.
+        bits = format(mask, f"0{len(types)}b")  # bit i is character len - 1 - i
+        last = len(types) - 1
+        options = [types[index] for _, _, index in view.price_order if bits[last - index] == "1"][:MAX_INSTANCE_TYPES]
+        found = memo[mask] = (options, None if claim.hold is not None else _launch(claim, view, mask, types))
+    options, launch = found
+    instance_type, offering = launch if launch is not None else _launch(claim, view, mask, types)
     labels = node_labels(claim, requirements, instance_type, offering)
-    return FinalClaim(claim, requirements, options, instance_type, offering, labels)
+    return FinalClaim(claim, requirements, list(options), instance_type, offering, labels)
 
 
 def launch_price(claim: NodeClaim) -> float:

@@ -245,7 +245,7 @@ class NodeClaim:
             return hold
         if hold is None and self.template.min_values:
             # A reserved claim launches its reservation's type: minValues bind on-demand and spot.
-            problem = self._min_values(requirements, mask)
+            problem = self._min_values(requirements, mask & catalog.view(requirements).open_mask)
             if problem is not None:
                 # A reservation unit freed later would make the claim reserved, and minValues moot.
                 later = self.template.allows_reserved()

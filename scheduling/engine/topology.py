@@ -271,7 +271,7 @@ class Attempt:
                 if hold is not None and hold.labels.get(key) == domain:
                     launch = -1
                 else:
-                    launch = catalog.launch_rank(requirements.intersect([Requirement.single(key, domain)]), mask)
+                    launch = catalog.launch_rank_in(requirements, key, domain, mask)
             return (launch >= 3, weights.get(domain, 0), launch, domain)
 
         return min(domains, key=rank)
@@ -300,6 +300,7 @@ class Topology:
         self._namespace_labels = dict(namespace_labels or {})
         self.groups: dict[tuple, Group] = {}
         self._infos: dict[tuple, PodInfo] = {}
+        self._by_pod: dict[int, tuple["Pod", PodInfo]] = {}
         self._selecting: dict[tuple, tuple[Group, ...]] = {}
         self._eligible: dict[tuple, frozenset[str]] = {}
         self.universe: dict[str, set[str]] = {}
@@ -350,6 +351,7 @@ class Topology:
             group = self.groups[identity] = make(len(self.groups))
             self._selecting.clear()  # a new group may select pods already looked at
             self._infos.clear()
+            self._by_pod.clear()
             if group.key != HOSTNAME and group.key not in self.universe:
                 self._domains_of(group.key)
         return group
@@ -384,9 +386,18 @@ class Topology:
         return found
 
     def info(self, pod: "Pod") -> PodInfo:
+        # By identity first (pods live through the run; hashing a signature is not free), then
+        # by signature, which pods that fit alike share.
+        seen = self._by_pod.get(id(pod))
+        if seen is not None and seen[0] is pod:
+            return seen[1]
         found = self._infos.get(pod.signature)
-        if found is not None:
-            return found
+        if found is None:
+            found = self._new_info(pod)
+        self._by_pod[id(pod)] = (pod, found)
+        return found
+
+    def _new_info(self, pod: "Pod") -> PodInfo:
         self._register(pod)  # a pod the run did not start with may bring new groups
         owned = []
         for constraint in pod.active_spread:
