@@ -193,10 +193,11 @@ def pod_object(p: Pod) -> dict:
         spec["nodeName"] = p.node_name
     else:
         spec.pop("nodeName", None)
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": _metadata(p.name, namespace=p.namespace, uid=p.uid, labels=p.labels, annotations=p.annotations,
-                              created=p.created_at),
-        "spec": spec,
-        "status": {"phase": p.phase},
-    }
+    if p.priority:
+        spec["priority"] = p.priority
+    metadata = _metadata(p.name, namespace=p.namespace, uid=p.uid, labels=p.labels, annotations=p.annotations,
+                         created=p.created_at)
+    if p.owner_kind:
+        # DaemonSet pods never move and do not keep a node from being empty.
+        metadata["ownerReferences"] = [{"kind": p.owner_kind, "name": p.owner_name, "controller": True}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": p.phase}}

@@ -17,6 +17,7 @@ from scheduling.world import current_world
 
 EXPIRY = "capacity-block-expiring"
 CONSOLIDATION = "consolidation"
+DRIFT = "drift"
 
 
 def engine_decisions(cloud, now) -> dict:
@@ -73,6 +74,8 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None) -> dict:
 def _kind(disruption: dict) -> str:
     if disruption["reason"] == EXPIRY:
         return Decision.Kind.DRAIN
+    if disruption["reason"] == DRIFT:
+        return Decision.Kind.DRIFT
     return Decision.Kind.CONSOLIDATE_REPLACE if disruption["action"] == "replace" else Decision.Kind.CONSOLIDATE_DELETE
 
 
@@ -84,6 +87,9 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
         ends = f" because capacity block {block.reservation_id} ends at {block.end_date:%H:%M}" if block and block.end_date else ""
         when = "drains now" if drain_at <= now else f"drains at {drain_at:%H:%M}"
         return f"node {names} {when}{ends} (EC2 reclaims it from {block.timing.termination_at:%H:%M})" if block and block.timing else f"node {names} {when}{ends}"
+    if disruption["reason"] == DRIFT:
+        action = "replace" if disruption["action"] == "replace" else "delete"
+        return f"drift ({disruption.get('driftReason', '')}): {action} {names}: {disruption.get('message', '')}"
     savings = disruption.get("savingsPerHour")
     saved = f", saving ${savings:.4f}/h at list price" if savings else ""
     if disruption["action"] == "replace":
@@ -112,12 +118,14 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
     """Launch the replacement first (if any), then drain and terminate; a drain that PDBs or
     do-not-disrupt pods hold is reported and tried again on the next run."""
     if disruption["action"] == "replace":
-        replacement = disruption["replacement"]
-        claim = {**replacement, "nodePool": replacement.get("nodePool") or (members[0].node_pool.name if members and members[0].node_pool else "")}
-        row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
-        launched = launch_claim(cloud, cluster, row)
-        if not launched.ok:
-            return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
+        # Drift may need several new nodes (`replacements`); consolidation needs exactly one.
+        for replacement in disruption.get("replacements") or [disruption["replacement"]]:
+            fallback_pool = members[0].node_pool.name if members and members[0].node_pool else ""
+            claim = {**replacement, "nodePool": replacement.get("nodePool") or fallback_pool}
+            row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
+            launched = launch_claim(cloud, cluster, row)
+            if not launched.ok:
+                return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
     problems = []
     for node in members:
         drained = cluster.drain(node.name, force=False, delete=True)
@@ -142,8 +150,8 @@ def demote(cloud, cluster, now=None) -> dict:
             kind=Decision.Kind.DEMOTE, subject=f"node {demotion['node']}", mode=effective_mode(pool), node_pool=pool,
             reservation=reservations.get(demotion["reservationID"]), details=demotion,
             objects_involved={"nodes": [demotion["node"]]},
-            reason=(f"node {demotion['node']} is no longer in reservation {demotion['reservationID']}"
-                    f"{_why_gone(reservations.get(demotion['reservationID']))}: relabelled {demotion['from']} -> "
+            reason=(f"node {demotion['node']} left reservation {demotion['reservationID'] or '(unlabelled)'}: "
+                    f"{demotion.get('reason', 'EC2 no longer holds it there')}; relabelled {demotion['from']} -> "
                     f"{demotion['to']}, every reservation label removed"),
         )
         if decision.mode == Mode.CONTROL and node is not None:
@@ -154,13 +162,3 @@ def demote(cloud, cluster, now=None) -> dict:
                 decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
         pending.append(decision)
     return {"demotions": len(decisions["demotions"]), "acted": acted, "decisions_recorded": record(pending, now)}
-
-
-def _why_gone(reservation) -> str:
-    if reservation is None:
-        return " (EC2 no longer lists it)"
-    if reservation.state != CapacityReservation.State.ACTIVE:
-        return f" (it is {reservation.state})"
-    if reservation.end_date and reservation.end_date <= timezone.now():
-        return f" (it ended at {reservation.end_date:%Y-%m-%d %H:%M})"
-    return " (the instance was moved out of it)"

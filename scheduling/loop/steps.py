@@ -66,7 +66,9 @@ def provision(now=None) -> dict:
 
 
 def consolidate(now=None) -> dict:
-    return disruption.act_on_disruptions(backends.cloud(), backends.cluster(), {disruption.CONSOLIDATION}, now)
+    """Consolidation and drift (a reserved node whose reservation its EC2NodeClass no longer selects)."""
+    return disruption.act_on_disruptions(backends.cloud(), backends.cluster(),
+                                         {disruption.CONSOLIDATION, disruption.DRIFT}, now)
 
 
 def expire_capacity_blocks(now=None) -> dict:

@@ -133,3 +133,17 @@ def test_killed_between_launch_and_record_relaunches_the_same_instance(demo, cel
     assert launches.count(first_claim) == 2, "the retry launched the recorded claim again, with the same token"
     assert SimulatedInstance.objects.filter(client_token=first_claim).count() == 1
     assert launched().count() == len(set(launches))
+
+
+def test_drift_when_the_node_class_no_longer_selects_the_reservation(demo, settings):
+    from reservations.models import EC2NodeClass
+    from reservations.status import refresh_node_class_status
+
+    settings.KARPWEB_MODE = "observe"
+    EC2NodeClass.objects.filter(name="default").update(capacity_reservation_selector_terms=[{"id": "cr-0a1b2c3d4e5f60002"}])
+    refresh_node_class_status()
+    steps.consolidate()
+    drift = Decision.objects.filter(kind="drift")
+    assert drift.exists()
+    assert all("CapacityReservationDrift" in d.reason and d.outcome == "recommended" for d in drift)
+    assert any("cr-0a1b2c3d4e5f60001" in d.reason or "cr-0a1b2c3d4e5f60003" in d.reason for d in drift)
