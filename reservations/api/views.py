@@ -70,7 +70,8 @@ def etag(node_class: EC2NodeClass) -> str:
 
 
 def if_match_versions(request) -> list[str] | None:
-    """The versions an If-Match header names (`*` kept as is); None without the header."""
+    """The versions an If-Match header names (`*` kept as is); None without the header. Tags may
+    be quoted (`"7"`, as the ETag is), weak (`W/"7"`) or bare (`7`); an empty header names none."""
     header = request.headers.get("If-Match")
     if header is None:
         return None
@@ -79,8 +80,9 @@ def if_match_versions(request) -> list[str] | None:
         tag = tag.strip()
         tag = tag[2:] if tag.startswith("W/") else tag
         if len(tag) >= 2 and tag[0] == tag[-1] == '"':
-            tag = tag[1:-1]
-        versions.append(tag)
+            versions.append(tag[1:-1])
+        elif tag:
+            versions.append(tag)
     return versions
 
 
@@ -150,9 +152,11 @@ class UtilizationSampleList(generics.ListAPIView):
 
 
 @extend_schema_view(
-    list=list_schema(EC2NodeClassSerializer, summary="List EC2NodeClasses"),
+    list=list_schema(EC2NodeClassSerializer, summary="List EC2NodeClasses",
+                     description="Selector terms, the reservations they select now, and conditions."),
     retrieve=extend_schema(
         summary="One EC2NodeClass", parameters=[ETAG_HEADER],
+        description="The ETag header carries the resourceVersion: send it back as If-Match to change the class.",
         responses={200: EC2NodeClassSerializer, **error_responses(401, 403, 404)},
     ),
 )
@@ -200,6 +204,8 @@ class EC2NodeClassViewSet(ReadOnlyViewSet):
         current = node_class.resource_version
         # Preconditions first (RFC 9110 §13.2.2): a stale If-Match fails before the body is looked at.
         versions = if_match_versions(request)
+        if versions == []:
+            raise PreconditionFailed(f"If-Match names no version: send the ETag of a GET, e.g. If-Match: {etag(node_class)}")
         if versions is not None and "*" not in versions and current not in versions:
             raise PreconditionFailed(stale_message(node_class, versions[0], "If-Match"))
         body = SelectorTermsWriteSerializer(data=request.data, partial=partial)

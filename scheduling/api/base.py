@@ -82,16 +82,22 @@ def error_responses(*codes: int) -> dict:
 DETAIL_ERRORS = (401, 403, 404)
 LIST_ERRORS = (400, 401, 403)  # 400: a filter value that is not valid
 
+LIST_DESCRIPTION = (
+    "Filter with the query parameters (the pages' filters), order with `ordering` (a listed field, `-` for "
+    "descending), page with `limit` (at most 1000) and `offset`."
+)
+
+
 def list_schema(serializer, *, summary, description=""):
     return extend_schema(
-        summary=summary, description=description,
+        summary=summary, description=f"{description} {LIST_DESCRIPTION}".strip(),
         responses={200: serializer(many=True), **error_responses(*LIST_ERRORS)},
     )
 
 
 def detail_schema(serializer, *, summary, description=""):
     return extend_schema(
-        summary=summary, description=description,
+        summary=summary, description=description or "Read-only; 404 when there is no such object.",
         responses={200: serializer, **error_responses(*DETAIL_ERRORS)},
     )
 

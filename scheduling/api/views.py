@@ -54,8 +54,9 @@ ID_IN_PATH = r"[0-9]+"
 
 
 @extend_schema_view(
-    list=list_schema(NodePoolSerializer, summary="List NodePools"),
-    retrieve=detail_schema(NodePoolSerializer, summary="One NodePool"),
+    list=list_schema(NodePoolSerializer, summary="List NodePools", description="Highest weight first, with their mode."),
+    retrieve=detail_schema(NodePoolSerializer, summary="One NodePool",
+                           description="`effectiveMode` is the mode the loop applies (the pool's, or the global one)."),
 )
 class NodePoolViewSet(ReadOnlyViewSet):
     """Read every NodePool; operators switch its mode (PATCH)."""

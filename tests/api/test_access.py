@@ -60,7 +60,8 @@ def call(client, method, url, body=None):
 
 
 @pytest.mark.parametrize("method,url,body", [("get", url, None) for url in READS] + WRITES + [SIMULATE])
-def test_anonymous_gets_401_json_not_a_login_redirect(anon, demo_world, method, url, body):
+def test_anonymous_gets_401_json_not_a_login_redirect(anon, db, method, url, body):
+    """Refused before any object is looked up: no data needed."""
     response = call(anon, method, url, body)
     assert response.status_code == 401
     assert response["Content-Type"] == "application/json"
@@ -77,7 +78,7 @@ def test_bad_or_revoked_token_gets_401(demo_world, viewer):
 
 
 @pytest.mark.parametrize("method,url,body", [("get", url, None) for url in READS] + WRITES + [SIMULATE])
-def test_user_without_a_role_gets_403(as_nobody, demo_world, method, url, body):
+def test_user_without_a_role_gets_403(as_nobody, method, url, body):
     response = call(as_nobody, method, url, body)
     assert response.status_code == 403
     assert response.json() == {"detail": "You need the viewer or operator role to use karpweb's API."}

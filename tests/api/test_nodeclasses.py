@@ -95,6 +95,14 @@ def test_stale_resource_version_field_is_409(as_operator, demo_world):
     assert node_class().capacity_reservation_selector_terms == ML
 
 
+def test_an_empty_if_match_is_no_version(as_operator, demo_world):
+    assert node_class().resource_version == "", "the demo world's classes start without a version"
+    response = patch(as_operator, {"capacityReservationSelectorTerms": ML}, **{"If-Match": " "})
+    assert response.status_code == 412
+    assert response.json() == {"detail": 'If-Match names no version: send the ETag of a GET, e.g. If-Match: ""'}
+    assert patch(as_operator, {"capacityReservationSelectorTerms": ML}, **{"If-Match": '""'}).status_code == 200
+
+
 def test_a_stale_if_match_fails_before_the_body_is_validated(as_operator, demo_world):
     response = patch(as_operator, {"capacityReservationSelectorTerms": "nonsense"}, **{"If-Match": '"999"'})
     assert response.status_code == 412

@@ -5,6 +5,8 @@ Runs in-process through Django's WSGI handler inside the test's transaction, as 
 writes are exercised too), on the demo world. The schema is the one /api/schema/ serves, generated
 here without a request so that it is ready at collection."""
 
+import functools
+
 import pytest
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
@@ -32,13 +34,18 @@ CHECKS = [
 ]
 
 
+@functools.cache
+def django_app():
+    return get_wsgi_application()
+
+
 def in_test_transaction(environ, start_response):
     """Django's WSGI handler, but (as Django's test client does) without letting the request
     signals close the connection the test's transaction runs on."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     try:
-        response = get_wsgi_application()(environ, start_response)
+        response = django_app()(environ, start_response)
         try:
             return [b"".join(response)]
         finally:
