@@ -48,6 +48,8 @@ class CatalogView:
     open_order: tuple[tuple[float, str, int], ...] = ()
     # Memo of answers per type mask (launch.py: options and launch of finalised claims).
     memo: dict = field(default_factory=dict)
+    # (index, reserved offerings) of every type with some, in `reserved` order.
+    reserved_by_index: tuple[tuple[int, tuple[Offering, ...]], ...] = ()
 
     def cheapest_open_price(self, mask: int) -> float:
         """The cheapest on-demand or spot launch among the types in `mask` (inf when none)."""
@@ -184,7 +186,8 @@ class Catalog:
         return CatalogView(frozenset(names), frozenset(open_price), reserved, open_price, mask, open_mask, spot_mask,
                            reserved_mask, offering_masks, tuple(sorted(price_order)),
                            {ct: tuple(sorted(offers, key=lambda e: e[:3])) for ct, offers in offers_by_price.items()},
-                           tuple(sorted(open_order)))
+                           tuple(sorted(open_order)),
+                           reserved_by_index=tuple((self.index[name], offers) for name, offers in reserved.items()))
 
     def value_count(self, key: str, mask: int, requirements: Requirements) -> int:
         """Distinct values of `key` the types in `mask` offer under `requirements` (minValues)."""

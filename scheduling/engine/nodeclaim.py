@@ -269,9 +269,12 @@ class NodeClaim:
     def _choose_reservation(self, requirements: Requirements, requests: ResourceList, mask: int,
                             ledger: ReservationLedger, mode: ReservedMode) -> Offering | None | Rejection:
         view = self.template.catalog.view(requirements)
+        hold = self.hold
+        if hold is not None and mask & view.reserved_mask:
+            index = self.template.catalog.index[hold.reservation.instance_type]
+            if mask >> index & 1 and hold in view.reserved.get(hold.reservation.instance_type, ()):
+                return hold  # the unit it holds still fits: nothing to choose
         options = self._reserved_options(view, requests, mask)
-        if self.hold is not None and self.hold in options:
-            return self.hold
         free = [o for o in options if ledger.can_reserve(self.name, o.reservation.id)] if ledger.free_units else []
         if free:
             return min(free, key=reservation_preference(ledger))
@@ -283,14 +286,11 @@ class NodeClaim:
         return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD, until_release=True)
 
     def _reserved_options(self, view, requests: ResourceList, mask: int) -> list[Offering]:
-        """Compatible reserved offerings of the remaining instance types; walks the (few)
-        reserved types rather than every instance type."""
-        if not view.reserved or not mask & view.reserved_mask:
+        """Compatible reserved offerings of the remaining instance types (`mask` holds only types
+        with room for `requests`); walks the (few) reserved types rather than every type."""
+        if not mask & view.reserved_mask:
             return []
-        catalog = self.template.catalog
-        index, by_name = catalog.index, catalog.by_name
-        return [o for name, offers in view.reserved.items()
-                if mask >> index[name] & 1 and requests.fits(by_name[name].allocatable) for o in offers]
+        return [o for index, offers in view.reserved_by_index if mask >> index & 1 for o in offers]
 
     # committing ---------------------------------------------------------------------------------
 

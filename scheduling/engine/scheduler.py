@@ -8,6 +8,20 @@ it (weight descending, then name descending). A pod that fits nowhere goes to th
 queue and is retried until a whole pass makes no progress. NodePool limits count existing nodes
 and every planned claim at the largest instance type it may still launch.
 
+Topology (topology.py): spread constraints and pod (anti-)affinity restrict the domains a pod may
+join, from counts that include running pods and every pod placed so far. When a pod fits nowhere,
+its preferences are dropped one at a time and it is tried again at once (upstream
+preferences.Relax; order in Pod.preferences), except when its only place is reserved capacity
+held by this run's claims: then it is deferred as it is. After the run, claims whose pods are free
+to move are packed again when that launches cheaper (repack.py).
+
+Speed: pods that fit the same places share a memo of the targets known to refuse them (for the
+rest of the run, or until the ledger frees a unit); instance types are catalog bitmasks
+(catalog.py); claims are kept in their trying order (fewest pods first) incrementally, and per
+topology domain, so a pod that its spread or affinity confines to some zones only walks the
+claims in those zones. On Karpenter's benchmark shape this is linear in the number of pods (see
+docs/benchmark.md).
+
 Reserved capacity: one unit per claim, not one per compatible reservation
 --------------------------------------------------------------------------
 Upstream lets an in-flight claim hold a unit in EVERY reservation compatible with it, because it
@@ -267,6 +281,7 @@ class Scheduler:
             return None
         candidates = self._candidates(memo, attempt)
         avoid_growth = self.ledger.any_free()
+        reservable: bool | None = None  # could a new claim give this pod a free unit? (asked once)
         releases = self.ledger.releases
         blocked = memo.blocked
         refused = set()
@@ -277,8 +292,11 @@ class Scheduler:
             outcome = claim.fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
                 if avoid_growth and claim.grows_paid_launch(outcome):
-                    placed = placed or (claim, outcome)
-                    continue
+                    if reservable is None:
+                        reservable = self._reservable(pod, memo, attempt)
+                    if reservable:
+                        placed = placed or (claim, outcome)
+                        continue
                 self._commit(claim, pod, outcome)  # changes self._order: stop walking it
                 placed = True
                 break
@@ -334,6 +352,22 @@ class Scheduler:
             insort(lists.setdefault(single_value(claim.requirements.get(key)), []), entry)
         self.topology.record_claim(pod, claim)
         self._track_limits(claim)
+
+    def _reservable(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
+        """Whether the first NodePool that takes the pod would give a new claim a free unit (as
+        `_open_reserved_claim` would find). When not, growing a paid claim is the best there is,
+        and the pod takes the first claim that fits, as when no unit is free at all."""
+        for template in self.templates:
+            if template.name in memo.pools or template.problem is not None:
+                continue
+            blocked = memo.pools_blocked.get(template.name)
+            if blocked is not None and blocked[0] == self.ledger.releases:
+                continue
+            mask, _ = self._within_limits(template)
+            outcome = NodeClaim(template, mask, self._seq).fit(pod, self.ledger, self.mode, attempt)
+            if isinstance(outcome, Proposal):
+                return outcome.hold is not None
+        return False
 
     def _open_reserved_claim(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
         """Open a new claim for the pod only if the first NodePool that takes it gives it a unit."""

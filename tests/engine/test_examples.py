@@ -64,3 +64,23 @@ def test_two_nodepools():
     legacy = next(nc for nc in decisions["nodeClasses"] if nc["name"] == "legacy")
     assert legacy["conditions"][0]["reason"] == "InvalidSelectorTerms"
     assert decisions["deferred"] == []
+
+
+def test_topology():
+    decisions = run("topology.json")
+    where = placement(decisions)
+    zones = {key: (value[1]["launch"]["zone"] if value[0] == "claim" else value[1]) for key, value in where.items()}
+    # web: two already run in us-east-1a, so the four new ones go to 1b and 1c (2/2/2).
+    assert sorted(zones[f"shop/web-{i}"] for i in range(4)) == ["us-east-1b", "us-east-1b", "us-east-1c", "us-east-1c"]
+    # cache: placed before the new web pods (larger), so only 1a runs web pods; one per node.
+    assert where["shop/cache-0"] == ("node", "ip-10-0-1-20.ec2.internal")
+    assert [zones[f"shop/cache-{i}"] for i in (1, 2)] == ["us-east-1a", "us-east-1a"]
+    assert where["shop/cache-1"][1]["name"] != where["shop/cache-2"][1]["name"]
+    # report prefers 1a, where the running guard's anti-affinity keeps it out: the preference gives way.
+    assert zones["jobs/report"] == "us-east-1b"
+    assert where["shop/api-0"] == ("node", "ip-10-0-1-20.ec2.internal") and where["shop/api-1"][0] == "claim"
+    assert where["shop/orphan"] == ("unschedulable", "pod affinity on topology.kubernetes.io/zone: no pod it selects "
+                                                     "runs in any domain")
+    assert where["shop/huge"] == ("unschedulable", "minValues: node.kubernetes.io/instance-type needs at least 2 "
+                                                   "distinct values among the instance types left, only 1 remain")
+    assert all(len(c["instanceTypeOptions"]) >= 2 for c in decisions["nodeClaims"])
