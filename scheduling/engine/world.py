@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from .budgets import parse_disruption
 from .cluster import DaemonSet, Node, NodeClass, NodePool, Pod, World
+from .groups import GROUPS_ANNOTATION, merge_terms, parse_annotation
 from .instances import parse_instances
 from .instancetypes import InstanceType, Offering
 from .labels import ARCH, DEFAULT_ARCH, DEFAULT_OS, INSTANCE_TYPE, NODE_NAME_FIELD, ON_DEMAND, OS, SPOT
@@ -340,10 +341,15 @@ class _Reader:
     # EC2NodeClasses and NodePools ----------------------------------------------------------------
 
     def node_class(self, item: dict, path: str) -> NodeClass | None:
-        _, name = self.metadata(item, path)
+        meta, name = self.metadata(item, path)
         spec = self.mapping(item.get("spec"), f"{path}.spec")
         kubelet = self.kubelet(spec.get("kubelet"), f"{path}.spec.kubelet")
-        return NodeClass(name, spec.get("capacityReservationSelectorTerms"), kubelet) if name else None
+        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+        _, problem = parse_annotation(annotations.get(GROUPS_ANNOTATION))
+        if problem:
+            self.problem(f"{path}.metadata.annotations.{GROUPS_ANNOTATION}", problem)
+        terms = merge_terms(spec.get("capacityReservationSelectorTerms"), annotations)
+        return NodeClass(name, terms, kubelet) if name else None
 
     def kubelet(self, value: Any, path: str) -> KubeletConfig:
         spec = self.mapping(value, path)
