@@ -8,6 +8,7 @@ here without a request so that it is ready at collection."""
 import functools
 
 import pytest
+import schemathesis
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
@@ -15,10 +16,8 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from rest_framework.authtoken.models import Token
-
-import schemathesis  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
