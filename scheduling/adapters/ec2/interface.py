@@ -93,6 +93,9 @@ class LaunchOffering:
     reservation_type: str | None = None  # default | capacity-block (reserved only)
     interruptible: bool = False
     reservation_capacity: int = 0
+    # A Capacity Reservation group holding this reservation and like ones: the launch targets the
+    # group (CapacityReservationResourceGroupArn) and EC2 picks a member with room.
+    reservation_group_arn: str | None = None
 
 
 @dataclass
@@ -107,6 +110,9 @@ class LaunchRequest:
     user_data: str | None = None  # plain text; the adapter base64-encodes it
     tags: Mapping[str, str] = field(default_factory=dict)
     context: str | None = None  # EC2NodeClass spec.context, passed to CreateFleet
+    # The EC2NodeClass's open mode (karpweb.io/open-reservations): on-demand launches use
+    # CapacityReservationPreference `open`, so EC2 may run them in a matching open ODCR.
+    open_reservations: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,8 @@ class LaunchResult:
     errors: list[LaunchError] = field(default_factory=list)  # every failure, for the decision log
     reservations_marked_unavailable: list[str] = field(default_factory=list)
     offerings_marked_unavailable: list[tuple[str, str, str]] = field(default_factory=list)
+    # Open mode: the open reservation EC2 placed this on-demand instance in (it stays on-demand).
+    open_reservation_id: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -155,6 +163,10 @@ class InstanceMembership:
     capacity_reservation_preference: str | None
     launch_time: datetime | None
     tags: Mapping[str, str]
+    # An on-demand instance that EC2 runs inside an open reservation (preference ``open``): it
+    # uses a unit of that reservation but is not ``reserved`` (upstream's rule), so it keeps its
+    # on-demand labels.
+    open_reservation_id: str | None = None
 
 
 @dataclass

@@ -7,8 +7,10 @@
   most capacity. Spot offerings dearer than the cheapest on-demand one are dropped when both are
   allowed. At most 60 overrides, cheapest first.
 * One launch template per reservation: ``CapacityReservationPreference=capacity-reservations-only``
-  with the target id; ``InstanceMarketOptions.MarketType=capacity-block`` for capacity blocks;
-  preference ``none`` for on-demand and spot (never consume open ODCRs by accident).
+  with the target id, or the target Capacity Reservation group when the offering names one (EC2
+  then picks a member with room); ``InstanceMarketOptions.MarketType=capacity-block`` for capacity
+  blocks; preference ``none`` for on-demand and spot (never consume open ODCRs by accident), except
+  on-demand launches of an EC2NodeClass in open mode, which use ``open``.
 * ``DefaultTargetCapacityType``: ``on-demand`` for ODCRs, ``capacity-block`` for blocks,
   ``reserved-capacity`` for interruptible ODCRs, else ``spot`` / ``on-demand``.
 * A ``ClientToken`` derived from the NodeClaim name, so a retried launch never starts a second
@@ -160,17 +162,24 @@ def launch_template_data(
     if request.instance_profile:
         data["IamInstanceProfile"] = {"Name": request.instance_profile}
     if capacity_type == RESERVED and offering is not None:
+        target = (
+            {"CapacityReservationResourceGroupArn": offering.reservation_group_arn}
+            if offering.reservation_group_arn and offering.reservation_type != RESERVATION_CAPACITY_BLOCK
+            else {"CapacityReservationId": offering.reservation_id}
+        )
         data["CapacityReservationSpecification"] = {
             "CapacityReservationPreference": "capacity-reservations-only",
-            "CapacityReservationTarget": {"CapacityReservationId": offering.reservation_id},
+            "CapacityReservationTarget": target,
         }
         if offering.reservation_type == RESERVATION_CAPACITY_BLOCK:
             data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         elif offering.interruptible:
             data["InstanceMarketOptions"] = {"MarketType": "interruptible-capacity-reservation"}
     elif reserved_capacity:
-        # Opt on-demand and spot out of open ODCRs (upstream's targeted launch mode).
-        data["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
+        # Opt on-demand and spot out of open ODCRs (upstream's targeted launch mode), unless the
+        # EC2NodeClass opted its on-demand launches into them (open mode).
+        preference = "open" if request.open_reservations and capacity_type == ON_DEMAND else "none"
+        data["CapacityReservationSpecification"] = {"CapacityReservationPreference": preference}
     return data
 
 

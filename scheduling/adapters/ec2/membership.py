@@ -4,7 +4,10 @@ Upstream's rule (karpenter-semantics.md §6.3): an instance is ``reserved`` iff 
 ``CapacityReservationId`` *and* its ``CapacityReservationSpecification`` preference is
 ``capacity-reservations-only``; ``spot`` if it has a ``SpotInstanceRequestId`` (or lifecycle spot);
 ``on-demand`` otherwise. ``InstanceLifecycle=capacity-block`` makes the reservation type
-``capacity-block``; ``interruptible-capacity-reservation`` marks an interruptible ODCR.
+``capacity-block``; ``interruptible-capacity-reservation`` marks an interruptible ODCR. An
+on-demand instance that still reports a ``CapacityReservationId`` (preference ``open``: EC2 matched
+it to an open reservation) carries it as ``open_reservation_id``; it is counted in that
+reservation, never relabelled.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def capacity_type_of(
 
 def membership(instance: Mapping[str, Any], reserved_capacity: bool = True) -> InstanceMembership:
     capacity_type, reservation_id, reservation_type, interruptible = capacity_type_of(instance, reserved_capacity)
+    open_reservation_id = instance.get("CapacityReservationId") if capacity_type == ON_DEMAND else None
     return InstanceMembership(
         instance_id=instance["InstanceId"],
         instance_type=instance.get("InstanceType", ""),
@@ -58,6 +62,7 @@ def membership(instance: Mapping[str, Any], reserved_capacity: bool = True) -> I
         ),
         launch_time=instance.get("LaunchTime"),
         tags={t["Key"]: t["Value"] for t in instance.get("Tags") or []},
+        open_reservation_id=open_reservation_id or None,
     )
 
 

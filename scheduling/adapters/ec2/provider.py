@@ -15,6 +15,7 @@ from . import launch as launch_mod
 from . import membership as membership_mod
 from .client import Caller, EC2Config, make_ec2_client, make_pricing_client, make_resource_groups_client
 from .interface import (
+    ON_DEMAND,
     RESERVED,
     Catalogue,
     CloudAPIError,
@@ -166,7 +167,7 @@ class EC2CloudProvider:
                     error_message=exc.message,
                     errors=[LaunchError(exc.code, exc.message, capacity_type=launch_plan.capacity_type)],
                 )
-            result = self._fleet_result(answer, launch_plan, reservation_of_template)
+            result = self._fleet_result(answer, launch_plan, reservation_of_template, request.open_reservations)
             if not result.ok:
                 # The next launch of this NodeClaim must not replay this failed fleet. (After a
                 # success the token stays: a retry then returns the same instance.)
@@ -196,6 +197,7 @@ class EC2CloudProvider:
         answer: Mapping[str, Any],
         launch_plan: launch_mod.LaunchPlan,
         reservation_of_template: Mapping[str, str | None],
+        open_reservations: bool = False,
     ) -> LaunchResult:
         capacity_type = launch_plan.capacity_type
         by_pool: dict[tuple[str | None, str, str], LaunchOffering] = {
@@ -240,13 +242,39 @@ class EC2CloudProvider:
         result.zone = zone
         result.capacity_type = capacity_type
         if capacity_type == RESERVED and reservation_id:
+            if offering is not None and offering.reservation_group_arn:
+                # The launch targeted the group: EC2 picked the member, DescribeInstances says which.
+                reservation_id = self._reservation_of(result.instance_id) or reservation_id
             result.reservation_id = reservation_id
             result.reservation_type = offering.reservation_type if offering else None
             result.interruptible = bool(offering and offering.interruptible)
             if result.instance_id not in self._instance_reservations:  # a replayed fleet counts once
                 self.availability.mark_launched(reservation_id)
                 self._remember(result.instance_id, reservation_id)
+        elif capacity_type == ON_DEMAND and open_reservations:
+            result.open_reservation_id = self._open_reservation_of(result.instance_id)
         return result
+
+    def _describe_one(self, instance_id: str) -> InstanceMembership | None:
+        try:
+            found = membership_mod.describe(self.ec2, self.call, [instance_id], reserved_capacity=self.config.reserved_capacity)
+        except CloudAPIError as exc:
+            log.warning("DescribeInstances for %s after its launch failed (%s)", instance_id, exc.code)
+            return None
+        return found[0] if found else None
+
+    def _reservation_of(self, instance_id: str) -> str | None:
+        found = self._describe_one(instance_id)
+        return found.reservation_id if found else None
+
+    def _open_reservation_of(self, instance_id: str) -> str | None:
+        found = self._describe_one(instance_id)
+        return found.open_reservation_id if found else None
+
+    def group_members(self, group_arn: str) -> list[str]:
+        """The reservation ids in a Capacity Reservation group (ListGroupResources, every page);
+        ``[]`` when the group does not exist."""
+        return self.discovery.group_members(group_arn)
 
     def _result_from_instance(self, instance: InstanceMembership) -> LaunchResult:
         return LaunchResult(

@@ -29,6 +29,7 @@ QUERY_CACHE_TTL = timedelta(minutes=1)
 AVAILABILITY_TTL = timedelta(hours=24)
 NOT_FOUND = "InvalidCapacityReservationId.NotFound"
 MAX_PAGES = 1000
+GROUP_PAGE_SIZE = 50  # ListGroupResources' largest page
 # States the inventory lists: usable now or soon (a purchased capacity block is "scheduled").
 INVENTORY_STATES = ("active", "scheduled", "pending", "payment-pending", "assessing", "delayed")  # a guard: EC2 never pages this far, a repeating token must not loop forever
 
@@ -177,6 +178,10 @@ class ReservationDiscovery:
             return found
         return self._pages(query.request())
 
+    def group_members(self, group_arn: str) -> list[str]:
+        """Reservation ids in a capacity reservation group, every page (not cached)."""
+        return self._group_members(group_arn)
+
     def _group_members(self, group_arn: str) -> list[str]:
         """Reservation ids in a capacity reservation group (resource-groups ListGroupResources)."""
         if self._resource_groups is None:
@@ -184,6 +189,7 @@ class ReservationDiscovery:
         params: dict[str, Any] = {
             "Group": group_arn,
             "Filters": [{"Name": "resource-type", "Values": ["AWS::EC2::CapacityReservation"]}],
+            "MaxResults": GROUP_PAGE_SIZE,
         }
         ids: list[str] = []
         seen: set[str] = set()
