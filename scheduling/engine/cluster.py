@@ -130,7 +130,7 @@ class Pod:
         of it because pod (anti-)affinity and topology spread read them."""
         return (
             tuple(sorted(self.requests.items())),
-            tuple(alt.key for alt in self.alternatives),
+            self.alternatives,  # Requirements compare by their key and cache their hash
             self.tolerations,
             self.namespace,
             tuple(sorted(self.labels.items())),

@@ -71,6 +71,7 @@ def repack(group: list[NodeClaim], ledger: ReservationLedger, mode: ReservedMode
         classes.setdefault(topology.info(pod).fit_key, []).append(pod)
     shapes = {key: (members[0].requests.get(CPU, 0) / cap_cpu, members[0].requests.get(MEMORY, 0) / cap_mem)
               for key, members in classes.items()}
+    rank = {key: i for i, key in enumerate(classes)}  # ties: the class of the larger pods first
     for members in classes.values():
         members.reverse()
     names = [claim.name for claim in group]
@@ -86,7 +87,7 @@ def repack(group: list[NodeClaim], ledger: ReservationLedger, mode: ReservedMode
                 if not members or key in full:
                     continue
                 cpu, mem = shapes[key]
-                score = (abs(ratio * (used_cpu + cpu) - (used_mem + mem)), -max(cpu, mem), key)
+                score = (abs(ratio * (used_cpu + cpu) - (used_mem + mem)), -max(cpu, mem), rank[key])
                 if best_score is None or score < best_score:
                     best, best_score = key, score
             if best is None:

@@ -186,7 +186,7 @@ class Requirements:
     """Requirements on several keys, ANDed. Immutable: `intersect` returns a new object, or the
     same object when nothing changed, so callers can detect "no new constraint" by identity."""
 
-    __slots__ = ("_reqs", "_key", "_restricted")
+    __slots__ = ("_reqs", "_key", "_restricted", "_hash")
 
     def __init__(self, requirements: Iterable[Requirement] = ()):
         reqs: dict[str, Requirement] = {}
@@ -196,6 +196,7 @@ class Requirements:
         self._reqs = reqs
         self._key: tuple | None = None
         self._restricted: dict | None = None
+        self._hash: int | None = None
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> "Requirements":
@@ -236,7 +237,9 @@ class Requirements:
         return isinstance(other, Requirements) and self.key == other.key
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        if self._hash is None:
+            self._hash = hash(self.key)
+        return self._hash
 
     def __repr__(self) -> str:
         return f"Requirements({self})"
@@ -259,7 +262,7 @@ class Requirements:
             return self
         result = Requirements()
         result._reqs = merged
-        return result
+        return result  # its _key and _hash are computed when first asked
 
     def compatible(self, incoming: "Requirements",
                    allow_undefined: frozenset[str] = WELL_KNOWN_LABELS) -> str | None:

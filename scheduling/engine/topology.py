@@ -308,6 +308,8 @@ class Topology:
         pending = list(pending)
         for pod in pending:
             self._register(pod)
+        self._registered = {id(pod) for pod in pending}  # while `pending` lives, ids are unique
+        self._pending = pending
         moving = {pod.key for pod in pending}
         for node in existing:
             for pod in node.pods:
@@ -398,7 +400,8 @@ class Topology:
         return found
 
     def _new_info(self, pod: "Pod") -> PodInfo:
-        self._register(pod)  # a pod the run did not start with may bring new groups
+        if id(pod) not in self._registered:
+            self._register(pod)  # a pod the run did not start with (a relaxed copy) may bring new groups
         owned = []
         for constraint in pod.active_spread:
             owned.append(self._spread_group(constraint, pod))
@@ -410,11 +413,11 @@ class Topology:
         inverse = tuple(g for g in selected_by if g.kind == ANTI_AFFINITY and g.required_owners)
         owner_of = tuple(dict.fromkeys(self._group(ANTI_AFFINITY, term, pod) for term in pod.anti_affinity))
         pin_keys = frozenset(g.key for g in selected_by + owner_of if g.key != HOSTNAME)
-        fit_key = (tuple(sorted(pod.requests.items())), tuple(alt.key for alt in pod.alternatives), pod.tolerations,
+        fit_key = (tuple(sorted(pod.requests.items())), pod.alternatives, pod.tolerations,
                    tuple((g.index, selfish) for g, selfish in owned_entries), tuple(g.index for g in inverse),
                    tuple(sorted(pin_keys)),
                    # hostname affinity seeds and spread domains depend on the pod's own node requirements
-                   tuple(alt.key for alt in pod.strict_alternatives) if owned_entries else ())
+                   pod.strict_alternatives if owned_entries else ())
         found = self._infos[pod.signature] = PodInfo(owned_entries, inverse, selected_by, owner_of, pin_keys, fit_key)
         return found
 
