@@ -316,6 +316,8 @@ class Topology:
                 if pod.key not in moving:
                     for term in pod.anti_affinity:
                         self._group(ANTI_AFFINITY, term, pod).required_owners = True
+        if not self.groups:
+            return  # no term anywhere: nothing to count (consolidation simulates many such runs)
         for node in existing:
             for pod in node.pods:
                 if pod.key not in moving:
