@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "django_tables2",
     "django_htmx",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's assets from local static files, no CDN
     "django_celery_beat",
     "reservations",
     "scheduling",
@@ -139,6 +140,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A lost broker connection (Redis restarted) lets running steps finish and record their run; they
+# are idempotent and leased, and a restarted Redis has no copy of the message to redeliver anyway.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 # --- karpweb ---------------------------------------------------------------------------
 KARPWEB_PROVIDER = env_choice("KARPWEB_PROVIDER", "simulated", ("simulated", "aws"))
