@@ -14,7 +14,7 @@ so a rejection stays valid for the rest of a scheduling run (the scheduler relie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol
 
 from .labels import HOSTNAME
@@ -26,6 +26,13 @@ class LabelSelector:
     """`matchLabels` and `matchExpressions` ANDed; an empty selector selects every pod."""
 
     requirements: Requirements
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(self.requirements))
+
+    def __hash__(self) -> int:  # terms are hashed for every pod signature: keep it cheap
+        return self._hash
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return self.requirements.matches_labels(labels)
@@ -49,6 +56,14 @@ class AffinityTerm:
     namespaces: frozenset[str] | None
     topology_key: str
     namespace_selector: LabelSelector | None = None
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.selector, self.namespaces, self.topology_key,
+                                                self.namespace_selector)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def selects(self, namespace: str, labels: Mapping[str, str],
                 namespace_labels: Callable[[str], Mapping[str, str]] = namespace_labels_by_name) -> bool:
@@ -97,6 +112,14 @@ class SpreadConstraint:
     min_domains: int | None = None
     node_affinity_policy: str = HONOR
     node_taints_policy: str = IGNORE
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.max_skew, self.topology_key, self.when_unsatisfiable, self.selector,
+                                                self.min_domains, self.node_affinity_policy, self.node_taints_policy)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def required(self) -> bool:
