@@ -32,5 +32,10 @@ def acquire(name: str, holder: str, ttl: datetime.timedelta = DEFAULT_TTL) -> bo
     return claimed == 1
 
 
+def holder(name: str) -> str:
+    """Who holds (or last held without releasing) the lease; "" when it was released or never taken."""
+    return Lease.objects.filter(name=name).values_list("holder", flat=True).first() or ""
+
+
 def release(name: str, holder: str) -> None:
     Lease.objects.filter(name=name, holder=holder).update(holder="", expires_at=timezone.now())

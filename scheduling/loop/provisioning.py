@@ -10,11 +10,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reservations.models import CapacityReservation
-from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest
+from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult
+from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.engine.simulate import simulate
 from scheduling.loop.recording import PendingDecision, record
-from scheduling.models import Decision, Mode, NodeClaim, NodePool
+from scheduling.models import Decision, Mode, NodeClaim, NodePool, Offering
 from scheduling.modes import effective_mode
 from scheduling.world import current_world
 
@@ -27,11 +28,11 @@ PROVISIONER_LABEL = "karpweb.io/provisioner"
 
 def provision(cloud, cluster, now=None) -> dict:
     now = now or timezone.now()
-    relaunched = relaunch_unlaunched_claims(cloud, cluster)
+    pending, launched, failed = [], 0, 0
+    relaunched = relaunch_unlaunched_claims(cloud, cluster, pending)
     decisions = simulate(current_world(now))
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
-    pending, launched, failed = [], 0, 0
     for claim in decisions["nodeClaims"]:
         pool = pools.get(claim["nodePool"])
         mode = effective_mode(pool)
@@ -160,8 +161,10 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
     return row
 
 
-def launch_claim(cloud, cluster, row: NodeClaim):
-    """Launch the instance a NodeClaim row is meant for; the claim name is the client token."""
+def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
+    """Launch the instance a NodeClaim row is meant for; the claim name is the client token.
+    `retry`: an earlier run may have launched it already; if the cloud has an instance for this
+    claim, that instance is the launch (a fresh worker may not know enough to relaunch it)."""
     offering = LaunchOffering(
         instance_type=row.instance_type, zone=row.zone, capacity_type=row.capacity_type, price=0.0,
         reservation_id=row.reservation_label or None,
@@ -173,7 +176,7 @@ def launch_claim(cloud, cluster, row: NodeClaim):
         image_id=(node_class.spec or {}).get("karpweb.io/imageID", "") if node_class else "", offerings=[offering],
         tags={"karpenter.sh/nodeclaim": row.name, "karpenter.sh/nodepool": row.node_pool.name if row.node_pool else ""},
     )
-    result = cloud.launch(request)
+    result = (already_launched(cloud, row.name) if retry else None) or cloud.launch(request)
     if result.ok:
         # The cluster hears of the launch first and the row last: until the row has its
         # provider id, a retry relaunches with the same client token and gets the same instance.
@@ -189,19 +192,60 @@ def launch_claim(cloud, cluster, row: NodeClaim):
         delete = getattr(cluster, "delete_nodeclaim", None)
         if delete:
             delete(row.name)
+        mark_unavailable(result.reservations_marked_unavailable)
     return result
 
 
-def relaunch_unlaunched_claims(cloud, cluster) -> int:
-    """Claims written by an earlier run that died before its launch was recorded: launch them again
-    (the client token makes this the same instance if the first launch went through)."""
+def mark_unavailable(reservation_ids) -> None:
+    """EC2 said these reservations are full (ReservationCapacityExceeded and the like): until the
+    next sync says otherwise, the engine sees no free unit in them and plans elsewhere (on-demand)."""
+    if not reservation_ids:
+        return
+    CapacityReservation.objects.filter(reservation_id__in=list(reservation_ids)).update(available_instance_count=0)
+    Offering.objects.filter(reservation__reservation_id__in=list(reservation_ids)).update(available=False)
+
+
+def already_launched(cloud, nodeclaim_name: str) -> LaunchResult | None:
+    """The live instance an earlier launch of this NodeClaim started, found by its nodeclaim tag."""
+    for instance in cloud.describe_instances(tags={NODECLAIM_TAG: nodeclaim_name}):
+        if instance.state in ("pending", "running"):
+            return LaunchResult(
+                instance_id=instance.instance_id, instance_type=instance.instance_type, zone=instance.zone,
+                capacity_type=instance.capacity_type, reservation_id=instance.reservation_id,
+                reservation_type=instance.reservation_type, interruptible=instance.interruptible,
+            )
+    return None
+
+
+def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None) -> int:
+    """Claims written by an earlier run that died before its launch was recorded: find the instance
+    that launch started, or launch again (the client token makes this the same instance if the first
+    launch went through). Each outcome goes to `decisions`, so the log says how the claim ended."""
     unlaunched = NodeClaim.objects.filter(
         provider_id="", deleting_since__isnull=True, labels__has_key=PROVISIONER_LABEL
     ).exclude(Q(instance_type="") | Q(capacity_type=""))
     relaunched = 0
     for row in unlaunched.select_related("node_class", "node_pool"):
         try:
-            relaunched += launch_claim(cloud, cluster, row).ok
+            result = launch_claim(cloud, cluster, row, retry=True)
         except ACTION_ERRORS:
             continue  # left unlaunched: the next run tries again with the same client token
+        relaunched += result.ok
+        if decisions is not None:
+            decisions.append(relaunch_decision(row, result))
     return relaunched
+
+
+def relaunch_decision(row: NodeClaim, result) -> PendingDecision:
+    where = f"{row.instance_type} {row.capacity_type} in {row.zone}" + (f", reservation {row.reservation_label}" if row.reservation_label else "")
+    decision = PendingDecision(
+        kind=Decision.Kind.LAUNCH, subject=f"NodeClaim {row.name}"[:255], mode=effective_mode(row.node_pool),
+        node_pool=row.node_pool, reservation=row.reservation, outcome=Decision.Outcome.ACTED,
+        reason=f"NodeClaim {row.name} ({where}): an earlier run stopped before recording its launch; "
+               f"{'launched as instance ' + result.instance_id if result.ok else 'the launch failed'}",
+        details={"name": row.name, "instanceID": result.instance_id, "retry": True},
+    )
+    if not result.ok:
+        decision.outcome = Decision.Outcome.FAILED
+        decision.error = f"{result.error_code}: {result.error_message}"
+    return decision

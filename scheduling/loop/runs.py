@@ -20,8 +20,16 @@ def run_step(name: str, step: Callable[[], dict], *, lease_ttl: datetime.timedel
     then re-raised, so that Celery retries it with backoff."""
     holder = leases.holder_id()
     run = TaskRun.objects.create(task=name, task_id=task_id or "", worker=holder, mode=global_mode())
+    previous = leases.holder(f"step:{name}")
     if not leases.acquire(f"step:{name}", holder, lease_ttl):
         return _finish(run, TaskRun.Status.SKIPPED)
+    if previous:
+        # The last holder never released the lease: its worker died (killed, OOM) mid-run, and its
+        # run would read "running" for ever. Say how it ended.
+        TaskRun.objects.filter(task=name, worker=previous, status=TaskRun.Status.RUNNING).update(
+            status=TaskRun.Status.FAILED, finished_at=timezone.now(),
+            error="the worker stopped before the run finished (its lease expired unreleased)",
+        )
     try:
         counts = step() or {}
     except Exception as exc:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.interface import InstanceMembership, LaunchResult, TerminateResult
+from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.interface import Condition, DemotionResult, DrainResult, NodeClaimRequest
 from scheduling.adapters.kube.sync import pod_requests
 from scheduling.engine.capacityblocks import capacity_block_timing
@@ -66,13 +67,18 @@ class SimulatedCloud:
         instances = SimulatedInstance.objects.filter(state="running")
         if instance_ids is not None:
             instances = instances.filter(instance_id__in=instance_ids)
+        if tags:
+            # The one tag the simulated EC2 knows: the NodeClaim, which is each launch's client token.
+            if set(tags) != {NODECLAIM_TAG}:
+                return []
+            instances = instances.filter(client_token=tags[NODECLAIM_TAG])
         return [
             InstanceMembership(
                 instance_id=i.instance_id, instance_type=i.instance_type, zone=i.zone, state=i.state,
                 capacity_type=i.capacity_type, reservation_id=i.reservation_id or None,
                 reservation_type=i.reservation_type or None, interruptible=False,
                 capacity_reservation_preference="capacity-reservations-only" if i.reservation_id else "none",
-                launch_time=i.launched_at, tags={},
+                launch_time=i.launched_at, tags={NODECLAIM_TAG: i.client_token},
             )
             for i in instances
         ]

@@ -309,8 +309,24 @@ class KubeTestServer:
         path.chmod(0o600)
 
 
+_servers: list[KubeTestServer] = []
+
+
 @pytest.fixture(scope="session")
-def kube_server(tmp_path_factory) -> KubeTestServer:
+def kube_server(request, tmp_path_factory) -> KubeTestServer:
+    """One server for the session, also when another suite's conftest imports these fixtures
+    (tests/faults does): the first use starts it, the end of the session stops it."""
+    if not _servers:
+        _servers.append(_start_kube_server(tmp_path_factory))
+
+        def stop() -> None:
+            _servers.pop().stop()
+
+        request.config.add_cleanup(stop)
+    return _servers[0]
+
+
+def _start_kube_server(tmp_path_factory) -> KubeTestServer:
     binary = apiserver_binary()
     if not (binary.is_file() and os.access(binary, os.X_OK)):
         pytest.fail(
@@ -334,9 +350,10 @@ def kube_server(tmp_path_factory) -> KubeTestServer:
             install_crds(client)
         finally:
             client.close()
-        yield server
-    finally:
+    except BaseException:
         server.stop()
+        raise
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -130,8 +130,11 @@ def test_killed_between_launch_and_record_relaunches_the_same_instance(demo, cel
     assert TaskRun.objects.filter(task="provision", status="failed").count() == 1
     assert TaskRun.objects.filter(task="provision", status="succeeded").exists()
     first_claim = launches[0]
-    assert launches.count(first_claim) == 2, "the retry launched the recorded claim again, with the same token"
-    assert SimulatedInstance.objects.filter(client_token=first_claim).count() == 1
+    # The retry found the instance the first attempt launched (by the claim's tag) and recorded it.
+    assert launches.count(first_claim) == 1
+    [instance] = SimulatedInstance.objects.filter(client_token=first_claim)
+    assert NodeClaim.objects.get(name=first_claim).provider_id.endswith(instance.instance_id)
+    assert Decision.objects.filter(subject=f"NodeClaim {first_claim}", outcome="acted").exists()
     assert launched().count() == len(set(launches))
 
 

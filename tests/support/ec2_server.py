@@ -36,7 +36,9 @@ What the server adds (see ``docs/ec2.md`` for the full list):
   :meth:`EC2TestServer.add_reservation_group` (moto does not implement it).
 * A fault injector (:class:`FaultInjector`): the next N calls of an action answer an EC2 error
   (``RequestLimitExceeded`` with HTTP 503 as EC2 does, ``InternalError`` with 500, ...), or an
-  instant CreateFleet reports an error code for every pool in its ``Errors`` list.
+  instant CreateFleet reports an error code for every pool in its ``Errors`` list, or the answer
+  to the next N calls is held back for a while after the action took effect (a slow EC2: the
+  caller can be killed between the launch and its answer).
 * A call log (:attr:`EC2TestServer.calls`) of every EC2 action with its parsed parameters.
 
 Everything here is test support, not product code.
@@ -123,6 +125,14 @@ class _Fault:
     message: str
     remaining: int
     in_fleet_errors: bool = False
+    skip: int = 0  # calls of the action answered normally before this fault starts
+
+
+@dataclass
+class _Delay:
+    action: str
+    seconds: float
+    remaining: int
 
 
 class FaultInjector:
@@ -145,7 +155,10 @@ class FaultInjector:
 
     def __init__(self) -> None:
         self._faults: deque[_Fault] = deque()
+        self._delays: deque[_Delay] = deque()
+        self._released = threading.Event()
         self._lock = threading.Lock()
+        self.held: list[str] = []  # actions whose answer is (or was) held back, in order
 
     def inject(
         self,
@@ -155,7 +168,9 @@ class FaultInjector:
         count: int = 1,
         status: int | None = None,
         message: str | None = None,
+        after: int = 0,
     ) -> None:
+        """``after``: let that many calls of ``action`` through first (a fault in the middle of a run)."""
         with self._lock:
             self._faults.append(
                 _Fault(
@@ -164,6 +179,7 @@ class FaultInjector:
                     status=status or self.DEFAULT_STATUS.get(code, 400),
                     message=message or f"{code} (injected by the test server)",
                     remaining=count,
+                    skip=after,
                 )
             )
 
@@ -183,9 +199,38 @@ class FaultInjector:
                 )
             )
 
+    def delay(self, action: str, seconds: float, *, count: int = 1) -> None:
+        """Hold back the answer to the next ``count`` calls of ``action`` for ``seconds`` after the
+        action took effect (instances launched, units taken). :meth:`release` lets them go early."""
+        with self._lock:
+            self._released.clear()
+            self._delays.append(_Delay(action=action, seconds=seconds, remaining=count))
+
+    def take_delay(self, action: str) -> float | None:
+        with self._lock:
+            for delay in self._delays:
+                if delay.action == action:
+                    delay.remaining -= 1
+                    if delay.remaining <= 0:
+                        self._delays.remove(delay)
+                    self.held.append(action)
+                    return delay.seconds
+        return None
+
+    def hold(self, seconds: float) -> None:
+        """Wait ``seconds`` or until :meth:`release` (called by the server thread answering)."""
+        self._released.wait(seconds)
+
+    def release(self) -> None:
+        """Answer every held-back call now."""
+        self._released.set()
+
     def clear(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._delays.clear()
+            self.held.clear()
+        self._released.set()
 
     def pending(self) -> int:
         with self._lock:
@@ -195,6 +240,9 @@ class FaultInjector:
         with self._lock:
             for fault in self._faults:
                 if fault.action == action and fault.in_fleet_errors == in_fleet_errors:
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        return None
                     fault.remaining -= 1
                     if fault.remaining <= 0:
                         self._faults.remove(fault)
@@ -830,7 +878,11 @@ def _call_action(self: EC2Response) -> Any:
     if fault is not None:
         return fault.status, {"Content-Type": "text/xml", "status": fault.status}, _error_body(fault.code, fault.message)
     _refresh(self.ec2_backend)  # time moved on: start, expire, terminate as EC2 would have
-    return _original_call_action(self)
+    answer = _original_call_action(self)
+    held = FAULTS.take_delay(action)
+    if held is not None:
+        FAULTS.hold(held)  # the action took effect; its answer comes late (or never reaches the caller)
+    return answer
 
 
 EC2Response.call_action = _call_action

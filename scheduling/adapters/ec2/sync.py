@@ -24,7 +24,7 @@ from scheduling.engine.timeutil import parse_time
 from scheduling.models import CapacityType, InstanceType, Offering
 
 from .interface import Catalogue, CloudAPIError, InstanceTypeInfo
-from .status import ReservationStatus, to_engine
+from .status import REASON_API_ERROR, REASON_UNAUTHORIZED, ReservationStatus, to_engine
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,14 @@ def sync_reservations(provider: Any, now: datetime | None = None) -> Reservation
         stats.offerings = _write_reserved_offerings(provider, list(seen.values()), list(gone), by_id, now)
 
         for nc in EC2NodeClass.objects.select_for_update().filter(name__in=[nc.name for nc in node_classes]).order_by("name"):
+            condition = statuses[nc.name].condition
+            if condition and condition["reason"] in (REASON_API_ERROR, REASON_UNAUTHORIZED):
+                # EC2 did not answer for this class: say why, but keep the reservations it had (as
+                # upstream keeps the status on an error), so that no reservation looks unavailable.
+                if nc.set_condition(condition["type"], condition["status"], condition["reason"], condition["message"], now=now):
+                    nc.save(update_fields=["conditions"])
+                    stats.node_classes_changed += 1
+                continue
             stats.node_classes_changed += write_node_class_status(nc, statuses[nc.name].result, now)
     return stats
 
