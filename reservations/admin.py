@@ -3,7 +3,9 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils.html import format_html
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.models import (
+    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationSample,
+)
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 
 
@@ -99,7 +101,8 @@ class UtilizationSampleAdmin(ReadOnlyAdmin):
 
 @admin.register(EC2NodeClass)
 class EC2NodeClassAdmin(AuditedAdmin):
-    list_display = ("name", "term_count", "reservation_count", "ready", "synced_at")
+    list_display = ("name", "term_count", "reservation_count", "ready", "open_reservations", "synced_at")
+    list_filter = ("open_reservations",)
     search_fields = ("name",)
     filter_horizontal = ("selected_reservations",)
     readonly_fields = ("uid", "resource_version", "status_capacity_reservations", "conditions", "created_at", "synced_at")
@@ -120,3 +123,38 @@ class EC2NodeClassAdmin(AuditedAdmin):
     @admin.display(description="CapacityReservationsReady")
     def ready(self, obj):
         return obj.condition_status("CapacityReservationsReady")
+
+
+@admin.register(CapacityReservationGroup)
+class CapacityReservationGroupAdmin(AuditedAdmin):
+    """Groups a selector term names; EC2's are synced from ListGroupResources, the simulated
+    world's are entered here."""
+
+    list_display = ("name", "arn", "member_count", "synced_at")
+    search_fields = ("arn",)
+    filter_horizontal = ("reservations",)
+    readonly_fields = ("synced_at",)
+
+    @admin.display(description="members")
+    def member_count(self, obj):
+        return len(obj.reservation_ids or [])
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        # The reservations karpweb knows are picked in the list; ids it does not know (yet) stay in
+        # reservation_ids as typed.
+        obj = form.instance
+        known = set(CapacityReservation.objects.filter(reservation_id__in=obj.reservation_ids or []).values_list("reservation_id", flat=True))
+        picked = set(obj.reservations.values_list("reservation_id", flat=True))
+        ids = sorted(picked | (set(obj.reservation_ids or []) - known))
+        if ids != obj.reservation_ids:
+            obj.reservation_ids = ids
+            obj.save(update_fields=["reservation_ids"])
+
+
+@admin.register(OpenReservationInstance)
+class OpenReservationInstanceAdmin(ReadOnlyAdmin):
+    list_display = ("instance_id", "reservation", "instance_type", "availability_zone", "node_name", "first_seen", "last_seen")
+    list_filter = ("availability_zone",)
+    search_fields = ("instance_id", "node_name", "reservation__reservation_id")
+    list_select_related = ("reservation",)

@@ -5,9 +5,9 @@ import re
 
 from scheduling.engine.selectors import MAX_TAGS, MAX_TERMS
 
-_TERM_FIELD = re.compile(r"^term-(\d{1,3})-(id|ownerID|instanceMatchCriteria)$")
+_TERM_FIELD = re.compile(r"^term-(\d{1,3})-(id|ownerID|instanceMatchCriteria|resourceGroupARN)$")
 _TAG_FIELD = re.compile(r"^term-(\d{1,3})-tag-(\d{1,3})-(key|value)$")
-MAX_FIELD_LENGTH = 256
+MAX_FIELD_LENGTH = 512  # a resource group ARN may be ~380 characters (group names up to 300)
 
 
 class EditorInputError(ValueError):
@@ -45,7 +45,7 @@ def terms_from_post(data) -> list[dict]:
 
 
 def _ordered(term: dict) -> dict:
-    order = ("id", "tags", "ownerID", "instanceMatchCriteria")
+    order = ("id", "tags", "ownerID", "instanceMatchCriteria", "resourceGroupARN")
     return {key: term[key] for key in order if key in term}
 
 
@@ -85,6 +85,7 @@ def editor_rows(terms: list[dict], problems: list[str]) -> list[dict]:
             "id": term.get("id", ""),
             "ownerID": term.get("ownerID", ""),
             "instanceMatchCriteria": term.get("instanceMatchCriteria", ""),
+            "resourceGroupARN": term.get("resourceGroupARN", ""),
             "tags": list(raw_tags.items()),
             "problems": [p for p in problems if p.startswith(prefix + ".") or p.startswith(prefix + ":")],
         })

@@ -15,6 +15,8 @@ LOW_UTILIZATION_THRESHOLD = 0.20
 LOW_UTILIZATION_WINDOW = datetime.timedelta(hours=24)
 # A capacity block still running instances this close to its end is an alarm: drain has not emptied it.
 BLOCK_ALARM_LEAD = datetime.timedelta(minutes=45)
+# An EC2NodeClass's open mode on a cluster (a karpweb setting Karpenter ignores): "true" or absent.
+OPEN_RESERVATIONS_ANNOTATION = "karpweb.io/open-reservations"
 
 
 class CapacityReservationQuerySet(models.QuerySet):
@@ -188,6 +190,11 @@ class EC2NodeClass(ConditionsMixin, models.Model):
         CapacityReservation, blank=True, related_name="node_classes",
         help_text="The reservations status.capacityReservations names (kept for joins).",
     )
+    open_reservations = models.BooleanField(
+        "open mode", default=False,
+        help_text="On-demand launches use CapacityReservationPreference open, so EC2 may run them in a matching "
+                  "open reservation (they stay on-demand). On a cluster: annotation karpweb.io/open-reservations.",
+    )
     created_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
 
@@ -201,3 +208,46 @@ class EC2NodeClass(ConditionsMixin, models.Model):
 
     def __str__(self):
         return self.name
+
+
+class CapacityReservationGroup(models.Model):
+    """A Capacity Reservation group (a resource group of ODCRs) that a selector term names, with
+    its members as ListGroupResources last listed them (the simulated world stores them here)."""
+
+    arn = models.CharField("ARN", max_length=512, unique=True)
+    reservation_ids = models.JSONField(default=list, blank=True, help_text="Member reservation IDs, as EC2 lists them.")
+    reservations = models.ManyToManyField(
+        CapacityReservation, blank=True, related_name="groups", help_text="The members karpweb knows (for joins)."
+    )
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["arn"]
+        verbose_name = "capacity reservation group"
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def name(self) -> str:
+        return self.arn.rsplit("/", 1)[-1]
+
+
+class OpenReservationInstance(models.Model):
+    """An on-demand instance that EC2 runs inside a reservation by open matching (open mode): it
+    uses one of the reservation's units and counts in its utilization, but it is not `reserved`
+    and karpweb never relabels it (relabelling is what caused upstream's drift loops)."""
+
+    instance_id = models.CharField(max_length=32, unique=True)
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="open_instances")
+    instance_type = models.CharField(max_length=64)
+    availability_zone = models.CharField("AZ", max_length=32)
+    node_name = models.CharField(max_length=253, blank=True, help_text="The node running on it, when karpweb knows it.")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["reservation", "instance_id"]
+
+    def __str__(self):
+        return f"{self.instance_id} (on-demand in {self.reservation.reservation_id})"

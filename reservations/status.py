@@ -16,11 +16,13 @@ from scheduling.engine.world import parse_world
 
 def resolve_from_database(node_classes, now) -> dict[str, NodeClassReservations]:
     """What each EC2NodeClass's terms select among the reservations in the database."""
+    from reservations.groups import world_groups
     from scheduling.world import reservation_item
 
     world = parse_world({
         "now": format_time(now),
         "capacityReservations": [reservation_item(r) for r in CapacityReservation.objects.order_by("reservation_id")],
+        "capacityReservationGroups": world_groups(),
     })
     return {
         nc.name: resolve_node_class(

@@ -11,5 +11,6 @@ urlpatterns = [
     path("nodeclasses/", views.NodeClassListView.as_view(), name="nodeclasses"),
     path("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), name="nodeclass"),
     path("nodeclasses/<str:name>/edit/", views.NodeClassEditView.as_view(), name="nodeclass_edit"),
+    path("nodeclasses/<str:name>/open-mode/", views.NodeClassOpenModeView.as_view(), name="nodeclass_open_mode"),
     path("capacity-blocks/", views.CapacityBlockView.as_view(), name="capacity_blocks"),
 ]

@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
+from django.views import View
 from django.views.generic import TemplateView
 
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
@@ -19,8 +20,10 @@ from reservations.selector_terms import (
     validation_problems,
 )
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance
+from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.tables import CapacityReservationTable, EC2NodeClassTable
+from scheduling.engine.groups import group_arns
 from scheduling.models import AuditEntry, Node
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
@@ -59,6 +62,8 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             reservation=reservation,
             timing=reservation.timing,
             nodes=nodes,
+            open_instances=reservation.open_instances.order_by("instance_id"),
+            groups=reservation.groups.order_by("arn"),
             node_classes=reservation.node_classes.all(),
             chart=chart,
             low_utilization=reservation.is_low_utilization(now),
@@ -116,11 +121,42 @@ class NodeClassDetailView(ViewerRequiredMixin, TemplateView):
         node_class = get_object_or_404(EC2NodeClass, name=name)
         context.update(
             node_class=node_class,
+            groups=groups_of(node_class),
+            open_instances=OpenReservationInstance.objects.filter(
+                node_name__in=Node.objects.filter(node_pool__node_class=node_class).values("name")
+            ).select_related("reservation").order_by("instance_id"),
             reservations=node_class.selected_reservations.order_by("reservation_id"),
             pools=node_class.node_pools.order_by("-weight", "name"),
             terms_json=json.dumps(node_class.capacity_reservation_selector_terms, indent=2),
         )
         return context
+
+
+def groups_of(node_class):
+    """The Capacity Reservation groups the class's terms name, with the members karpweb stored."""
+    stored = {g.arn: g for g in CapacityReservationGroup.objects.filter(arn__in=group_arns(node_class.capacity_reservation_selector_terms))}
+    return [(arn, stored.get(arn)) for arn in group_arns(node_class.capacity_reservation_selector_terms)]
+
+
+class NodeClassOpenModeView(OperatorRequiredMixin, View):
+    """Operators turn open mode on or off (audited; an annotation on a real cluster)."""
+
+    def post(self, request, name):
+        node_class = get_object_or_404(EC2NodeClass, name=name)
+        value = request.POST.get("open_reservations", "")
+        if value not in ("true", "false"):
+            messages.error(request, f'open_reservations: "{value}" is not one of true, false')
+            return redirect(node_class)
+        try:
+            changed = set_open_mode(node_class, value == "true", user=request.user, source=AuditEntry.Source.UI,
+                                    read_version=request.POST.get("resource_version"))
+        except OpenModeConflict as exc:
+            messages.error(request, f"Not changed: {exc}")
+            return redirect(node_class)
+        if changed:
+            state = "on: its on-demand launches may use open reservations" if value == "true" else "off"
+            messages.success(request, f"Open mode of {node_class.name} is {state}.")
+        return redirect(node_class)
 
 
 class NodeClassEditView(OperatorRequiredMixin, TemplateView):
@@ -196,12 +232,18 @@ def unselected_reservations(now):
         Node.objects.filter(capacity_type="on-demand", instance_type__in={t for t, _ in pools}, zone__in={z for _, z in pools})
         .order_by("name").values_list("instance_type", "zone", "name")
     )
+    inside = {}
+    for rid, instance_id, node_name in OpenReservationInstance.objects.filter(reservation__in=reservations).values_list(
+            "reservation__reservation_id", "instance_id", "node_name").order_by("instance_id"):
+        inside.setdefault(rid, []).append(node_name or instance_id)
     matching = {}
     for instance_type, zone, name in on_demand:
         matching.setdefault((instance_type, zone), []).append(name)
     return [
         {"reservation": r, "idle_cost": idle_cost_per_hour(r, prices),
-         "on_demand_nodes": matching.get((r.instance_type, r.availability_zone), [])}
+         "in_it": inside.get(r.reservation_id, []),
+         "on_demand_nodes": [n for n in matching.get((r.instance_type, r.availability_zone), [])
+                             if n not in inside.get(r.reservation_id, ())]}
         for r in reservations
     ]
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation
 from scheduling.models import Decision, TaskRun
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
@@ -37,7 +38,9 @@ class KarpwebCollector:
                                   "Seconds until karpweb drains the block's nodes (negative: draining).", labels=labels)
         alarm = GaugeMetricFamily("karpweb_capacity_block_running_near_end",
                                   "1 when a capacity block still runs instances 45 minutes or less before its end.", labels=labels)
-        reservations = list(CapacityReservation.objects.usable(now).annotate(node_count=Count("nodes")))
+        low = GaugeMetricFamily("karpweb_reservation_low_utilization",
+                                "1 when the reservation averaged under 20 % used over a full 24 hours.", labels=labels)
+        reservations = list(with_running_nodes(CapacityReservation.objects.usable(now).with_recent_utilization(now)))
         prices = on_demand_prices({r.instance_type for r in reservations})
         for r in reservations:
             values = [r.reservation_id, r.instance_type, r.availability_zone, r.reservation_type]
@@ -47,10 +50,11 @@ class KarpwebCollector:
             cost = idle_cost_per_hour(r, prices)
             if cost is not None:
                 idle_cost.add_metric(values, cost)
+            low.add_metric(values, int(r.is_low_utilization(now)))
             if r.timing:
                 drain.add_metric(values, r.timing.seconds_until_drain(now))
-                alarm.add_metric(values, int(r.block_alarm(r.node_count, now)))
-        yield from (used, available, total, idle_cost, drain, alarm)
+                alarm.add_metric(values, int(r.block_alarm(r.running_nodes, now)))
+        yield from (used, available, total, idle_cost, drain, alarm, low)
 
     def decisions(self):
         decided = CounterMetricFamily("karpweb_decisions", "Decisions recorded, by kind and outcome.", labels=["kind", "outcome"])

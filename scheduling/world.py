@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils import timezone
 
+from reservations.groups import world_groups
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.engine.timeutil import format_time
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
@@ -23,6 +24,7 @@ def current_world(now=None, *, include_pods: bool = True, instances: list[dict] 
         "featureGates": {"ReservedCapacity": settings.KARPWEB_FEATURE_RESERVED_CAPACITY},
         "instanceTypes": instance_types(),
         "capacityReservations": [reservation_item(r) for r in CapacityReservation.objects.order_by("reservation_id")],
+        "capacityReservationGroups": world_groups(),
         "ec2NodeClasses": [node_class_object(nc) for nc in EC2NodeClass.objects.order_by("name")],
         "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
         "nodes": nodes(),

@@ -111,6 +111,17 @@ class CapacityBlockTimingSerializer(serializers.Serializer):
     secondsUntilDrain = serializers.FloatField()
 
 
+class AlarmSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(
+        choices=["LowUtilization", "CapacityBlockRunningNearEnd"],
+        help_text="LowUtilization: under 20 % used for 24 hours (AWS's threshold). CapacityBlockRunningNearEnd: "
+                  "a capacity block still has nodes 45 minutes (or less) before its end.",
+    )
+    reservationID = serializers.CharField()
+    message = serializers.CharField()
+    since = serializers.DateTimeField(allow_null=True, help_text="When the condition began (the window's start, or end - 45 min).")
+
+
 class CapacityReservationListSerializer(serializers.ListSerializer):
     """Fetch the on-demand prices for a whole page in one query (for idleCostPerHour)."""
 
@@ -157,6 +168,15 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
         help_text="EC2NodeClasses whose status selects this reservation.",
     )
     lastSeen = when("last_seen", help_text="When EC2 last reported it.")
+    alarms = serializers.SerializerMethodField(help_text="Its utilization alarms now (see /api/v1/alarms/).")
+    openInstances = serializers.SlugRelatedField(
+        source="open_instances", many=True, read_only=True, slug_field="instance_id",
+        help_text="On-demand instances EC2 runs in it by open matching (open mode): counted in usedInstanceCount, "
+                  "never relabelled reserved.",
+    )
+    capacityReservationGroups = serializers.SlugRelatedField(
+        source="groups", many=True, read_only=True, slug_field="arn", help_text="The resource groups karpweb knows it is in.",
+    )
 
     class Meta:
         model = CapacityReservation
@@ -166,7 +186,8 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
             "availabilityZoneID", "tenancy", "state", "instanceMatchCriteria", "reservationType", "interruptible",
             "ultraserverType", "totalInstanceCount", "availableInstanceCount", "usedInstanceCount", "utilization",
             "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "timing", "createDate", "startDate",
-            "endDate", "endDateType", "tags", "nodeClasses", "lastSeen",
+            "endDate", "endDateType", "tags", "nodeClasses", "lastSeen", "alarms", "openInstances",
+            "capacityReservationGroups",
         ]
         read_only_fields = fields
 
@@ -176,6 +197,12 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_lowUtilization(self, obj) -> bool:
         return obj.is_low_utilization(self._now())
+
+    @extend_schema_field(AlarmSerializer(many=True))
+    def get_alarms(self, obj):
+        from reservations.alarms import reservation_alarms
+
+        return AlarmSerializer(reservation_alarms(obj, self._now()), many=True).data
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_usable(self, obj) -> bool:
@@ -239,6 +266,11 @@ class EC2NodeClassSerializer(serializers.ModelSerializer):
         help_text="IDs of the reservations status.capacityReservations names.",
     )
     nodePools = serializers.SlugRelatedField(source="node_pools", many=True, read_only=True, slug_field="name")
+    openReservations = ro(
+        "open_reservations", serializers.BooleanField,
+        help_text="Open mode: on-demand launches use CapacityReservationPreference open (annotation "
+                  "karpweb.io/open-reservations on a cluster). Change it with PATCH.",
+    )
     createdAt = when("created_at")
     syncedAt = when("synced_at")
 
@@ -246,7 +278,7 @@ class EC2NodeClassSerializer(serializers.ModelSerializer):
         model = EC2NodeClass
         fields = [
             "url", "name", "uid", "resourceVersion", "capacityReservationSelectorTerms", "spec", "annotations",
-            "status", "selectedReservations", "nodePools", "createdAt", "syncedAt",
+            "status", "selectedReservations", "nodePools", "openReservations", "createdAt", "syncedAt",
         ]
         read_only_fields = fields
 
@@ -260,6 +292,10 @@ class SelectorTermsWriteSerializer(StrictInputMixin, serializers.Serializer):
     resourceVersion = serializers.CharField(
         required=False, allow_blank=True, max_length=64,
         help_text="The resourceVersion you read; a stale one gets 409. Or send it as If-Match (stale: 412).",
+    )
+    openReservations = serializers.BooleanField(
+        required=False,
+        help_text="Open mode on or off (PATCH; recorded in the audit log). On-demand launches then use preference open.",
     )
 
     def validate_capacityReservationSelectorTerms(self, terms):

@@ -10,6 +10,7 @@ router.register("capacity-reservations", views.CapacityReservationViewSet, basen
 router.register("ec2nodeclasses", views.EC2NodeClassViewSet, basename="ec2nodeclass")
 
 urlpatterns = [
+    path("alarms/", views.AlarmList.as_view(), name="alarms"),
     path(
         "capacity-reservations/<str:reservation_id>/samples/",
         views.UtilizationSampleList.as_view(),

@@ -10,6 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from reservations.api.serializers import (
+    AlarmSerializer,
     CapacityReservationSerializer,
     EC2NodeClassSerializer,
     SelectorTermsPreviewResultSerializer,
@@ -18,7 +19,9 @@ from reservations.api.serializers import (
     UtilizationSampleSerializer,
 )
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationSampleFilterSet
+from reservations.alarms import current_alarms, with_running_nodes
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import (
     FIELD,
     InvalidSelectorTerms,
@@ -118,9 +121,9 @@ class CapacityReservationViewSet(ReadOnlyViewSet):
             output_field=FloatField(),
         )
         return (
-            CapacityReservation.objects.with_recent_utilization(self._now())
+            with_running_nodes(CapacityReservation.objects.with_recent_utilization(self._now()))
             .annotate(current_utilization=Case(When(total_instance_count__gt=0, then=used_share), default=Value(0.0)))
-            .prefetch_related("node_classes")
+            .prefetch_related("node_classes", "open_instances", "groups")
         )
 
     def _now(self):
@@ -218,14 +221,21 @@ class EC2NodeClassViewSet(ReadOnlyViewSet):
                 f"Changing EC2NodeClass {node_class.name} needs the version you read: send If-Match: {etag(node_class)} "
                 "(from the ETag of a GET) or a resourceVersion field"
             )
+        stale = PreconditionFailed if sent_version is None else Conflict
         if FIELD in body.validated_data:
-            stale = PreconditionFailed if sent_version is None else Conflict
             try:
                 save_selector_terms(node_class, body.validated_data[FIELD], current, user=request.user,
                                     source=AuditEntry.Source.API)
             except InvalidSelectorTerms as exc:
                 raise serializers.ValidationError({FIELD: exc.problems}) from exc
             except SelectorTermConflict as exc:
+                raise stale(str(exc)) from exc
+        if "openReservations" in body.validated_data:
+            node_class.refresh_from_db()
+            try:
+                set_open_mode(node_class, body.validated_data["openReservations"], user=request.user,
+                              source=AuditEntry.Source.API)
+            except OpenModeConflict as exc:
                 raise stale(str(exc)) from exc
         node_class = self.get_queryset().get(pk=node_class.pk)
         return Response(self.get_serializer(node_class).data, headers={"ETag": etag(node_class)})
@@ -257,3 +267,32 @@ class EC2NodeClassViewSet(ReadOnlyViewSet):
             "diff": terms_diff(node_class.capacity_reservation_selector_terms or [], terms),
         }).data)
 
+
+
+ALARM_TYPES = ("LowUtilization", "CapacityBlockRunningNearEnd")
+
+
+@extend_schema(
+    summary="Utilization alarms",
+    description="Every alarm now: reservations under 20 % used for 24 hours (AWS's own threshold) and capacity "
+                "blocks still running nodes 45 minutes (or less) before their end. The overview shows the same.",
+    parameters=[
+        OpenApiParameter("type", OpenApiTypes.STR, enum=list(ALARM_TYPES), description="Only alarms of this type."),
+        OpenApiParameter("reservation_id", OpenApiTypes.STR, description="Only the alarms of this reservation."),
+    ],
+    responses={200: AlarmSerializer(many=True), **error_responses(400, 401, 403)},
+)
+class AlarmList(generics.GenericAPIView):
+    permission_classes = [IsOperatorOrReadOnly]
+    serializer_class = AlarmSerializer
+    pagination_class = None
+    filter_backends = []
+
+    def get(self, request):
+        kind = request.query_params.get("type")
+        if kind is not None and kind not in ALARM_TYPES:
+            raise serializers.ValidationError({"type": [f'"{kind}" is not one of {", ".join(ALARM_TYPES)}']})
+        reservation_id = request.query_params.get("reservation_id")
+        alarms = [a for a in current_alarms()
+                  if (kind is None or a["type"] == kind) and (reservation_id is None or a["reservationID"] == reservation_id)]
+        return Response(AlarmSerializer(alarms, many=True).data)

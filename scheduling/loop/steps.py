@@ -5,11 +5,14 @@ import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from reservations.groups import sync_groups
 from reservations.models import EC2NodeClass, UtilizationSample
+from reservations.open_mode import sync_open_instances
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
 from scheduling.engine.simulate import simulate
 from scheduling.loop import backends, disruption, provisioning, simulated
+from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, NodePool
 from scheduling.modes import global_mode
@@ -31,6 +34,9 @@ def sync_ec2(now=None) -> dict:
         counts = simulated.tick_ec2(now)
         counts["samples"] = simulated.sample_utilization(now)
         counts["node_classes_changed"] = refresh_node_class_status(now)
+    cloud = backends.cloud()
+    counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
+    counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["samples_pruned"] = prune_samples(now)
     return counts
 
@@ -99,6 +105,7 @@ def status(now=None) -> dict:
             changed += 1
             if settings.KARPWEB_CLUSTER == "kubernetes":
                 cluster.set_conditions("NodePool", pool.name, conditions)
+    claims_changed = write_nodeclaim_conditions(engine_conditions, cluster, now)
     if settings.KARPWEB_CLUSTER == "kubernetes":
         for node_class in EC2NodeClass.objects.all():
             condition = node_class.condition("CapacityReservationsReady")
@@ -106,7 +113,7 @@ def status(now=None) -> dict:
                 cluster.set_conditions("EC2NodeClass", node_class.name,
                                        [Condition(condition["type"], condition["status"], condition["reason"], condition["message"])],
                                        status_fields={"capacityReservations": node_class.status_capacity_reservations})
-    return {"node_pools_changed": changed}
+    return {"node_pools_changed": changed, "node_claims_changed": claims_changed}
 
 
 def ready_condition(pool) -> Condition:

@@ -168,7 +168,7 @@ def test_unknown_or_read_only_fields_are_refused(as_operator, demo_world):
     assert response.status_code == 400
     assert sorted(response.json()) == ["capacityReservationSelectorTerm", "spec"]
     assert response.json()["spec"] == [
-        "not a field this endpoint changes (it accepts capacityReservationSelectorTerms, resourceVersion)"
+        "not a field this endpoint changes (it accepts capacityReservationSelectorTerms, openReservations, resourceVersion)"
     ]
 
 

@@ -189,3 +189,24 @@ def test_an_on_demand_instance_inside_an_open_reservation_is_not_demoted_or_drif
     assert decisions["demotions"] == []
     assert [d for d in decisions["disruptions"] if d["reason"] == "drift"] == []
     assert decisions["nodeClasses"][0]["capacityReservations"][0]["id"] == "cr-open"
+
+
+def test_two_simulate_command_runs_false_then_true(tmp_path):
+    """`python manage.py simulate` on the world before and after a unit frees up."""
+    import io
+
+    from django.core.management import call_command
+
+    def run(doc):
+        path = tmp_path / "world.json"
+        path.write_text(json.dumps(doc))
+        out = io.StringIO()
+        call_command("simulate", str(path), stdout=out)
+        return json.loads(out.getvalue())
+
+    full = run(pool_world(available=0, total=2, pods=2))
+    assert [c["type"] for c in full["nodePools"][0]["conditions"]] == ["ReservedCapacityAvailable"]
+    assert (condition(full)["status"], condition(full)["reason"]) == ("False", "LimitExceeded")
+    freed = run(pool_world(available=2, total=2, pods=2))
+    assert (condition(freed)["status"], condition(freed)["reason"]) == ("True", "Available")
+    assert sorted(c["launch"]["reservationID"] for c in freed["nodeClaims"]) == ["cr-1", "cr-1"]

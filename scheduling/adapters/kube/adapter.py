@@ -25,6 +25,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scheduling.engine import labels as L
+from scheduling.engine.groups import GROUPS_ANNOTATION, annotation_value, merge_terms, split_terms
 from scheduling.engine.selectors import parse_terms
 from scheduling.engine.timeutil import format_time, parse_time
 
@@ -254,6 +255,20 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "delete", NODECLAIM, name) from exc
 
+    def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
+        """After a launch that targeted a Capacity Reservation group, EC2 chose the member: the
+        NodeClaim's reservation-id label says which (the Node inherits it on registration)."""
+
+        def attempt() -> dict:
+            obj = self._read(NODECLAIM, nodeclaim)
+            if (_meta(obj).get("labels") or {}).get(L.RESERVATION_ID) == reservation_id:
+                return obj
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
+                                  "labels": {L.RESERVATION_ID: reservation_id}}}
+            return self.rest.patch(NODECLAIM, nodeclaim, patch)
+
+        return self._retry_on_conflict("patch", NODECLAIM, nodeclaim, attempt)
+
     # --- demotion ------------------------------------------------------------------------------
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
         """Relabel capacity-type=on-demand and remove every reservation label (id, type AND
@@ -326,7 +341,9 @@ class KubeClusterAdapter:
     def get_selector_terms(self, nodeclass: str) -> tuple[list[dict], str]:
         """The terms as the cluster has them, and the resourceVersion to pass back with an edit."""
         obj = self.get(EC2NODECLASS.kind, nodeclass)
-        return list((obj.get("spec") or {}).get("capacityReservationSelectorTerms") or []), _meta(obj)["resourceVersion"]
+        terms = merge_terms(list((obj.get("spec") or {}).get("capacityReservationSelectorTerms") or []),
+                            _meta(obj).get("annotations"))
+        return terms, _meta(obj)["resourceVersion"]
 
     def update_selector_terms(self, nodeclass: str, terms: list[dict], resource_version: str) -> dict:
         subject = EC2NODECLASS.describe(nodeclass)
@@ -339,8 +356,12 @@ class KubeClusterAdapter:
             raise ClusterError(f"{subject}: capacityReservationSelectorTerms not written, they are invalid: "
                                + "; ".join(problems), status=422, reason="Invalid", verb="patch", subject=subject,
                                causes=problems)
-        patch = {"metadata": {"resourceVersion": resource_version},
-                 "spec": {"capacityReservationSelectorTerms": cleaned}}
+        # Karpenter's CRD has no resourceGroupARN (the API server would prune it, leaving an empty,
+        # invalid term): group terms go to karpweb's annotation, the others to spec.
+        spec_terms, group_arns = split_terms(cleaned)
+        patch = {"metadata": {"resourceVersion": resource_version,
+                              "annotations": {GROUPS_ANNOTATION: annotation_value(group_arns)}},
+                 "spec": {"capacityReservationSelectorTerms": spec_terms}}
         try:
             return self.rest.patch(EC2NODECLASS, nodeclass, patch)
         except ApiException as exc:
@@ -349,6 +370,24 @@ class KubeClusterAdapter:
                 error.message = (f"{subject}: capacityReservationSelectorTerms not written: the EC2NodeClass changed "
                                  f"after resourceVersion {resource_version} was read (someone else edited it); "
                                  "reload it and apply the edit again")
+            raise error from exc
+        except Exception as exc:
+            raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc
+
+    def set_annotations(self, nodeclass: str, annotations: dict[str, str | None], resource_version: str) -> dict:
+        """karpweb's settings on an EC2NodeClass (e.g. karpweb.io/open-reservations), as annotations
+        that Karpenter ignores; None removes one. A stale resourceVersion is a conflict."""
+        subject = EC2NODECLASS.describe(nodeclass)
+        if not resource_version:
+            raise ValueError("set_annotations needs the resourceVersion the edit was based on")
+        patch = {"metadata": {"resourceVersion": resource_version, "annotations": dict(annotations)}}
+        try:
+            return self.rest.patch(EC2NODECLASS, nodeclass, patch)
+        except ApiException as exc:
+            error = self._error(exc, "patch", EC2NODECLASS, nodeclass)
+            if error.conflict:
+                error.message = (f"{subject}: annotations not written: the EC2NodeClass changed after resourceVersion "
+                                 f"{resource_version} was read (someone else edited it); reload it and apply the edit again")
             raise error from exc
         except Exception as exc:
             raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc

@@ -31,8 +31,9 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import OPEN_RESERVATIONS_ANNOTATION, CapacityReservation, EC2NodeClass
 from scheduling.engine import labels as L
+from scheduling.engine.groups import merge_terms
 from scheduling.engine.quantities import QuantityError, parse_quantity
 from scheduling.engine.timeutil import parse_time
 from scheduling.models import Node, NodeClaim, NodePool, Pod
@@ -353,13 +354,16 @@ class ClusterSync:
     # --- one row per kind ---------------------------------------------------------------------------
     def _row_ec2nodeclass(self, obj: dict, links: _Links, now: datetime) -> dict:
         meta, spec, status = _meta(obj), dict(obj.get("spec") or {}), obj.get("status") or {}
-        terms = spec.pop("capacityReservationSelectorTerms", None) or []
+        annotations = meta.get("annotations") or {}
+        # karpweb's group terms live in an annotation (Karpenter's CRD would prune them from spec).
+        terms = merge_terms(spec.pop("capacityReservationSelectorTerms", None) or [], annotations)
         reservations = status.get("capacityReservations") or []
         return {
             "name": meta.get("name", ""), "uid": _clip(meta.get("uid"), 64),
             "resource_version": _clip(meta.get("resourceVersion"), 64),
             "capacity_reservation_selector_terms": terms, "spec": spec,
-            "annotations": meta.get("annotations") or {},
+            "annotations": annotations,
+            "open_reservations": annotations.get(OPEN_RESERVATIONS_ANNOTATION) == "true",
             "status_capacity_reservations": reservations, "conditions": status.get("conditions") or [],
             "created_at": _time(meta.get("creationTimestamp")), "synced_at": now,
             "selected_reservation_ids": [r.get("id") for r in reservations if r.get("id")],
