@@ -9,6 +9,7 @@ import string
 from django.db.models import Q
 from django.utils import timezone
 
+from reservations.groups import launch_group_arn
 from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
@@ -52,6 +53,9 @@ def provision(cloud, cluster, now=None) -> dict:
             decision.details = {**claim, "name": row.name}
             if result.ok:
                 decision.outcome, launched = Decision.Outcome.ACTED, launched + 1
+                if result.open_reservation_id:
+                    decision.reason += (f"; open mode: EC2 runs it in open reservation {result.open_reservation_id} "
+                                        "(it stays on-demand, counted in that reservation)")
             else:
                 decision.outcome, failed = Decision.Outcome.FAILED, failed + 1
                 decision.error = f"{result.error_code}: {result.error_message}"
@@ -169,14 +173,18 @@ def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
         instance_type=row.instance_type, zone=row.zone, capacity_type=row.capacity_type, price=0.0,
         reservation_id=row.reservation_label or None,
         reservation_type=row.labels.get("karpenter.k8s.aws/capacity-reservation-type"),
+        reservation_group_arn=launch_group_arn(row.node_class, row.reservation_label),
     )
     node_class = row.node_class
     request = LaunchRequest(
         nodeclaim_name=row.name, nodeclass_name=node_class.name if node_class else "",
         image_id=(node_class.spec or {}).get("karpweb.io/imageID", "") if node_class else "", offerings=[offering],
         tags={"karpenter.sh/nodeclaim": row.name, "karpenter.sh/nodepool": row.node_pool.name if row.node_pool else ""},
+        open_reservations=bool(node_class and node_class.open_reservations),
     )
     result = (already_launched(cloud, row.name) if retry else None) or cloud.launch(request)
+    if result.ok and result.reservation_id and row.reservation_label and result.reservation_id != row.reservation_label:
+        record_group_member(cluster, row, result.reservation_id)
     if result.ok:
         # The cluster hears of the launch first and the row last: until the row has its
         # provider id, a retry relaunches with the same client token and gets the same instance.
@@ -194,6 +202,19 @@ def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
             delete(row.name)
         mark_unavailable(result.reservations_marked_unavailable)
     return result
+
+
+def record_group_member(cluster, row: NodeClaim, reservation_id: str) -> None:
+    """The launch targeted a Capacity Reservation group and EC2 chose another member than the
+    plan's: the NodeClaim (and so its Node) says where the instance really is."""
+    relabel = getattr(cluster, "set_reservation_label", None)
+    if relabel:
+        relabel(row.name, reservation_id)
+    row.refresh_from_db()
+    row.labels = {**row.labels, "karpenter.k8s.aws/capacity-reservation-id": reservation_id}
+    row.reservation_label = reservation_id
+    row.reservation = CapacityReservation.objects.filter(reservation_id=reservation_id).first()
+    row.save(update_fields=["labels", "reservation_label", "reservation"])
 
 
 def mark_unavailable(reservation_ids) -> None:

@@ -30,6 +30,7 @@ from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodeP
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+RESERVATION_ID_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 
 
 class SimulatedCloud:
@@ -41,14 +42,21 @@ class SimulatedCloud:
             return _result(existing)
         errors = []
         for offering in request.offerings:
-            if offering.reservation_id and not _take_unit(offering.reservation_id):
+            reservation_id = offering.reservation_id
+            if reservation_id and offering.reservation_group_arn:
+                reservation_id = _take_group_unit(offering)  # EC2 picks a member of the group with room
+            elif reservation_id and not _take_unit(reservation_id):
+                reservation_id = None
+            elif not reservation_id and offering.capacity_type == CapacityType.ON_DEMAND and request.open_reservations:
+                reservation_id = _take_open_unit(offering.instance_type, offering.zone)  # open mode; may be None
+            if offering.reservation_id and not reservation_id:
                 errors.append(("ReservationCapacityExceeded",
-                               f"reservation {offering.reservation_id} has no available instance"))
+                               f"reservation {offering.reservation_group_arn or offering.reservation_id} has no available instance"))
                 continue
             instance = SimulatedInstance.objects.create(
                 instance_id=f"i-{random.getrandbits(68):017x}", client_token=request.nodeclaim_name,
                 instance_type=offering.instance_type, zone=offering.zone, capacity_type=offering.capacity_type,
-                reservation_id=offering.reservation_id or "", reservation_type=offering.reservation_type or "",
+                reservation_id=reservation_id or "", reservation_type=offering.reservation_type or "",
             )
             return _result(instance)
         code, message = errors[-1] if errors else ("UnfulfillableCapacity", "no offering to launch")
@@ -75,13 +83,62 @@ class SimulatedCloud:
         return [
             InstanceMembership(
                 instance_id=i.instance_id, instance_type=i.instance_type, zone=i.zone, state=i.state,
-                capacity_type=i.capacity_type, reservation_id=i.reservation_id or None,
+                capacity_type=i.capacity_type, reservation_id=_reserved_in(i),
                 reservation_type=i.reservation_type or None, interruptible=False,
-                capacity_reservation_preference="capacity-reservations-only" if i.reservation_id else "none",
+                capacity_reservation_preference=_preference(i),
                 launch_time=i.launched_at, tags={NODECLAIM_TAG: i.client_token},
+                open_reservation_id=_open_in(i),
             )
             for i in instances
         ]
+
+
+def _reserved_in(instance: SimulatedInstance) -> str | None:
+    return instance.reservation_id if instance.reservation_id and instance.capacity_type == CapacityType.RESERVED else None
+
+
+def _open_in(instance: SimulatedInstance) -> str | None:
+    """An on-demand instance of an EC2NodeClass in open mode that EC2 put in an open reservation."""
+    return instance.reservation_id if instance.reservation_id and instance.capacity_type == CapacityType.ON_DEMAND else None
+
+
+def _preference(instance: SimulatedInstance) -> str:
+    if _reserved_in(instance):
+        return "capacity-reservations-only"
+    return "open" if _open_in(instance) else "none"
+
+
+def _take_group_unit(offering) -> str | None:
+    """A launch that targets a Capacity Reservation group: the planned member if it has room, else
+    another active ODCR of the group with the same type and zone (EC2 picks one with room)."""
+    from reservations.models import CapacityReservationGroup
+
+    group = CapacityReservationGroup.objects.filter(arn=offering.reservation_group_arn).first()
+    members = list(group.reservation_ids) if group else []
+    ordered = [offering.reservation_id] + sorted(set(members) - {offering.reservation_id})
+    for rid in ordered:
+        if rid != offering.reservation_id and not CapacityReservation.objects.filter(
+                reservation_id=rid, instance_type=offering.instance_type, availability_zone=offering.zone,
+                reservation_type=CapacityReservation.ReservationType.DEFAULT).exists():
+            continue
+        if _take_unit(rid):
+            return rid
+    return None
+
+
+def _take_open_unit(instance_type: str, zone: str) -> str | None:
+    """EC2's open matching: an on-demand launch with preference open runs in an active open ODCR of
+    its type and zone with room, when there is one."""
+    now = timezone.now()
+    candidates = CapacityReservation.objects.filter(
+        instance_type=instance_type, availability_zone=zone, state=CapacityReservation.State.ACTIVE,
+        instance_match_criteria=CapacityReservation.MatchCriteria.OPEN,
+        reservation_type=CapacityReservation.ReservationType.DEFAULT, available_instance_count__gt=0,
+    ).exclude(end_date__lte=now).order_by("reservation_id").values_list("reservation_id", flat=True)
+    for rid in candidates:
+        if _take_unit(rid):
+            return rid
+    return None
 
 
 def _take_unit(reservation_id: str) -> bool:
@@ -103,10 +160,12 @@ def _stop(instance: SimulatedInstance) -> None:
 
 
 def _result(instance: SimulatedInstance) -> LaunchResult:
+    reserved_in = _reserved_in(instance)
     return LaunchResult(
         instance_id=instance.instance_id, instance_type=instance.instance_type, zone=instance.zone,
-        capacity_type=instance.capacity_type, reservation_id=instance.reservation_id or None,
-        reservation_type=instance.reservation_type or None,
+        capacity_type=instance.capacity_type, reservation_id=reserved_in,
+        reservation_type=(instance.reservation_type or None) if reserved_in else None,
+        open_reservation_id=_open_in(instance),
     )
 
 
@@ -124,6 +183,12 @@ class SimulatedCluster:
 
     def delete_nodeclaim(self, name: str) -> bool:
         return NodeClaim.objects.filter(name=name).delete()[0] > 0
+
+    def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
+        claim = NodeClaim.objects.get(name=nodeclaim)
+        claim.labels = {**claim.labels, RESERVATION_ID_LABEL: reservation_id}
+        claim.save(update_fields=["labels"])
+        return {"metadata": {"name": nodeclaim, "labels": claim.labels}}
 
     def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
         model = {"NodeClaim": NodeClaim, "NodePool": NodePool}.get(kind)

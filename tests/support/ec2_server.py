@@ -21,8 +21,9 @@ What the server adds (see ``docs/ec2.md`` for the full list):
   ``scheduled`` before the start, ``active`` until the end, then ``expired``; EC2 terminates their
   instances 30 minutes (60 for UltraServers) before the end and so does this server.
 * Reservation-aware ``RunInstances`` and instant ``CreateFleet``: ``CapacityReservationSpecification``
-  (request or launch template) with preference ``capacity-reservations-only`` + target id, ``open``
-  (the EC2 default: matching open reservations are used first) or ``none``;
+  (request or launch template) with preference ``capacity-reservations-only`` + target id or target
+  Capacity Reservation group (``CapacityReservationResourceGroupArn``: the first member of that type
+  and zone with room), ``open`` (the EC2 default: matching open reservations are used first) or ``none``;
   ``InstanceMarketOptions.MarketType=capacity-block`` gives ``InstanceLifecycle=capacity-block``.
   A launch decrements ``AvailableInstanceCount``; a full reservation answers
   ``ReservationCapacityExceeded`` (RunInstances: an HTTP 400 error; CreateFleet instant: an entry in
@@ -33,7 +34,8 @@ What the server adds (see ``docs/ec2.md`` for the full list):
 * ``DescribeSpotPriceHistory`` answers from the prices set with :meth:`EC2TestServer.set_spot_price`
   (newest first, empty when none are set) instead of moto's fixed fake price for every type.
 * resource-groups ``ListGroupResources`` for Capacity Reservation groups registered with
-  :meth:`EC2TestServer.add_reservation_group` (moto does not implement it).
+  :meth:`EC2TestServer.add_reservation_group` (moto does not implement it), in pages of
+  ``MaxResults`` (at most 50) with ``NextToken``; its calls are in the call log too.
 * A fault injector (:class:`FaultInjector`): the next N calls of an action answer an EC2 error
   (``RequestLimitExceeded`` with HTTP 503 as EC2 does, ``InternalError`` with 500, ...), or an
   instant CreateFleet reports an error code for every pool in its ``Errors`` list, or the answer
@@ -439,12 +441,45 @@ class _Placement:
     preference: str  # open | none | capacity-reservations-only
     target_id: str | None
     market_type: str | None  # spot | capacity-block | None
+    target_group: str | None = None  # CapacityReservationResourceGroupArn
 
 
 def _placement_from(spec: dict[str, Any], market: dict[str, Any]) -> _Placement:
     target = spec.get("CapacityReservationTarget") or {}
     preference = spec.get("CapacityReservationPreference") or ("capacity-reservations-only" if target else "open")
-    return _Placement(preference, target.get("CapacityReservationId"), (market or {}).get("MarketType"))
+    return _Placement(preference, target.get("CapacityReservationId"), (market or {}).get("MarketType"),
+                      target.get("CapacityReservationResourceGroupArn"))
+
+
+def _admit_group(backend: Any, instance_type: str, zone: str, placement: _Placement, count: int) -> dict[str, Any]:
+    """A launch targeting a Capacity Reservation group: the first member in the group's order that
+    is an active ODCR of this type and zone with room (EC2 picks one; which one is not specified)."""
+    st = _state(backend)
+    if placement.preference == "none":
+        raise EC2ClientError(
+            "InvalidParameterCombination", "A capacity reservation target cannot be combined with the preference 'none'"
+        )
+    if placement.target_group not in RESOURCE_GROUPS:
+        raise EC2ClientError("InvalidParameterValue", f"The resource group {placement.target_group} does not exist")
+    if placement.market_type in ("capacity-block", "spot"):
+        raise EC2ClientError("InvalidParameterCombination", "Capacity Reservation groups hold On-Demand Capacity Reservations only")
+    for rid in RESOURCE_GROUPS[placement.target_group]:
+        r = st.reservations.get(rid)
+        if (
+            r is not None
+            and r["State"] == "active"
+            and r["ReservationType"] == "default"
+            and r["InstanceType"] == instance_type
+            and r["AvailabilityZone"] == zone
+            and r["AvailableInstanceCount"] >= count
+        ):
+            r["AvailableInstanceCount"] -= count
+            return r
+    raise EC2ClientError(
+        "ReservationCapacityExceeded",
+        f"There is insufficient capacity in the Capacity Reservation group {placement.target_group} "
+        f"for {instance_type} in {zone}",
+    )
 
 
 def _admit(
@@ -453,6 +488,8 @@ def _admit(
     """Take ``count`` units for a launch; return the reservation used, or raise the EC2 error."""
     st = _state(backend)
     _refresh(backend)
+    if placement.target_group and not placement.target_id:
+        return _admit_group(backend, instance_type, zone, placement, count)
     if placement.target_id:
         if placement.preference == "none":
             raise EC2ClientError(
@@ -534,6 +571,8 @@ def _annotate(backend: Any, instance: Instance, r: dict[str, Any] | None, placem
     spec: dict[str, Any] = {"CapacityReservationPreference": placement.preference}
     if placement.target_id:
         spec["CapacityReservationTarget"] = {"CapacityReservationId": placement.target_id}
+    elif placement.target_group:
+        spec["CapacityReservationTarget"] = {"CapacityReservationResourceGroupArn": placement.target_group}
     instance.capacity_reservation_specification = spec
     instance.capacity_reservation_id = r["CapacityReservationId"] if r else None
     if placement.market_type == "capacity-block":
@@ -897,12 +936,20 @@ def _list_group_resources(self: ResourceGroupsResponse) -> Any:
     if group not in RESOURCE_GROUPS:
         return 404, {"x-amzn-ErrorType": "NotFoundException"}, json.dumps({"Message": f"Cannot find group {group}"})
     region, account = self.region, self.current_account
+    CALLS.append(Call("ListGroupResources", {key: self._get_param(key) for key in ("Group", "MaxResults", "NextToken")}))
     resources = [
         {"Identifier": {"ResourceArn": f"arn:aws:ec2:{region}:{account}:capacity-reservation/{rid}",
                         "ResourceType": "AWS::EC2::CapacityReservation"}}
         for rid in RESOURCE_GROUPS[group]
     ]
-    return json.dumps({"Resources": resources, "ResourceIdentifiers": [r["Identifier"] for r in resources]})
+    # Pages of MaxResults (at most 50, as the API), NextToken an opaque offset.
+    start = int(self._get_param("NextToken") or 0)
+    size = min(int(self._get_param("MaxResults") or 50), 50)
+    page = resources[start : start + size]
+    answer: dict[str, Any] = {"Resources": page, "ResourceIdentifiers": [r["Identifier"] for r in page]}
+    if start + size < len(resources):
+        answer["NextToken"] = str(start + size)
+    return json.dumps(answer)
 
 
 ResourceGroupsResponse.list_group_resources = _list_group_resources
