@@ -76,7 +76,7 @@ def launch_group_arn(node_class: EC2NodeClass | None, reservation_id: str, now=N
         return None
     from scheduling.world import reservation_item
 
-    groups = list(CapacityReservationGroup.objects.filter(arn__in=arns, reservations__reservation_id=reservation_id))
+    groups = [g for g in CapacityReservationGroup.objects.filter(arn__in=arns) if reservation_id in (g.reservation_ids or [])]
     if not groups:
         return None
     now = now or timezone.now()

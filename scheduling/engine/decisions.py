@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .explain import failure_reason
 from .groups import group_arns, group_target
 from .launch import FinalClaim
@@ -68,7 +70,7 @@ def node_pool(template: PoolTemplate, plan: Plan) -> dict:
     if template.problem is not None:
         conditions.append(_condition("NodeClassReady", "False", "NodeClassNotReady", template.problem))
     elif plan.world.reserved_capacity:
-        conditions.append(reserved_capacity_condition(template, plan.results.ledger, waiting_for_reserved(template, plan)))
+        conditions.append(reserved_capacity_condition(template, plan.results.ledger, lambda: waiting_for_reserved(template, plan)))
     return {"name": template.name, "conditions": conditions}
 
 
@@ -105,10 +107,11 @@ def _reserved_could_hold(template: PoolTemplate, pod) -> bool:
     return False
 
 
-def reserved_capacity_condition(template: PoolTemplate, ledger: ReservationLedger, waiting: int | None = None) -> dict:
+def reserved_capacity_condition(template: PoolTemplate, ledger: ReservationLedger,
+                                waiting: Callable[[], int] | None = None) -> dict:
     """`ReservedCapacityAvailable` (seed 001's condition): True / Available while a reservation
     this NodePool can launch into has a free unit after this plan, or while none is free but no
-    pod waits for one; False / LimitExceeded when every one is used and `waiting` pods could
+    pod waits for one; False / LimitExceeded when every one is used and `waiting()` pods could
     have used one (None: unknown, counted as waiting). It returns to True once a unit frees up."""
     kind = "ReservedCapacityAvailable"
     if not template.allows_reserved():
@@ -126,9 +129,10 @@ def reserved_capacity_condition(template: PoolTemplate, ledger: ReservationLedge
                       for rid in sorted(reservations))
     if any(ledger.remaining(rid) > 0 for rid in reservations):
         return _condition(kind, "True", "Available", f"after this plan: {usage}")
-    if waiting == 0:
+    count = waiting() if waiting is not None else None
+    if count == 0:
         return _condition(kind, "True", "Available", f"every compatible reservation is used and no pending pod waits for one: {usage}")
-    pods = f"{waiting} pod(s) could use reserved capacity but " if waiting else ""
+    pods = f"{count} pod(s) could use reserved capacity but " if count else ""
     return _condition(kind, "False", "LimitExceeded", f"{pods}every compatible reservation is used: {usage}")
 
 
