@@ -5,6 +5,7 @@ deployment never silently turns into a default.
 """
 
 import os
+import re
 from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -61,6 +62,19 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     value = os.environ.get(name) or default
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value
+
+
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A request rate as DRF's throttles read it ("600/min", "10/s"), or None for "off"."""
+    value = (os.environ.get(name) or default).strip()
+    if value.lower() == "off":
+        return None
+    if not _RATE.match(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate like 600/min, 10/s or off")
     return value
 
 

@@ -14,6 +14,7 @@ from karpweb.env import (
     env_choice,
     env_int,
     env_list,
+    env_rate,
     env_str,
     env_url,
 )
@@ -57,6 +58,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "scheduling.api.throttling.FailedAuthenticationRateLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -114,6 +116,13 @@ STORAGES = {
     },
 }
 
+# A WORLD.json pasted into the what-if page may be up to 5 MiB (scheduling/whatif.py says so when it
+# is larger); Django's default (2.5 MB) would refuse it with a bare 400 first.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * 2**20
+
+# Every list page's table (templates/tables/table.html: django-tables2's, with plain rows).
+DJANGO_TABLES2_TEMPLATE = "tables/table.html"
+
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
@@ -157,6 +166,18 @@ KARPWEB_KUBECONFIG = env_str("KUBECONFIG")
 KARPWEB_METRICS_TOKEN = env_str("KARPWEB_METRICS_TOKEN", "")
 KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 30, minimum=1)
 
+# API rate limits per client (scheduling/api/throttling.py): a signed-in user or token, and anonymous
+# requests by address. "off" turns one off. Counted in the cache below, per process unless
+# KARPWEB_CACHE_URL names a Redis that all web processes share.
+KARPWEB_API_RATE = env_rate("KARPWEB_API_RATE", "600/min")
+KARPWEB_API_ANON_RATE = env_rate("KARPWEB_API_ANON_RATE", "60/min")
+KARPWEB_CACHE_URL = env_url("KARPWEB_CACHE_URL", None, ("redis", "rediss"))
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": KARPWEB_CACHE_URL}
+    if KARPWEB_CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`.
@@ -165,6 +186,7 @@ REST_FRAMEWORK = {
     ],
     # The UI's roles: viewers read, operators write (scheduling/api/permissions.py).
     "DEFAULT_PERMISSION_CLASSES": ["scheduling.api.permissions.IsOperatorOrReadOnly"],
+    "DEFAULT_THROTTLE_CLASSES": ["scheduling.api.throttling.AnonRateThrottle", "scheduling.api.throttling.UserRateThrottle"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
@@ -174,7 +196,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "scheduling.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["scheduling.api.parsers.JSONBodyParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
@@ -204,6 +226,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
+    # Never below INFO, whatever LOG_LEVEL says: at DEBUG these log request headers (AWS signatures
+    # with the access key id, Kubernetes bearer tokens) and bodies.
+    "loggers": {name: {"level": "INFO"} for name in ("botocore", "boto3", "urllib3", "kubernetes", "s3transfer")},
 }
 
 if not DEBUG:

@@ -6,6 +6,7 @@ from django.utils.html import format_html
 from reservations.models import (
     CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationSample,
 )
+from scheduling.admin_forms import EC2NodeClassAdminForm
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 
 
@@ -101,6 +102,7 @@ class UtilizationSampleAdmin(ReadOnlyAdmin):
 
 @admin.register(EC2NodeClass)
 class EC2NodeClassAdmin(AuditedAdmin):
+    form = EC2NodeClassAdminForm
     list_display = ("name", "term_count", "reservation_count", "ready", "open_reservations", "synced_at")
     list_filter = ("open_reservations",)
     search_fields = ("name",)

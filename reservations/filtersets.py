@@ -6,10 +6,10 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
-from scheduling.filtersets import UtcDateTimeFilter
+from scheduling.filtersets import FilterSet, UtcDateTimeFilter
 
 
-class CapacityReservationFilterSet(django_filters.FilterSet):
+class CapacityReservationFilterSet(FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     reservation_type = django_filters.ChoiceFilter(choices=CapacityReservation.ReservationType.choices, label="Type")
     availability_zone = django_filters.CharFilter(lookup_expr="iexact", label="AZ")
@@ -41,7 +41,7 @@ class CapacityReservationFilterSet(django_filters.FilterSet):
         return queryset
 
 
-class EC2NodeClassFilterSet(django_filters.FilterSet):
+class EC2NodeClassFilterSet(FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
 
     class Meta:
@@ -49,7 +49,7 @@ class EC2NodeClassFilterSet(django_filters.FilterSet):
         fields = ["q"]
 
 
-class UtilizationSampleFilterSet(django_filters.FilterSet):
+class UtilizationSampleFilterSet(FilterSet):
     """The API's time window on one reservation's samples."""
 
     since = UtcDateTimeFilter(field_name="sampled_at", lookup_expr="gte", label="Sampled at or after")

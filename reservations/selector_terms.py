@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from karpweb.jsonsafe import json_problems, printable
 from reservations.models import EC2NodeClass
 from reservations.status import resolve_from_database, write_node_class_status
 from scheduling.audit import diff, record_change
@@ -29,9 +30,23 @@ class SelectorTermConflict(Exception):
     """Someone else changed the EC2NodeClass after this edit read it."""
 
 
+# EC2's own limits: a longer tag can never match a reservation.
+MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
+
+
 def validation_problems(terms) -> list[str]:
-    """The engine's per-term messages, e.g. `capacityReservationSelectorTerms[1].id: "x" does not match ^cr-[0-9a-z]+$`."""
-    return parse_terms(terms, FIELD)[1]
+    """The engine's per-term messages, e.g. `capacityReservationSelectorTerms[1].id: "x" does not match ^cr-[0-9a-z]+$`,
+    then what could not be stored (NUL characters, non-finite numbers) or never match (over-long tags)."""
+    problems = parse_terms(terms, FIELD)[1] + json_problems(terms, FIELD)
+    for index, term in enumerate(terms if isinstance(terms, list) else []):
+        tags = term.get("tags") if isinstance(term, dict) else None
+        for key, value in (tags.items() if isinstance(tags, dict) else []):
+            where = f"{FIELD}[{index}].tags"
+            if isinstance(key, str) and len(key) > MAX_TAG_KEY:
+                problems.append(f"{where}: the key {printable(key, 40)!r} is longer than {MAX_TAG_KEY} characters (EC2's limit)")
+            if isinstance(value, str) and len(value) > MAX_TAG_VALUE:
+                problems.append(f"{where}.{printable(key, 40)}: longer than {MAX_TAG_VALUE} characters (EC2's limit)")
+    return problems
 
 
 def preview(node_class: EC2NodeClass, terms, now=None) -> NodeClassReservations:
@@ -72,6 +87,11 @@ def save_selector_terms(node_class: EC2NodeClass, terms, read_version: str, *, u
     problems = validation_problems(terms)
     if problems:
         raise InvalidSelectorTerms(problems)
+    if not isinstance(read_version, str) or "\x00" in read_version:
+        raise SelectorTermConflict(
+            f"EC2NodeClass {node_class.name}: {printable(read_version, 40)!r} is no version it ever had; "
+            "reload it and apply your edit again"
+        )
     if settings.KARPWEB_CLUSTER == "kubernetes":
         new_version = _write_to_cluster(node_class, terms, read_version)
     else:

@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
+from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
 from reservations.forms import EditorInputError, apply_action, editor_rows, terms_from_post
@@ -36,7 +37,8 @@ class ReservationListView(ObjectListView):
     table_class = CapacityReservationTable
 
     def get_queryset(self):
-        return CapacityReservation.objects.with_recent_utilization().order_by("reservation_id")
+        # The table shows neither tags nor allocations (JSON): not read, not decoded.
+        return CapacityReservation.objects.with_recent_utilization().defer("tags", "capacity_allocations").order_by("reservation_id")
 
 
 class ReservationDetailView(ViewerRequiredMixin, TemplateView):
@@ -73,17 +75,22 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
         return context
 
 
-def upcoming_capacity_blocks(now):
-    """Active capacity blocks that have not ended, soonest end first, with the nodes in them."""
+def upcoming_capacity_blocks(now, *, with_nodes=True):
+    """Active capacity blocks that have not ended, soonest end first, each with `node_count` and
+    (`with_nodes`) the names of the nodes in it."""
     blocks = (
         CapacityReservation.objects.filter(
             reservation_type=CapacityReservation.ReservationType.CAPACITY_BLOCK,
             state=CapacityReservation.State.ACTIVE,
             end_date__gt=now,
         )
-        .prefetch_related(Prefetch("nodes", queryset=Node.objects.order_by("name")))
+        .annotate(node_count=Count("nodes"))
+        .defer("tags", "capacity_allocations")
         .order_by("end_date")
     )
+    if with_nodes:
+        # Only what the page shows of each node: its name (and link).
+        blocks = blocks.prefetch_related(Prefetch("nodes", queryset=Node.objects.only("pk", "name", "reservation_id").order_by("name")))
     return [(block, block.timing) for block in blocks]
 
 
@@ -138,6 +145,11 @@ def groups_of(node_class):
     return [(arn, stored.get(arn)) for arn in group_arns(node_class.capacity_reservation_selector_terms)]
 
 
+def _bounded(version: str | None) -> str | None:
+    """A version from a form, cut to what a version can be (its error message shows it)."""
+    return None if version is None else version[:64]
+
+
 class NodeClassOpenModeView(OperatorRequiredMixin, View):
     """Operators turn open mode on or off (audited; an annotation on a real cluster)."""
 
@@ -145,11 +157,11 @@ class NodeClassOpenModeView(OperatorRequiredMixin, View):
         node_class = get_object_or_404(EC2NodeClass, name=name)
         value = request.POST.get("open_reservations", "")
         if value not in ("true", "false"):
-            messages.error(request, f'open_reservations: "{value}" is not one of true, false')
+            messages.error(request, f'open_reservations: "{printable(value)}" is not one of true, false')
             return redirect(node_class)
         try:
             changed = set_open_mode(node_class, value == "true", user=request.user, source=AuditEntry.Source.UI,
-                                    read_version=request.POST.get("resource_version"))
+                                    read_version=_bounded(request.POST.get("resource_version")))
         except OpenModeConflict as exc:
             messages.error(request, f"Not changed: {exc}")
             return redirect(node_class)

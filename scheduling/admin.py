@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.db.models import Count
 
+from scheduling.admin_forms import NodePoolAdminForm
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
 from scheduling.models import (
     AuditEntry,
@@ -44,6 +45,7 @@ class OfferingAdmin(AuditedAdmin):
 
 @admin.register(NodePool)
 class NodePoolAdmin(AuditedAdmin):
+    form = NodePoolAdminForm
     list_display = ("name", "weight", "node_class", "effective_mode", "consolidation_policy", "node_count", "ready", "synced_at")
     list_filter = ("mode", "consolidation_policy", "keep_idle_reserved_nodes")
     search_fields = ("name",)

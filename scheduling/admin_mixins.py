@@ -1,13 +1,18 @@
 """Admin plumbing shared by both apps: every add, change and delete lands in the audit log."""
 
 from django.contrib import admin
+from django.db import models
 
+from scheduling.admin_forms import StorableJSONField
 from scheduling.audit import diff, record_change
 from scheduling.models import AuditEntry
 
 
 class AuditedAdmin(admin.ModelAdmin):
-    """Records who changed what (old and new values) for every admin write."""
+    """Records who changed what (old and new values) for every admin write. JSON fields refuse what
+    cannot be stored with a field error (scheduling/admin_forms.py)."""
+
+    formfield_overrides = {models.JSONField: {"form_class": StorableJSONField}}
 
     def save_model(self, request, obj, form, change):
         fields = form.changed_data if change else list(form.cleaned_data)

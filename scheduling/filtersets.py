@@ -28,7 +28,20 @@ class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
-class NodePoolFilterSet(django_filters.FilterSet):
+class FilterSet(django_filters.FilterSet):
+    """Every list's FilterSet: text filters take at most MAX_LENGTH characters (a longer value is a
+    field error; SQLite refuses LIKE patterns over 50,000 bytes with a server error)."""
+
+    MAX_LENGTH = 256
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for filter_ in self.filters.values():
+            if isinstance(filter_, django_filters.CharFilter):
+                filter_.extra.setdefault("max_length", self.MAX_LENGTH)
+
+
+class NodePoolFilterSet(FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
     mode = django_filters.ChoiceFilter(choices=Mode.choices, empty_label="any mode")
 
@@ -37,7 +50,7 @@ class NodePoolFilterSet(django_filters.FilterSet):
         fields = ["q", "mode"]
 
 
-class NodeFilterSet(django_filters.FilterSet):
+class NodeFilterSet(FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     capacity_type = django_filters.ChoiceFilter(choices=CapacityType.choices)
     zone = django_filters.CharFilter(lookup_expr="iexact")
@@ -62,7 +75,7 @@ class NodeClaimFilterSet(NodeFilterSet):
         return queryset.filter(Q(name__icontains=value) | Q(node_name__icontains=value) | Q(provider_id__icontains=value))
 
 
-class PodFilterSet(django_filters.FilterSet):
+class PodFilterSet(FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     namespace = django_filters.CharFilter()
     pending = django_filters.BooleanFilter(field_name="node_name", lookup_expr="exact", method="filter_pending")
@@ -79,7 +92,7 @@ class PodFilterSet(django_filters.FilterSet):
         return queryset.filter(node_name="") if value else queryset.exclude(node_name="")
 
 
-class DecisionFilterSet(django_filters.FilterSet):
+class DecisionFilterSet(FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     kind = django_filters.MultipleChoiceFilter(choices=Decision.Kind.choices)
     outcome = django_filters.ChoiceFilter(choices=Decision.Outcome.choices)
@@ -95,7 +108,7 @@ class DecisionFilterSet(django_filters.FilterSet):
         return queryset.filter(Q(subject__icontains=value) | Q(reason__icontains=value))
 
 
-class InstanceTypeFilterSet(django_filters.FilterSet):
+class InstanceTypeFilterSet(FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
     family = django_filters.CharFilter(lookup_expr="iexact")
     arch = django_filters.CharFilter(lookup_expr="iexact")
@@ -113,7 +126,7 @@ class InstanceTypeFilterSet(django_filters.FilterSet):
         return queryset.filter(pk__in=Offering.objects.filter(zone__iexact=value).values("instance_type"))
 
 
-class OfferingFilterSet(django_filters.FilterSet):
+class OfferingFilterSet(FilterSet):
     instance_type = django_filters.CharFilter(field_name="instance_type__name", lookup_expr="iexact")
     capacity_type = django_filters.ChoiceFilter(choices=CapacityType.choices)
     zone = django_filters.CharFilter(lookup_expr="iexact")
@@ -125,7 +138,7 @@ class OfferingFilterSet(django_filters.FilterSet):
         fields = ["instance_type", "capacity_type", "zone", "available", "reservation"]
 
 
-class TaskRunFilterSet(django_filters.FilterSet):
+class TaskRunFilterSet(FilterSet):
     task = django_filters.CharFilter()
     status = django_filters.MultipleChoiceFilter(choices=TaskRun.Status.choices)
     since = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")

@@ -1,13 +1,15 @@
 import json
 
 from django.contrib import messages
-from django.db.models import Count, Sum
+from django.db.models import Count, IntegerField, OuterRef, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.db.models.functions import TruncHour
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
+from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, UtilizationSample
@@ -34,11 +36,13 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         now = timezone.now()
-        reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).order_by("reservation_id"))
+        # The tags and allocations (JSON) are not shown here: no need to read and decode them.
+        reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now)
+                            .defer("tags", "capacity_allocations").order_by("reservation_id"))
         prices = on_demand_prices({r.instance_type for r in reservations})
         idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
         pools = list(NodePool.objects.order_by("-weight", "name"))
-        drains = upcoming_capacity_blocks(now)
+        drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now,
             used=sum(r.used_instance_count for r in reservations),
@@ -48,7 +52,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             unpriced=sum(1 for cost in idle_costs if cost is None),
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],
-            block_alarms=[block for block, _timing in drains if block.block_alarm(len(block.nodes.all()), now)],
+            block_alarms=[block for block, _timing in drains if block.block_alarm(block.node_count, now)],
             pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
@@ -122,7 +126,7 @@ class NodePoolModeView(OperatorRequiredMixin, View):
         pool = get_object_or_404(NodePool, name=name)
         new_mode = request.POST.get("mode", "")
         if new_mode not in {"", Mode.OBSERVE, Mode.CONTROL}:
-            messages.error(request, f'mode: "{new_mode}" is not one of observe, control or blank (follow global)')
+            messages.error(request, f'mode: "{printable(new_mode)}" is not one of observe, control or blank (follow global)')
             return redirect(pool)
         if new_mode != pool.mode:
             changes = diff({"mode": pool.mode}, {"mode": new_mode})
@@ -139,7 +143,14 @@ class NodeListView(ObjectListView):
     table_class = NodeTable
 
     def get_queryset(self):
-        return Node.objects.select_related("node_pool", "reservation").annotate(pod_count=Count("pods")).order_by("name")
+        # A correlated count for the 50 nodes of a page, not a join and GROUP BY over every node.
+        return Node.objects.select_related("node_pool", "reservation").annotate(pod_count=pod_count()).order_by("name")
+
+
+def pod_count():
+    """The number of pods on each node, as a subquery the database runs only for the rows it returns."""
+    pods = Pod.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(pods, output_field=IntegerField()), 0)
 
 
 class NodeDetailView(ViewerRequiredMixin, TemplateView):

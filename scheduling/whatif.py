@@ -27,6 +27,10 @@ def run_world_text(text: str) -> SimulationOutcome:
         return run_world(load_json(text))
     except WorldError as exc:
         return SimulationOutcome(problems=exc.lines())
+    except RecursionError:
+        return SimulationOutcome(problems=["WORLD.json: invalid JSON: nested too deeply"])
+    except ValueError as exc:  # e.g. an integer longer than Python reads (4300 digits)
+        return SimulationOutcome(problems=[f"WORLD.json: invalid JSON: {exc}"])
 
 
 def run_world(world) -> SimulationOutcome:

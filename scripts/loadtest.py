@@ -5,7 +5,9 @@ clients on the main pages and the API for a bounded time; prints p50 / p95 / p99
         [--nodes 5000] [--reservations 500] [--clients 8] [--seconds 30] [--workers 3]
 
 It creates (or reuses) the world in the database DATABASE_URL names: point it at a scratch database.
-Latency is measured by the client, so it includes loopback HTTP; the server time is at most that.
+Latency is measured by the client, so it includes loopback HTTP and the wait for a free gunicorn
+worker (more clients than workers); the server time (gunicorn's request time, from its access log:
+from the worker taking the request to the last byte) is printed beside it.
 """
 
 import argparse
@@ -16,6 +18,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "karpweb.settings")
 os.environ.setdefault("SECRET_KEY", "load-test-only-secret")
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+# The load is one user's: the API's rate limit would answer 429 instead of measuring the pages.
+os.environ.setdefault("KARPWEB_API_RATE", "off")
 
 PAGES = ["/", "/reservations/", "/reservations/?reservation_type=capacity-block", "/capacity-blocks/",
          "/nodepools/", "/nodes/", "/nodes/?capacity_type=reserved", "/nodeclaims/", "/decisions/"]
@@ -116,6 +121,17 @@ def client(port, paths, headers, deadline, results, errors):
         results.setdefault(path.split("?")[0] if path.startswith("/api") else path, []).append(elapsed)
 
 
+def read_access_log(path) -> dict[str, list[float]]:
+    """gunicorn's request times (microseconds) per path, keyed as the clients key their results."""
+    times: dict[str, list[float]] = {}
+    for line in Path(path).read_text().splitlines():
+        request, _, micros = line.rpartition(" ")
+        path_only, _, query = request.partition("?")
+        key = path_only if path_only.startswith("/api") or not query else f"{path_only}?{query}"
+        times.setdefault(key, []).append(int(micros) / 1000)
+    return times
+
+
 def percentile(values, share):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -133,8 +149,11 @@ def main():
     build_world(args.nodes, args.reservations)
     session, token = credentials()
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=ROOT, check=True)
+    access_log = tempfile.NamedTemporaryFile(prefix="karpweb-load-", suffix=".log", delete=False)
+    access_log.close()
     server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "karpweb.wsgi", "-b", f"127.0.0.1:{args.port}",
-                               "--workers", str(args.workers), "--log-level", "warning"], cwd=ROOT)
+                               "--workers", str(args.workers), "--log-level", "warning",
+                               "--access-logfile", access_log.name, "--access-logformat", "%(U)s?%(q)s %(D)s"], cwd=ROOT)
     try:
         for _ in range(100):
             try:
@@ -156,12 +175,18 @@ def main():
     finally:
         server.terminate()
         server.wait(10)
+    server_times = read_access_log(access_log.name)
+    os.unlink(access_log.name)
     total = sum(len(v) for v in results.values())
     print(f"\n{args.clients} clients x {args.seconds} s, gunicorn {args.workers} workers, {args.nodes} nodes, "
           f"{args.reservations} reservations: {total} requests, {total / args.seconds:.1f} req/s, {len(errors)} errors")
-    print(f"{'path':55} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    print(f"{'':47} {'client (ms)':>26} {'server (ms)':>26}")
+    print(f"{'path':40} {'n':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'p50':>8} {'p95':>8} {'p99':>8}")
     for path, values in sorted(results.items()):
-        print(f"{path:55} {len(values):6} {statistics.median(values):8.1f} {percentile(values, .95):8.1f} {percentile(values, .99):8.1f}")
+        server = server_times.get(path) or [float("nan")]
+        print(f"{path:40} {len(values):6} {statistics.median(values):8.1f} {percentile(values, .95):8.1f} "
+              f"{percentile(values, .99):8.1f} {statistics.median(server):8.1f} {percentile(server, .95):8.1f} "
+              f"{percentile(server, .99):8.1f}")
     if errors:
         print("errors (first 5):", *errors[:5], sep="\n  ")
 

@@ -1,0 +1,55 @@
+"""The API's rate limits: DRF's anonymous and per-user throttles (REST_FRAMEWORK names them as the
+defaults) with their rates read from settings on each request (KARPWEB_API_ANON_RATE and
+KARPWEB_API_RATE; None means off), and a middleware for what DRF never counts. Over a limit: 429
+with Retry-After."""
+
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.http import JsonResponse
+from rest_framework import throttling
+
+
+class AnonRateThrottle(throttling.AnonRateThrottle):
+    """Requests without credentials, counted per client address."""
+
+    def get_rate(self):
+        return settings.KARPWEB_API_ANON_RATE
+
+
+class UserRateThrottle(throttling.UserRateThrottle):
+    """Requests of a signed-in user or API token, counted per user."""
+
+    def get_rate(self):
+        return settings.KARPWEB_API_RATE
+
+
+class FailedAuthenticationRateLimit:
+    """DRF checks throttles after authentication and permissions, so a request refused with 401 (no
+    credentials, a wrong or revoked token) is never counted: guessing tokens would be unlimited.
+    This middleware counts every 401 under /api/ in the client address's anonymous bucket, and once
+    the bucket is full answers 429 before the request is looked at."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        rate = settings.KARPWEB_API_ANON_RATE
+        signed_in = getattr(request, "user", None) is not None and request.user.is_authenticated
+        if rate is None or signed_in or not request.path.startswith("/api/"):
+            return self.get_response(request)
+        throttle = AnonRateThrottle()
+        limit, duration = throttle.parse_rate(rate)
+        key = throttle.cache_format % {"scope": throttle.scope, "ident": throttle.get_ident(request)}
+        now = time.time()
+        history = [moment for moment in cache.get(key, []) if moment > now - duration]
+        if len(history) >= limit:
+            wait = max(1, int(duration - (now - history[-1])))
+            response = JsonResponse({"detail": f"Request was throttled. Expected available in {wait} seconds."}, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        response = self.get_response(request)
+        if response.status_code == 401:
+            cache.set(key, [now, *history], duration)
+        return response
