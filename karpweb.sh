@@ -60,6 +60,7 @@ if not User.objects.filter(username='admin').exists():
 
 test_suite() {
     install
+    mkdir -p var  # the SQLite test databases when DATABASE_URL is not set
     .venv/bin/python -m pytest "$@"
 }
 

@@ -164,7 +164,9 @@ KARPWEB_AWS_REGION = env_str("KARPWEB_AWS_REGION", env_str("AWS_REGION", "us-eas
 KARPWEB_EC2_ENDPOINT_URL = env_url("KARPWEB_EC2_ENDPOINT_URL", None, ("http", "https"))
 KARPWEB_KUBECONFIG = env_str("KUBECONFIG")
 KARPWEB_METRICS_TOKEN = env_str("KARPWEB_METRICS_TOKEN", "")
-KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 30, minimum=1)
+# Raw utilization samples (one per reservation per sync: 2,880 a day at 30 s) and their hourly roll-up.
+KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 7, minimum=1)
+KARPWEB_HOURLY_RETENTION_DAYS = env_int("KARPWEB_HOURLY_RETENTION_DAYS", 400, minimum=2)
 
 # API rate limits per client (scheduling/api/throttling.py): a signed-in user or token, and anonymous
 # requests by address. "off" turns one off. Counted in the cache below, per process unless

@@ -4,7 +4,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from reservations.models import (
-    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationSample,
+    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationHour,
+    UtilizationSample,
 )
 from scheduling.admin_forms import EC2NodeClassAdminForm
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
@@ -87,7 +88,8 @@ class CapacityReservationAdmin(AuditedAdmin):
         if not obj.pk:
             return "-"
         url = reverse("admin:reservations_utilizationsample_changelist") + f"?reservation__id__exact={obj.pk}"
-        return format_html('<a href="{}">samples</a>', url)
+        hours = reverse("admin:reservations_utilizationhour_changelist") + f"?reservation__id__exact={obj.pk}"
+        return format_html('<a href="{}">samples</a> · <a href="{}">hourly</a>', url, hours)
 
 
 @admin.register(UtilizationSample)
@@ -97,6 +99,16 @@ class UtilizationSampleAdmin(ReadOnlyAdmin):
     search_fields = ("reservation__reservation_id",)
     list_select_related = ("reservation",)
     date_hierarchy = "sampled_at"
+    show_full_result_count = False
+
+
+@admin.register(UtilizationHour)
+class UtilizationHourAdmin(ReadOnlyAdmin):
+    list_display = ("reservation", "hour", "samples", "used", "available", "total")
+    list_filter = ("reservation__reservation_type",)
+    search_fields = ("reservation__reservation_id",)
+    list_select_related = ("reservation",)
+    date_hierarchy = "hour"
     show_full_result_count = False
 
 

@@ -3,7 +3,7 @@
 import datetime
 
 from django.db import models
-from django.db.models import Avg, ExpressionWrapper, F, FloatField, Q
+from django.db.models import ExpressionWrapper, FloatField, OuterRef, Q, Subquery, Sum
 from django.urls import reverse
 from django.utils import timezone
 
@@ -25,15 +25,24 @@ class CapacityReservationQuerySet(models.QuerySet):
         return self.filter(Q(end_date__isnull=True) | Q(end_date__gt=now), state=CapacityReservation.State.ACTIVE)
 
     def with_recent_utilization(self, now=None):
-        """Annotate `recent_utilization` (mean used/total over the last 24 hours of samples) and
-        `recent_since` (the oldest sample in that window), in the same query."""
+        """Annotate `recent_utilization` (mean used/total over the samples of the last 24 whole hours)
+        and `recent_since` (the oldest sample in that window), in the same query: correlated
+        subqueries over the hourly roll-up, so a page of 50 reads at most 25 rows per reservation
+        whatever the sampling rate (the raw samples come every sync, 2,880 a day)."""
         now = now or timezone.now()
-        window = Q(samples__sampled_at__gt=now - LOW_UTILIZATION_WINDOW, samples__total__gt=0)
-        share = ExpressionWrapper(F("samples__used") * 1.0 / F("samples__total"), output_field=FloatField())
+        window = UtilizationHour.objects.filter(
+            reservation=OuterRef("pk"), hour__gte=hour_of(now - LOW_UTILIZATION_WINDOW), share_samples__gt=0
+        ).order_by().values("reservation")
+        mean = ExpressionWrapper(Sum("share_sum") / Sum("share_samples"), output_field=FloatField())
         return self.annotate(
-            recent_utilization=Avg(share, filter=window),
-            recent_since=models.Min("samples__sampled_at", filter=window),
+            recent_utilization=Subquery(window.annotate(value=mean).values("value"), output_field=FloatField()),
+            recent_since=Subquery(window.annotate(value=models.Min("first_sampled_at")).values("value"),
+                                  output_field=models.DateTimeField()),
         )
+
+
+def hour_of(moment: datetime.datetime) -> datetime.datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
 
 
 class CapacityReservation(models.Model):
@@ -167,7 +176,8 @@ class UtilizationSample(models.Model):
 
     class Meta:
         ordering = ["-sampled_at"]
-        indexes = [models.Index(fields=["reservation", "-sampled_at"])]
+        # The second index serves the roll-up (the last hour of every reservation) and pruning.
+        indexes = [models.Index(fields=["reservation", "-sampled_at"]), models.Index(fields=["sampled_at"])]
 
     def __str__(self):
         return f"{self.reservation.reservation_id} at {self.sampled_at:%Y-%m-%d %H:%M}: {self.used}/{self.total} used"
@@ -251,3 +261,26 @@ class OpenReservationInstance(models.Model):
 
     def __str__(self):
         return f"{self.instance_id} (on-demand in {self.reservation.reservation_id})"
+
+
+class UtilizationHour(models.Model):
+    """One reservation's samples of one hour, rolled up (reservations/utilization.py): what the
+    charts and the low-utilization alarm read, so they cost the same at any sampling rate."""
+
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="hours")
+    hour = models.DateTimeField(help_text="The hour's start (UTC).")
+    samples = models.PositiveIntegerField()
+    first_sampled_at = models.DateTimeField()
+    used = models.FloatField(help_text="Mean used instances over the hour's samples.")
+    available = models.FloatField(help_text="Mean available instances over the hour's samples.")
+    total = models.FloatField(help_text="Mean total instances over the hour's samples.")
+    share_sum = models.FloatField(help_text="Sum of used/total over the samples with a total above 0.")
+    share_samples = models.PositiveIntegerField(help_text="How many samples had a total above 0.")
+
+    class Meta:
+        ordering = ["-hour"]
+        constraints = [models.UniqueConstraint(fields=["reservation", "hour"], name="one_roll_up_per_reservation_hour")]
+        indexes = [models.Index(fields=["hour"])]
+
+    def __str__(self):
+        return f"{self.reservation.reservation_id} {self.hour:%Y-%m-%d %H}:00: {self.used:.1f}/{self.total:.1f} used"

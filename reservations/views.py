@@ -1,3 +1,4 @@
+import datetime
 import json
 
 from django.db.models import Count, Prefetch
@@ -21,14 +22,14 @@ from reservations.selector_terms import (
     validation_problems,
 )
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet
-from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance
+from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, hour_of
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.tables import CapacityReservationTable, EC2NodeClassTable
 from scheduling.engine.groups import group_arns
 from scheduling.models import AuditEntry, Node
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
-SAMPLES_SHOWN = 7 * 24 * 2  # a week of half-hourly samples
+CHART_DAYS = datetime.timedelta(days=7)  # hourly means
 
 
 class ReservationListView(ObjectListView):
@@ -51,12 +52,12 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             CapacityReservation.objects.with_recent_utilization(now).prefetch_related("node_classes"),
             reservation_id=reservation_id,
         )
-        samples = list(reversed(reservation.samples.order_by("-sampled_at")[:SAMPLES_SHOWN]))
+        hours = list(reservation.hours.filter(hour__gte=hour_of(now - CHART_DAYS)).order_by("hour"))
         chart = {
-            "x": [sample.sampled_at.isoformat() for sample in samples],
-            "used": [sample.used for sample in samples],
-            "available": [sample.available for sample in samples],
-            "total": [sample.total for sample in samples],
+            "x": [row.hour.isoformat() for row in hours],
+            "used": [round(row.used, 1) for row in hours],
+            "available": [round(row.available, 1) for row in hours],
+            "total": [round(row.total, 1) for row in hours],
         }
         nodes = reservation.nodes.select_related("node_pool", "node_claim").order_by("name")
         prices = on_demand_prices([reservation.instance_type])

@@ -11,7 +11,8 @@ import random
 
 from django.db import transaction
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
+from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.sync import pod_requests
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
@@ -312,6 +313,7 @@ def _upsert_pod(now, name, node, spec, labels):
 def _seed_samples(now, reservations):
     """Two days of hourly samples; the idle m5.xlarge reservation stays under 20 % throughout."""
     UtilizationSample.objects.filter(reservation__in=reservations.values()).delete()
+    UtilizationHour.objects.filter(reservation__in=reservations.values()).delete()
     samples = []
     for rid, reservation in reservations.items():
         rng = random.Random(rid)
@@ -326,3 +328,4 @@ def _seed_samples(now, reservations):
                 available=total - used, total=total,
             ))
     UtilizationSample.objects.bulk_create(samples)
+    roll_up(since=now - 49 * HOUR)

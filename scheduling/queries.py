@@ -2,7 +2,10 @@
 
 from collections import defaultdict
 
-from scheduling.models import CapacityType, Offering
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
+from scheduling.models import CapacityType, Offering, Pod
 
 
 def on_demand_prices(instance_types=None) -> dict[tuple[str, str], float]:
@@ -27,3 +30,10 @@ def count_by(rows, key) -> dict:
     for row in rows:
         counts[key(row)] += 1
     return dict(counts)
+
+
+def pod_count():
+    """The number of pods on each node, as a subquery the database runs only for the rows it returns
+    (a page of 50), not a join and GROUP BY over every node (and again to count them)."""
+    pods = Pod.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(pods, output_field=IntegerField()), 0)

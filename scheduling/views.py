@@ -1,9 +1,7 @@
 import json
 
 from django.contrib import messages
-from django.db.models import Count, IntegerField, OuterRef, Subquery, Sum
-from django.db.models.functions import Coalesce
-from django.db.models.functions import TruncHour
+from django.db.models import Count, Sum
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views import View
@@ -12,13 +10,13 @@ from django.views.generic import TemplateView
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
-from reservations.models import CapacityReservation, UtilizationSample
+from reservations.models import CapacityReservation, UtilizationHour, hour_of
 from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
 from scheduling.filtersets import DecisionFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet
 from scheduling.models import AuditEntry, Decision, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.modes import effective_mode, global_mode
-from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices
+from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import DecisionTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, pod_outcome, pretty, run_world, run_world_text
 from scheduling.world import current_world
@@ -62,19 +60,15 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
 
 
 def utilization_chart(now) -> dict:
-    """Used and total reserved instances per hour, summed over all reservations."""
-    rows = (
-        UtilizationSample.objects.filter(sampled_at__gt=now - timezone.timedelta(hours=CHART_HOURS))
-        .annotate(hour=TruncHour("sampled_at"))
-        .values("hour")
-        .annotate(used=Sum("used"), total=Sum("total"))
-        .order_by("hour")
+    """Mean used and idle reserved instances per hour, summed over all reservations (the hourly roll-up)."""
+    rows = list(
+        UtilizationHour.objects.filter(hour__gte=hour_of(now - timezone.timedelta(hours=CHART_HOURS)))
+        .order_by().values("hour").annotate(used=Sum("used"), total=Sum("total")).order_by("hour")
     )
-    rows = list(rows)
     return {
         "x": [row["hour"].isoformat() for row in rows],
-        "used": [row["used"] for row in rows],
-        "idle": [row["total"] - row["used"] for row in rows],
+        "used": [round(row["used"], 1) for row in rows],
+        "idle": [round(row["total"] - row["used"], 1) for row in rows],
     }
 
 
@@ -145,12 +139,6 @@ class NodeListView(ObjectListView):
     def get_queryset(self):
         # A correlated count for the 50 nodes of a page, not a join and GROUP BY over every node.
         return Node.objects.select_related("node_pool", "reservation").annotate(pod_count=pod_count()).order_by("name")
-
-
-def pod_count():
-    """The number of pods on each node, as a subquery the database runs only for the rows it returns."""
-    pods = Pod.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk")).values("n")
-    return Coalesce(Subquery(pods, output_field=IntegerField()), 0)
 
 
 class NodeDetailView(ViewerRequiredMixin, TemplateView):

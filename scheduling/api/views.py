@@ -47,6 +47,7 @@ from scheduling.filtersets import (
     TaskRunFilterSet,
 )
 from scheduling.models import AuditEntry, Decision, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+from scheduling.queries import pod_count
 from scheduling.whatif import MAX_WORLD_BYTES, run_world_text
 from scheduling.world import current_world
 
@@ -112,7 +113,7 @@ class NodeViewSet(ReadOnlyViewSet):
     filterset_class = NodeFilterSet
     ordering_fields = ["name", "instance_type", "zone", "capacity_type", "pod_count", "created_at"]
     ordering = ["name"]
-    queryset = Node.objects.select_related("node_pool", "node_claim", "reservation").annotate(pod_count=Count("pods"))
+    queryset = Node.objects.select_related("node_pool", "node_claim", "reservation").annotate(pod_count=pod_count())
 
 
 @extend_schema_view(

@@ -1,12 +1,12 @@
 """The loop's steps, each a function returning counts for its TaskRun."""
 
-import datetime
 
 from django.conf import settings
 from django.utils import timezone
 
 from reservations.groups import sync_groups
-from reservations.models import EC2NodeClass, UtilizationSample
+from reservations import utilization
+from reservations.models import EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
@@ -37,7 +37,8 @@ def sync_ec2(now=None) -> dict:
     cloud = backends.cloud()
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
-    counts["samples_pruned"] = prune_samples(now)
+    counts["hours_rolled_up"] = utilization.roll_up_recent(now)
+    counts.update(utilization.prune(now))
     return counts
 
 
@@ -48,11 +49,6 @@ def sync_catalogue(now=None) -> dict:
 
     stats = sync(backends.cloud(), now or timezone.now())
     return {key: value for key, value in vars(stats).items() if isinstance(value, int)}
-
-
-def prune_samples(now) -> int:
-    cutoff = now - datetime.timedelta(days=settings.KARPWEB_SAMPLE_RETENTION_DAYS)
-    return UtilizationSample.objects.filter(sampled_at__lt=cutoff).delete()[0]
 
 
 def sync_kubernetes(now=None) -> dict:

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from reservations.groups import store_group
 from reservations.models import OPEN_RESERVATIONS_ANNOTATION, EC2NodeClass, OpenReservationInstance
+from reservations.utilization import roll_up
 from scheduling.models import AuditEntry
 from tests.factories.reservations import CapacityReservationFactory, UtilizationSampleFactory
 from tests.factories.scheduling import NodeFactory
@@ -89,12 +90,14 @@ def test_low_utilization_alarm_needs_24_hours_under_20_percent(as_viewer, viewer
             at = T0 - datetime.timedelta(hours=hours)
             UtilizationSampleFactory(reservation=idle, sampled_at=at, used=1, available=9, total=10)
             UtilizationSampleFactory(reservation=busy, sampled_at=at, used=5, available=5, total=10)
+        roll_up(since=T0 - datetime.timedelta(days=1))
         assert alarms(as_viewer) == []  # 10 % used, but for only 12 hours
 
         for hours in range(1, 13):  # half a day more of the same, one sample an hour
             traveller.move_to(T0 + datetime.timedelta(hours=hours))
             UtilizationSampleFactory(reservation=idle, sampled_at=T0 + datetime.timedelta(hours=hours), used=1, available=9, total=10)
             UtilizationSampleFactory(reservation=busy, sampled_at=T0 + datetime.timedelta(hours=hours), used=5, available=5, total=10)
+        roll_up(since=T0)
         assert alarms(as_viewer) == [("LowUtilization", "cr-0idle")]
         [alarm] = as_viewer.get("/api/v1/alarms/").json()
         assert alarm["message"].startswith("cr-0idle averaged 10% used over the last 24 hours (under 20%)")
@@ -113,6 +116,7 @@ def test_low_utilization_alarm_needs_24_hours_under_20_percent(as_viewer, viewer
         # It fills up: the next day's average is back over 20 %.
         for hours in range(13, 38):
             UtilizationSampleFactory(reservation=idle, sampled_at=T0 + datetime.timedelta(hours=hours), used=6, available=4, total=10)
+        roll_up(since=T0)
         traveller.move_to(T0 + datetime.timedelta(hours=37))
         assert alarms(as_viewer) == []
 

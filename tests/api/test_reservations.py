@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from reservations.models import CapacityReservation
+from reservations.utilization import roll_up
 from scheduling.api.pagination import BoundedLimitOffsetPagination
 from scheduling.models import CapacityType
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory, UtilizationSampleFactory
@@ -63,6 +64,7 @@ def test_recent_and_low_utilization_come_from_the_last_24_hours_of_samples(as_vi
     UtilizationSampleFactory(reservation=idle, sampled_at=now - datetime.timedelta(days=3), used=10, available=0, total=10)
     busy = CapacityReservationFactory(reservation_id="cr-0busy")
     UtilizationSampleFactory(reservation=busy, used=3, available=1, total=4)
+    roll_up(since=now - datetime.timedelta(days=4))
     fresh = CapacityReservationFactory(reservation_id="cr-0new")
     rows = {row["reservationID"]: row for row in results(as_viewer.get(URL))}
     assert rows["cr-0idle"]["recentUtilization"] == pytest.approx(0.1)

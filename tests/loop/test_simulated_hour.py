@@ -6,7 +6,6 @@ import datetime
 import pytest
 import time_machine
 
-from reservations.models import CapacityReservation
 from scheduling.loop import steps
 from scheduling.loop.simulated import SimulatedCloud
 from scheduling.models import Decision, Node, SimulatedInstance

@@ -105,7 +105,7 @@ def test_a_failing_ec2_sync_logs_and_records_no_aws_key(world, config, all_logs,
     world.add_reservation("m5.large", "us-east-1a", 2, tags={"team": "ml"})
     EC2NodeClass.objects.create(name="ml", capacity_reservation_selector_terms=[{"tags": {"team": "ml"}}])
     world.faults.inject("DescribeCapacityReservations", "AuthFailure", count=3, status=401,
-                        message=f"AWS was not able to validate the provided access credentials")
+                        message="AWS was not able to validate the provided access credentials")
     world.faults.inject("DescribeCapacityReservations", "InternalError", count=50)
 
     stats = sync_reservations(provider)

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reservations.models import CapacityReservation
+from reservations.utilization import roll_up
 from scheduling.models import AuditEntry, Decision, Node, NodePool, Pod
 from tests.factories.reservations import CapacityReservationFactory, UtilizationSampleFactory
 from tests.factories.scheduling import DecisionFactory, NodeClaimFactory, NodeFactory, NodePoolFactory, PodFactory
@@ -108,10 +109,12 @@ def test_low_utilization_needs_a_full_day_of_samples(viewer_client, db):
     young = CapacityReservationFactory(reservation_id="cr-0young", total_instance_count=10, available_instance_count=10)
     for hours in range(0, 6):
         UtilizationSampleFactory(reservation=young, sampled_at=now - datetime.timedelta(hours=hours), used=0, available=10, total=10)
+    roll_up(since=now - datetime.timedelta(days=2))
     assert not CapacityReservation.objects.with_recent_utilization(now).get(pk=young.pk).is_low_utilization(now)
     for hours in range(6, 25):
         UtilizationSampleFactory(reservation=young, sampled_at=now - datetime.timedelta(hours=hours) + datetime.timedelta(minutes=1),
                                  used=1, available=9, total=10)
+    roll_up(since=now - datetime.timedelta(days=2))
     assert CapacityReservation.objects.with_recent_utilization(now).get(pk=young.pk).is_low_utilization(now)
 
 
