@@ -1,4 +1,5 @@
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
 from django.db.models import F
 from django.urls import reverse
 from django.utils.html import format_html
@@ -7,8 +8,11 @@ from reservations.models import (
     CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationHour,
     UtilizationSample,
 )
+from reservations.open_mode import OpenModeConflict, set_open_mode
+from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
 from scheduling.admin_forms import EC2NodeClassAdminForm
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.models import AuditEntry
 
 
 class EndsWithinFilter(admin.SimpleListFilter):
@@ -120,6 +124,43 @@ class EC2NodeClassAdmin(AuditedAdmin):
     search_fields = ("name",)
     filter_horizontal = ("selected_reservations",)
     readonly_fields = ("uid", "resource_version", "status_capacity_reservations", "conditions", "created_at", "synced_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        # On a real cluster the spec and annotations are the cluster's: an edit here would be undone by the next sync.
+        if settings.KARPWEB_CLUSTER == "kubernetes":
+            return (*self.readonly_fields, "spec", "annotations")
+        return self.readonly_fields
+
+    def audited_fields(self, form, change):
+        routed = form.routed_changes() if change else []
+        return [name for name in super().audited_fields(form, change) if name not in routed and name != "read_version"]
+
+    def save_model(self, request, obj, form, change):
+        """Selector terms and open mode are left as stored here and saved in save_related."""
+        form.routed = {name: getattr(obj, name) for name in (form.routed_changes() if change else [])}
+        if form.routed:
+            stored = EC2NodeClass.objects.get(pk=obj.pk)
+            for name in form.routed:
+                setattr(obj, name, getattr(stored, name))
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):
+        """After the plain fields and the reservation list: selector terms and open mode through the
+        editor's functions (checked, written to the cluster, compare-and-swap on the version read,
+        status refreshed, recorded once)."""
+        super().save_related(request, form, formsets, change)
+        routed, obj = getattr(form, "routed", {}), form.instance
+        read_version = form.cleaned_data.get("read_version") or ""
+        try:
+            if "capacity_reservation_selector_terms" in routed:
+                obj = save_selector_terms(obj, routed["capacity_reservation_selector_terms"], read_version,
+                                          user=request.user, source=AuditEntry.Source.ADMIN)
+                read_version = obj.resource_version
+            if "open_reservations" in routed:
+                set_open_mode(obj, routed["open_reservations"], user=request.user, source=AuditEntry.Source.ADMIN,
+                              read_version=read_version)
+        except (SelectorTermConflict, OpenModeConflict, InvalidSelectorTerms) as exc:
+            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
 
     def get_queryset(self, request):
         from django.db.models import Count

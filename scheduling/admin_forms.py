@@ -7,7 +7,7 @@ import copy
 from django import forms
 from django.core.exceptions import ValidationError
 
-from karpweb.jsonsafe import json_problems
+from karpweb.jsonsafe import json_problems, printable
 from scheduling.engine.world import WorldError, parse_world
 
 
@@ -109,6 +109,32 @@ class NodePoolAdminForm(forms.ModelForm):
 
 
 class EC2NodeClassAdminForm(forms.ModelForm):
+    # The selector terms and open mode are saved as the editor saves them (reservations/admin.py):
+    # compare-and-swap on the version the form was read at, written to the cluster first.
+    ROUTED_FIELDS = ("capacity_reservation_selector_terms", "open_reservations")
+    read_version = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["read_version"].initial = self.instance.resource_version
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk and self.routed_changes():
+            from reservations.models import EC2NodeClass
+
+            current = EC2NodeClass.objects.filter(pk=self.instance.pk).values_list("resource_version", flat=True).first()
+            if cleaned.get("read_version") != current:
+                raise ValidationError(
+                    f"EC2NodeClass {self.instance.name} changed after you opened this page (version "
+                    f"{printable(cleaned.get('read_version') or '(none)', 40)}, now {current or '(none)'}); "
+                    "reload it and apply your edit again")
+        return cleaned
+
+    def routed_changes(self) -> list[str]:
+        return [name for name in self.ROUTED_FIELDS if name in self.changed_data]
+
     def clean_capacity_reservation_selector_terms(self):
         from reservations.selector_terms import validation_problems
 

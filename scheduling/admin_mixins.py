@@ -14,8 +14,12 @@ class AuditedAdmin(admin.ModelAdmin):
 
     formfield_overrides = {models.JSONField: {"form_class": StorableJSONField}}
 
+    def audited_fields(self, form, change) -> list[str]:
+        """The fields whose old and new values this save records (a subclass drops those it records elsewhere)."""
+        return form.changed_data if change else list(form.cleaned_data)
+
     def save_model(self, request, obj, form, change):
-        fields = form.changed_data if change else list(form.cleaned_data)
+        fields = self.audited_fields(form, change)
         before = {name: form.initial.get(name) for name in fields} if change else {}
         after = {name: form.cleaned_data.get(name) for name in fields}
         super().save_model(request, obj, form, change)

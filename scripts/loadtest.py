@@ -1,10 +1,13 @@
 """Load test: gunicorn on loopback, a world of 5,000 nodes and 500 reservations, concurrent
 clients on the main pages and the API for a bounded time; prints p50 / p95 / p99 and requests/s.
 
+    createdb -h 127.0.0.1 -U postgres karpweb_load
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/karpweb_load .venv/bin/python scripts/loadtest.py \
         [--nodes 5000] [--reservations 500] [--clients 8] [--seconds 30] [--workers 3]
 
-It creates (or reuses) the world in the database DATABASE_URL names: point it at a scratch database.
+It builds the world once in the (empty, PostgreSQL) database DATABASE_URL names and reuses it after:
+the demo world, the reservations with a day of raw samples at the loop's 30 s rate (1.44 M rows) and
+a month of hourly roll-ups, a NodeClaim and 10 pods per node, 500 pending pods, 20,000 decisions.
 Latency is measured by the client, so it includes loopback HTTP and the wait for a free gunicorn
 worker (more clients than workers); the server time (gunicorn's request time, from its access log:
 from the worker taking the request to the last byte) is printed beside it.
@@ -24,6 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
+TYPES = ["m5.large", "m5.xlarge", "c6a.large", "r5.large", "g5.12xlarge", "p5.48xlarge"]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "karpweb.settings")
 os.environ.setdefault("SECRET_KEY", "load-test-only-secret")
@@ -31,60 +36,158 @@ os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
 # The load is one user's: the API's rate limit would answer 429 instead of measuring the pages.
 os.environ.setdefault("KARPWEB_API_RATE", "off")
 
-PAGES = ["/", "/reservations/", "/reservations/?reservation_type=capacity-block", "/capacity-blocks/",
-         "/nodepools/", "/nodes/", "/nodes/?capacity_type=reserved", "/nodeclaims/", "/decisions/"]
-API = ["/api/v1/capacity-reservations/", "/api/v1/nodes/", "/api/v1/nodepools/", "/api/v1/decisions/"]
+PAGES = ["/", "/reservations/", "/reservations/?reservation_type=capacity-block", "/reservations/?q=cr-load0000000001",
+         "/capacity-blocks/", "/nodepools/", "/nodes/", "/nodes/?capacity_type=reserved", "/nodeclaims/", "/pods/",
+         "/pods/?pending=true", "/decisions/", "/reservations/cr-load000000000001/"]
+API = ["/api/v1/capacity-reservations/", "/api/v1/nodes/", "/api/v1/nodepools/", "/api/v1/decisions/", "/api/v1/pods/",
+       "/api/v1/alarms/"]
+PODS_PER_NODE = 10
+PENDING_PODS = 500
+DECISIONS = 20_000
+SYNC_SECONDS = 30  # the beat schedule's EC2 sync: one raw sample per reservation each time
+RAW_HOURS = 24
+HOURLY_DAYS = 30
 
 
 def build_world(nodes: int, reservations: int) -> None:
+    """The demo world plus `reservations` reservations with a day of raw samples at the loop's rate
+    and a month of hourly roll-ups, `nodes` nodes with a NodeClaim and 10 pods each, pending pods
+    and 20,000 decisions. PostgreSQL only: the samples are generated in SQL (1.44 M rows)."""
     import django
 
     django.setup()
     from django.core.management import call_command
-    from django.db import transaction
+    from django.db import connection
+
+    from scheduling.models import Node
+
+    if connection.vendor != "postgresql":
+        sys.exit("loadtest.py: DATABASE_URL must name a PostgreSQL scratch database")
+    call_command("migrate", verbosity=0)
+    existing = Node.objects.filter(name__endswith=".load.internal").count()
+    if existing == nodes:
+        print(f"reusing the world: {nodes} nodes, {reservations} reservations")
+        return
+    if Node.objects.exists():
+        sys.exit("loadtest.py: the database holds another world: point DATABASE_URL at an empty scratch database")
+    call_command("seed_demo")
+    started = time.perf_counter()
+    made = _reservations(reservations)
+    _samples(made)
+    _nodes_claims_and_pods(nodes, made)
+    _decisions(made)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")  # what autovacuum would have done to a database that grew this way
+    print(f"built in {time.perf_counter() - started:.0f} s: {nodes} nodes, {reservations} reservations")
+
+
+def _reservations(count):
     from django.utils import timezone
 
-    from reservations.models import CapacityReservation, UtilizationSample
-    from scheduling.models import Node, NodePool
+    from reservations.models import CapacityReservation
 
-    call_command("migrate", verbosity=0)
-    if Node.objects.count() >= nodes and CapacityReservation.objects.count() >= reservations:
-        print(f"reusing the world: {Node.objects.count()} nodes, {CapacityReservation.objects.count()} reservations")
-        return
-    call_command("seed_demo")
+    now, rng = timezone.now(), random.Random(5)
+    return CapacityReservation.objects.bulk_create([
+        CapacityReservation(
+            reservation_id=f"cr-load{index:012x}", owner_id="123456789012", instance_type=rng.choice(TYPES),
+            availability_zone=rng.choice(ZONES), total_instance_count=(total := rng.randint(1, 20)),
+            available_instance_count=rng.randint(0, total), tags={"team": rng.choice(["web", "ml", "batch"])},
+            reservation_type="capacity-block" if index % 5 == 0 else "default",
+            end_date=now + datetime.timedelta(hours=rng.randint(1, 72)) if index % 5 == 0 else None, last_seen=now,
+        )
+        for index in range(count)
+    ], batch_size=500)
+
+
+def _samples(made):
+    """A day of raw samples, one per reservation per sync, then the roll-up the loop runs; older hours
+    directly as hourly rows (their raw samples would be pruned at 7 days anyway)."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from reservations.models import hour_of
+    from reservations.utilization import roll_up, roll_up_recent
+
     now = timezone.now()
-    rng = random.Random(5)
-    zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
-    types = ["m5.large", "m5.xlarge", "c6a.large", "r5.large", "g5.12xlarge", "p5.48xlarge"]
-    with transaction.atomic():
-        made = []
-        for index in range(reservations):
-            total = rng.randint(1, 20)
-            block = index % 5 == 0
-            made.append(CapacityReservation(
-                reservation_id=f"cr-load{index:012x}", owner_id="123456789012", instance_type=rng.choice(types),
-                availability_zone=rng.choice(zones), total_instance_count=total,
-                available_instance_count=rng.randint(0, total), tags={"team": rng.choice(["web", "ml", "batch"])},
-                reservation_type="capacity-block" if block else "default",
-                end_date=now + datetime.timedelta(hours=rng.randint(1, 72)) if block else None, last_seen=now,
-            ))
-        made = CapacityReservation.objects.bulk_create(made, batch_size=500)
-        UtilizationSample.objects.bulk_create([
-            UtilizationSample(reservation=r, sampled_at=now - datetime.timedelta(hours=h), used=r.used_instance_count,
-                              available=r.available_instance_count, total=r.total_instance_count)
-            for r in made for h in range(0, 48, 4)
-        ], batch_size=2000)
-        pools = list(NodePool.objects.all())
-        Node.objects.bulk_create([
-            Node(name=f"ip-10-9-{i // 250}-{i % 250}.load.internal", node_pool=rng.choice(pools),
-                 instance_type=rng.choice(types), zone=rng.choice(zones),
-                 capacity_type=rng.choice(["reserved", "on-demand", "spot"]),
-                 reservation=rng.choice(made) if i % 3 == 0 else None, allocatable_cpu_millicores=1920,
-                 allocatable_memory_bytes=7 * 2**30, provider_id=f"aws:///us-east-1a/i-{i:017x}", ready=True,
-                 created_at=now)
-            for i in range(nodes)
-        ], batch_size=1000)
-    print(f"built: {nodes} nodes, {reservations} reservations")
+    ids = [r.pk for r in made]
+    per_day = RAW_HOURS * 3600 // SYNC_SECONDS
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            INSERT INTO reservations_utilizationsample (reservation_id, sampled_at, used, available, total)
+            SELECT r.id, %s - s * interval '1 second' * %s, u.used, r.total_instance_count - u.used, r.total_instance_count
+            FROM reservations_capacityreservation r CROSS JOIN generate_series(0, %s - 1) s
+            CROSS JOIN LATERAL (SELECT LEAST(r.total_instance_count, GREATEST(0,
+                r.total_instance_count - r.available_instance_count + (s / 120 + r.id) %% 3 - 1)) AS used) u
+            WHERE r.id = ANY(%s)""", [now, SYNC_SECONDS, per_day, ids])
+        cursor.execute("""
+            INSERT INTO reservations_utilizationhour (reservation_id, hour, samples, first_sampled_at, used, available,
+                total, share_sum, share_samples)
+            SELECT r.id, h, 120, h, u.used, r.total_instance_count - u.used, r.total_instance_count,
+                120.0 * u.used / r.total_instance_count, 120
+            FROM reservations_capacityreservation r
+            CROSS JOIN generate_series(%s::timestamptz, %s::timestamptz, interval '1 hour') h
+            CROSS JOIN LATERAL (SELECT GREATEST(0, r.total_instance_count - r.available_instance_count
+                - (extract(epoch FROM h)::bigint / 3600 + r.id) %% 2)::float AS used) u
+            WHERE r.id = ANY(%s)""",
+            [hour_of(now - datetime.timedelta(days=HOURLY_DAYS)), hour_of(now - datetime.timedelta(hours=RAW_HOURS + 1)), ids])
+    started = time.perf_counter()
+    hours = roll_up(since=now - datetime.timedelta(hours=RAW_HOURS))
+    print(f"roll-up of {len(ids) * per_day:,} raw samples into {hours:,} hours: {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    hours = roll_up_recent(now)
+    print(f"one sync's roll-up (the current hour, {hours} reservations): {(time.perf_counter() - started) * 1000:.0f} ms")
+
+
+def _nodes_claims_and_pods(count, made):
+    from django.utils import timezone
+
+    from scheduling.models import Node, NodeClaim, NodePool, Pod
+
+    now, rng = timezone.now(), random.Random(7)
+    pools = list(NodePool.objects.all())
+    shapes = []
+    for i in range(count):
+        capacity_type = rng.choice(["reserved", "on-demand", "spot"])
+        reservation = rng.choice(made) if capacity_type == "reserved" else None
+        shapes.append(dict(node_pool=rng.choice(pools), instance_type=reservation.instance_type if reservation else rng.choice(TYPES),
+                           zone=reservation.availability_zone if reservation else rng.choice(ZONES),
+                           capacity_type=capacity_type, reservation=reservation,
+                           reservation_label=reservation.reservation_id if reservation else "",
+                           provider_id=f"aws:///us-east-1a/i-{i:017x}", created_at=now - datetime.timedelta(hours=i % 72)))
+    claims = NodeClaim.objects.bulk_create([
+        NodeClaim(name=f"load-{i:05d}", node_name=f"ip-10-9-{i // 250}-{i % 250}.load.internal", launched_at=shape["created_at"],
+                  registered_at=shape["created_at"], initialized_at=shape["created_at"], synced_at=now, **shape)
+        for i, shape in enumerate(shapes)
+    ], batch_size=1000)
+    nodes = Node.objects.bulk_create([
+        Node(name=claim.node_name, node_claim=claim, allocatable_cpu_millicores=1920, allocatable_memory_bytes=7 * 2**30,
+             allocatable_pods=110, ready=True, synced_at=now, **shape)
+        for claim, shape in zip(claims, shapes)
+    ], batch_size=1000)
+    pods = [Pod(namespace=f"team-{i % 20}", name=f"app-{i:06d}", uid=f"load-pod-{i}", node=node, node_name=node.name,
+                phase="Running", cpu_request_millicores=150, memory_request_bytes=256 * 2**20, labels={"app": f"app-{i % 300}"},
+                owner_kind="ReplicaSet", owner_name=f"app-{i % 300}-5d8f7c", created_at=now, synced_at=now)
+            for i, node in enumerate(node for node in nodes for _ in range(PODS_PER_NODE))]
+    pods += [Pod(namespace="team-pending", name=f"waiting-{i:04d}", uid=f"load-pending-{i}", phase="Pending",
+                 cpu_request_millicores=500, memory_request_bytes=2**30, labels={"app": "waiting"}, created_at=now, synced_at=now)
+             for i in range(PENDING_PODS)]
+    Pod.objects.bulk_create(pods, batch_size=2000)
+
+
+def _decisions(made):
+    from django.utils import timezone
+
+    from scheduling.models import Decision, NodePool
+
+    now, rng = timezone.now(), random.Random(11)
+    pools = list(NodePool.objects.all())
+    kinds = [choice for choice, _ in Decision.Kind.choices]
+    Decision.objects.bulk_create([
+        Decision(created_at=now - datetime.timedelta(seconds=30 * i), kind=rng.choice(kinds), mode="control",
+                 subject=f"load decision {i}", reason="launched into a free reserved unit", node_pool=rng.choice(pools),
+                 reservation=rng.choice(made) if i % 2 else None)
+        for i in range(DECISIONS)
+    ], batch_size=2000)
 
 
 def credentials() -> tuple[str, str]:
@@ -187,6 +290,10 @@ def main():
         print(f"{path:40} {len(values):6} {statistics.median(values):8.1f} {percentile(values, .95):8.1f} "
               f"{percentile(values, .99):8.1f} {statistics.median(server):8.1f} {percentile(server, .95):8.1f} "
               f"{percentile(server, .99):8.1f}")
+    page_p95 = {path: percentile(server_times[path], .95) for path in PAGES if path in server_times}
+    if page_p95:
+        worst = max(page_p95, key=page_p95.get)
+        print(f"pages: worst server p95 {page_p95[worst]:.1f} ms ({worst}); goal under 150 ms")
     if errors:
         print("errors (first 5):", *errors[:5], sep="\n  ")
 
