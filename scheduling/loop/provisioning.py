@@ -16,7 +16,7 @@ from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.engine.simulate import simulate
 from scheduling.loop.recording import PendingDecision, record
-from scheduling.models import Decision, Mode, NodeClaim, NodePool, Offering
+from scheduling.models import Decision, Mode, Node, NodeClaim, NodePool, Offering
 from scheduling.modes import effective_mode
 from scheduling.world import current_world
 
@@ -211,10 +211,12 @@ def record_group_member(cluster, row: NodeClaim, reservation_id: str) -> None:
     if relabel:
         relabel(row.name, reservation_id)
     row.refresh_from_db()
-    row.labels = {**row.labels, "karpenter.k8s.aws/capacity-reservation-id": reservation_id}
-    row.reservation_label = reservation_id
-    row.reservation = CapacityReservation.objects.filter(reservation_id=reservation_id).first()
-    row.save(update_fields=["labels", "reservation_label", "reservation"])
+    reservation = CapacityReservation.objects.filter(reservation_id=reservation_id).first()
+    for obj in (row, Node.objects.filter(node_claim=row).first()):  # the Node, when a retry finds it registered
+        if obj is not None:
+            obj.labels = {**obj.labels, "karpenter.k8s.aws/capacity-reservation-id": reservation_id}
+            obj.reservation_label, obj.reservation = reservation_id, reservation
+            obj.save(update_fields=["labels", "reservation_label", "reservation"])
 
 
 def mark_unavailable(reservation_ids) -> None:

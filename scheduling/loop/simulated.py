@@ -186,8 +186,10 @@ class SimulatedCluster:
 
     def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
         claim = NodeClaim.objects.get(name=nodeclaim)
-        claim.labels = {**claim.labels, RESERVATION_ID_LABEL: reservation_id}
-        claim.save(update_fields=["labels"])
+        for obj in (claim, Node.objects.filter(node_claim=claim).first()):
+            if obj is not None:
+                obj.labels = {**obj.labels, RESERVATION_ID_LABEL: reservation_id}
+                obj.save(update_fields=["labels"])
         return {"metadata": {"name": nodeclaim, "labels": claim.labels}}
 
     def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:

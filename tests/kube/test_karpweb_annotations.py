@@ -9,7 +9,7 @@ import pytest
 from reservations.models import OPEN_RESERVATIONS_ANNOTATION, EC2NodeClass
 from scheduling.adapters.kube.adapter import KubeClusterAdapter
 from scheduling.adapters.kube.errors import ClusterError
-from scheduling.adapters.kube.resources import EC2NODECLASS, NODECLAIM
+from scheduling.adapters.kube.resources import EC2NODECLASS, NODE, NODECLAIM
 from scheduling.adapters.kube.rest import KubeRest
 from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.engine.groups import GROUPS_ANNOTATION
@@ -79,3 +79,19 @@ def test_a_group_launch_relabels_the_nodeclaim_with_the_member_ec2_chose(adapter
     adapter.set_reservation_label(f"claim-{unique}", "cr-0000000000000000b")
     labels = rest.get(NODECLAIM, f"claim-{unique}")["metadata"]["labels"]
     assert labels["karpenter.k8s.aws/capacity-reservation-id"] == "cr-0000000000000000b"
+
+
+def test_a_retried_group_launch_relabels_the_registered_node_too(adapter, rest, unique):
+    h.ec2nodeclass(rest, f"nc-{unique}")
+    h.nodepool(rest, f"pool-{unique}", node_class=f"nc-{unique}")
+    h.node(rest, f"node-{unique}", labels=h.RESERVED_LABELS)
+    h.nodeclaim(rest, f"claim-{unique}", f"pool-{unique}", labels=h.RESERVED_LABELS, node_name=f"node-{unique}")
+    adapter.set_reservation_label(f"claim-{unique}", "cr-0000000000000000b")
+    for resource, name in ((NODECLAIM, f"claim-{unique}"), (NODE, f"node-{unique}")):
+        labels = rest.get(resource, name)["metadata"]["labels"]
+        assert labels["karpenter.k8s.aws/capacity-reservation-id"] == "cr-0000000000000000b", resource
+        assert labels["karpenter.sh/capacity-type"] == "reserved"
+    # A NodeClaim naming a Node that is gone (deleted meanwhile) still gets its label.
+    h.nodeclaim(rest, f"gone-{unique}", f"pool-{unique}", labels=h.RESERVED_LABELS, node_name=f"missing-{unique}")
+    adapter.set_reservation_label(f"gone-{unique}", "cr-0000000000000000c")
+    assert rest.get(NODECLAIM, f"gone-{unique}")["metadata"]["labels"]["karpenter.k8s.aws/capacity-reservation-id"] == "cr-0000000000000000c"

@@ -257,17 +257,27 @@ class KubeClusterAdapter:
 
     def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
         """After a launch that targeted a Capacity Reservation group, EC2 chose the member: the
-        NodeClaim's reservation-id label says which (the Node inherits it on registration)."""
+        NodeClaim's reservation-id label says which, and so does its Node when it has registered
+        already (a retried launch); a Node that registers later inherits the NodeClaim's label."""
+        claim = self._set_label(NODECLAIM, nodeclaim, L.RESERVATION_ID, reservation_id)
+        node = (claim.get("status") or {}).get("nodeName")
+        if node:
+            try:
+                self._set_label(NODE, node, L.RESERVATION_ID, reservation_id)
+            except ClusterError as error:
+                if not error.not_found:
+                    raise
+        return claim
 
+    def _set_label(self, resource: Resource, name: str, key: str, value: str) -> dict:
         def attempt() -> dict:
-            obj = self._read(NODECLAIM, nodeclaim)
-            if (_meta(obj).get("labels") or {}).get(L.RESERVATION_ID) == reservation_id:
+            obj = self._read(resource, name)
+            if (_meta(obj).get("labels") or {}).get(key) == value:
                 return obj
-            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
-                                  "labels": {L.RESERVATION_ID: reservation_id}}}
-            return self.rest.patch(NODECLAIM, nodeclaim, patch)
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"], "labels": {key: value}}}
+            return self.rest.patch(resource, name, patch)
 
-        return self._retry_on_conflict("patch", NODECLAIM, nodeclaim, attempt)
+        return self._retry_on_conflict("patch", resource, name, attempt)
 
     # --- demotion ------------------------------------------------------------------------------
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
