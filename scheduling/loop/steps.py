@@ -47,8 +47,14 @@ def sync_catalogue(now=None) -> dict:
         return {"skipped": "the simulated world's catalogue is the seeded one"}
     from scheduling.adapters.ec2.sync import sync_catalogue as sync
 
-    stats = sync(backends.cloud(), now or timezone.now())
-    return {key: value for key, value in vars(stats).items() if isinstance(value, int)}
+    now = now or timezone.now()
+    cloud = backends.cloud()
+    counts = {key: value for key, value in vars(sync(cloud, now)).items() if isinstance(value, int)}
+    if global_mode() == "control":  # deleting is acting: observe mode leaves the account as it is
+        from scheduling.adapters.ec2.sync import collect_launch_templates
+
+        counts["launch_templates_deleted"] = len(collect_launch_templates(cloud, now))
+    return counts
 
 
 def sync_kubernetes(now=None) -> dict:

@@ -835,6 +835,10 @@ def _instant_fleet(resp: EC2Response, backend: Any) -> dict[str, Any]:
     for config in resp._get_param("LaunchTemplateConfigs", []):
         lt_spec = dict(config["LaunchTemplateSpecification"])
         lt_arg = {k: v for k, v in lt_spec.items() if k in ("LaunchTemplateId", "LaunchTemplateName", "Version")}
+        if "LaunchTemplateId" in lt_arg and not backend.describe_launch_templates(template_ids=[lt_arg["LaunchTemplateId"]]):
+            # EC2's answer for a deleted template (moto's own would be a 500).
+            raise EC2ClientError("InvalidLaunchTemplateId.NotFound",
+                                 f"The specified launch template, with template ID {lt_arg['LaunchTemplateId']}, does not exist.")
         version = backend._get_template_from_args(lt_arg)
         lt_spec["LaunchTemplateId"] = version.template.id
         lt_spec["Version"] = str(version.number)

@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -57,6 +57,8 @@ UNFULFILLABLE_CAPACITY_CODES = frozenset(
 MAX_OVERRIDES = 60
 NODECLAIM_TAG = "karpweb.io/nodeclaim"
 NODECLASS_TAG = "karpweb.io/nodeclass"
+# On a reserved launch template: the reservation id or group ARN it targets (what garbage collection checks).
+TARGET_TAG = "karpweb.io/capacity-reservation-target"
 MANAGED_TAG = "karpweb.io/managed"
 
 # Partition priorities for ties in the reservation-type filter: lower wins.
@@ -204,15 +206,17 @@ class LaunchTemplates:
         with self._lock:
             if name in self._ids:
                 return self._ids[name]
+        tags = [{"Key": NODECLASS_TAG, "Value": nodeclass_name}]
+        target = reservation_target(data)
+        if target:
+            tags.append({"Key": TARGET_TAG, "Value": target})
         try:
             answer = self._call(
                 self._ec2,
                 "create_launch_template",
                 LaunchTemplateName=name,
                 LaunchTemplateData=dict(data),
-                TagSpecifications=[
-                    {"ResourceType": "launch-template", "Tags": [{"Key": NODECLASS_TAG, "Value": nodeclass_name}]}
-                ],
+                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
             )
             template_id = answer["LaunchTemplate"]["LaunchTemplateId"]
         except CloudAPIError as exc:
@@ -223,6 +227,51 @@ class LaunchTemplates:
         with self._lock:
             self._ids[name] = template_id
         return template_id
+
+    def forget(self, names: Iterable[str] | None = None) -> None:
+        """Drop cached ids (all of them without `names`): the templates were deleted."""
+        with self._lock:
+            for name in list(self._ids) if names is None else names:
+                self._ids.pop(name, None)
+
+    def collect_garbage(self, live_nodeclasses: set[str], live_targets: set[str]) -> list[str]:
+        """Delete karpweb's launch templates that can never be used again: their EC2NodeClass is
+        gone, or the reservation (or group) they target is no longer launchable. Returns their names.
+        Untagged templates and other tools' templates are never touched."""
+        doomed = []
+        for template in self._karpweb_templates():
+            tags = {tag["Key"]: tag["Value"] for tag in template.get("Tags") or []}
+            target = tags.get(TARGET_TAG)
+            if tags.get(NODECLASS_TAG) not in live_nodeclasses or (target and target not in live_targets):
+                doomed.append(template)
+        deleted = []
+        for template in doomed:
+            try:
+                self._call(self._ec2, "delete_launch_template", LaunchTemplateId=template["LaunchTemplateId"])
+            except CloudAPIError as exc:
+                if not exc.code.startswith("InvalidLaunchTemplate"):  # already gone is fine
+                    raise
+            deleted.append(template["LaunchTemplateName"])
+        self.forget(deleted)
+        return deleted
+
+    def _karpweb_templates(self) -> Iterator[dict[str, Any]]:
+        params: dict[str, Any] = {"Filters": [{"Name": "tag-key", "Values": [NODECLASS_TAG]}], "MaxResults": 200}
+        seen: set[str] = set()
+        while True:
+            page = self._call(self._ec2, "describe_launch_templates", **params)
+            yield from page.get("LaunchTemplates") or []
+            token = page.get("NextToken")
+            if not token or token in seen:
+                return
+            seen.add(token)
+            params["NextToken"] = token
+
+
+def reservation_target(data: Mapping[str, Any]) -> str | None:
+    """The reservation id or group ARN a launch template's data targets, if any."""
+    target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+    return target.get("CapacityReservationId") or target.get("CapacityReservationResourceGroupArn")
 
 
 def fleet_request(

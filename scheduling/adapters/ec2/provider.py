@@ -162,12 +162,16 @@ class EC2CloudProvider:
                     attempt += 1
                     self._set_attempt(request.nodeclaim_name, attempt)
                     continue
+                if exc.code.startswith("InvalidLaunchTemplate"):
+                    self.templates.forget()  # deleted behind this process's back: the next launch recreates them
                 return LaunchResult(
                     error_code=exc.code,
                     error_message=exc.message,
                     errors=[LaunchError(exc.code, exc.message, capacity_type=launch_plan.capacity_type)],
                 )
             result = self._fleet_result(answer, launch_plan, reservation_of_template, request.open_reservations)
+            if (result.error_code or "").startswith("InvalidLaunchTemplate"):
+                self.templates.forget()  # deleted behind this process's back: the next launch recreates them
             if not result.ok:
                 # The next launch of this NodeClaim must not replay this failed fleet. (After a
                 # success the token stays: a retry then returns the same instance.)
@@ -177,6 +181,10 @@ class EC2CloudProvider:
             error_code="IdempotentParameterMismatch",
             error_message=f"no usable client token after {MAX_TOKEN_ATTEMPTS} attempts",
         )
+
+    def collect_launch_templates(self, live_nodeclasses: set[str], live_targets: set[str]) -> list[str]:
+        """Delete the launch templates no launch can use again (see LaunchTemplates.collect_garbage)."""
+        return self.templates.collect_garbage(live_nodeclasses, live_targets)
 
     def _templates_for(self, request: LaunchRequest, launch_plan: launch_mod.LaunchPlan) -> dict[str | None, str]:
         ids: dict[str | None, str] = {}

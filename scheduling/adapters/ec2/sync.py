@@ -325,3 +325,20 @@ def sync_catalogue(provider: Any, now: datetime | None = None, catalogue: Catalo
             f"{len(catalogue.instance_types) - len(priced)} instance type(s) have no on-demand price and no offerings"
         )
     return stats
+
+
+def collect_launch_templates(provider: Any, now: datetime | None = None) -> list[str]:
+    """Delete karpweb's launch templates for EC2NodeClasses that are gone and for reservations that
+    can no longer be launched into (expired, cancelled, ended, gone): one template per class,
+    data and reservation accumulates otherwise, against EC2's 5,000 per region. What counts as live
+    is what the models say after the last successful sync (a failed sync leaves them as they were)."""
+    from reservations.models import CapacityReservationGroup
+
+    now = now or timezone.now()
+    live_classes = set(EC2NodeClass.objects.values_list("name", flat=True))
+    live_targets = set(CapacityReservation.objects.usable(now).values_list("reservation_id", flat=True))
+    live_targets |= set(CapacityReservationGroup.objects.values_list("arn", flat=True))
+    deleted = provider.collect_launch_templates(live_classes, live_targets)
+    if deleted:
+        log.info("deleted %d launch templates no launch can use: %s", len(deleted), ", ".join(deleted))
+    return deleted
