@@ -4,7 +4,7 @@ import datetime
 
 from django.db import models
 from django.db.models import ExpressionWrapper, FloatField, OuterRef, Q, Subquery, Sum
-from django.urls import reverse
+from karpweb.urlcache import detail_url
 from django.utils import timezone
 
 from karpweb.conditions import ConditionsMixin
@@ -117,7 +117,7 @@ class CapacityReservation(models.Model):
         return f"{self.reservation_id} ({kind} {self.instance_type} in {self.availability_zone})"
 
     def get_absolute_url(self):
-        return reverse("reservations:detail", args=[self.reservation_id])
+        return detail_url("reservations:detail", self.reservation_id)
 
     @property
     def used_instance_count(self) -> int:
@@ -214,7 +214,7 @@ class EC2NodeClass(ConditionsMixin, models.Model):
         verbose_name_plural = "EC2NodeClasses"
 
     def get_absolute_url(self):
-        return reverse("reservations:nodeclass", args=[self.name])
+        return detail_url("reservations:nodeclass", self.name)
 
     def __str__(self):
         return self.name

@@ -1,4 +1,5 @@
 import django_tables2 as tables
+import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 

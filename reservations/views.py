@@ -30,6 +30,7 @@ from scheduling.models import AuditEntry, Node
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 CHART_DAYS = datetime.timedelta(days=7)  # hourly means
+BLOCK_NODES_SHOWN = 5  # node names per block on the countdown page
 
 
 class ReservationListView(ObjectListView):
@@ -78,7 +79,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
 
 def upcoming_capacity_blocks(now, *, with_nodes=True):
     """Active capacity blocks that have not ended, soonest end first, each with `node_count` and
-    (`with_nodes`) the names of the nodes in it."""
+    (`with_nodes`) the first names of the nodes in it and `more_nodes`, how many are not listed."""
     blocks = (
         CapacityReservation.objects.filter(
             reservation_type=CapacityReservation.ReservationType.CAPACITY_BLOCK,
@@ -90,8 +91,12 @@ def upcoming_capacity_blocks(now, *, with_nodes=True):
         .order_by("end_date")
     )
     if with_nodes:
-        # Only what the page shows of each node: its name (and link).
-        blocks = blocks.prefetch_related(Prefetch("nodes", queryset=Node.objects.only("pk", "name", "reservation_id").order_by("name")))
+        # Only what the page shows: the first names of each block's nodes (the rest are on its page).
+        shown = Node.objects.only("pk", "name", "reservation_id").order_by("name")[:BLOCK_NODES_SHOWN]
+        blocks = blocks.prefetch_related(Prefetch("nodes", queryset=shown, to_attr="shown_nodes"))  # sliced: needs to_attr
+    blocks = list(blocks)
+    for block in blocks:
+        block.more_nodes = max(0, block.node_count - BLOCK_NODES_SHOWN) if with_nodes else 0
     return [(block, block.timing) for block in blocks]
 
 

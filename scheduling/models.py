@@ -4,7 +4,7 @@ loop decided, plus the audit log of manual changes."""
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
-from django.urls import reverse
+from karpweb.urlcache import detail_url
 from django.utils import timezone
 
 from karpweb.conditions import ConditionsMixin
@@ -134,7 +134,7 @@ class NodePool(ConditionsMixin, models.Model):
         verbose_name = "NodePool"
 
     def get_absolute_url(self):
-        return reverse("scheduling:nodepool", args=[self.name])
+        return detail_url("scheduling:nodepool", self.name)
 
     def __str__(self):
         return self.name
@@ -175,7 +175,7 @@ class NodeClaim(ConditionsMixin, models.Model):
         verbose_name = "NodeClaim"
 
     def get_absolute_url(self):
-        return reverse("scheduling:nodeclaim", args=[self.name])
+        return detail_url("scheduling:nodeclaim", self.name)
 
     def __str__(self):
         return self.name
@@ -211,7 +211,7 @@ class Node(models.Model):
         ordering = ["name"]
 
     def get_absolute_url(self):
-        return reverse("scheduling:node", args=[self.name])
+        return detail_url("scheduling:node", self.name)
 
     def __str__(self):
         return self.name
@@ -250,7 +250,7 @@ class Pod(models.Model):
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="unique_pod_per_namespace")]
 
     def get_absolute_url(self):
-        return reverse("scheduling:pod", args=[self.namespace, self.name])
+        return detail_url("scheduling:pod", self.namespace, self.name)
 
     def __str__(self):
         return f"{self.namespace}/{self.name}"

@@ -1,8 +1,9 @@
 import django_tables2 as tables
+import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from django.urls import reverse
+from karpweb.urlcache import detail_url
 
 from scheduling.models import Decision, Node, NodeClaim, NodePool, Pod
 
@@ -12,7 +13,7 @@ def _reservation_url(record):
 
 
 def _node_url(record):
-    return reverse("scheduling:node", args=[record.node_name]) if record.node_name else None
+    return detail_url("scheduling:node", record.node_name) if record.node_name else None
 
 
 class NodePoolTable(tables.Table):

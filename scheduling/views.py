@@ -34,9 +34,10 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         now = timezone.now()
-        # The tags and allocations (JSON) are not shown here: no need to read and decode them.
-        reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now)
-                            .defer("tags", "capacity_allocations").order_by("reservation_id"))
+        # Every usable reservation, but only the columns the totals, idle cost and alarms read.
+        reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).only(
+            "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
+        ).order_by("reservation_id"))
         prices = on_demand_prices({r.instance_type for r in reservations})
         idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
         pools = list(NodePool.objects.order_by("-weight", "name"))

@@ -204,10 +204,12 @@ def credentials() -> tuple[str, str]:
     return session.session_key, Token.objects.get_or_create(user=user)[0].key
 
 
-def client(port, paths, headers, deadline, results, errors):
+def client(port, paths, headers, deadline, results, errors, once=False):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     rng = random.Random(threading.get_ident())
     while time.monotonic() < deadline:
+        if once:
+            deadline = 0
         path = rng.choice(paths)
         started = time.perf_counter()
         try:
@@ -224,10 +226,10 @@ def client(port, paths, headers, deadline, results, errors):
         results.setdefault(path.split("?")[0] if path.startswith("/api") else path, []).append(elapsed)
 
 
-def read_access_log(path) -> dict[str, list[float]]:
+def read_access_log(path, skip=0) -> dict[str, list[float]]:
     """gunicorn's request times (microseconds) per path, keyed as the clients key their results."""
     times: dict[str, list[float]] = {}
-    for line in Path(path).read_text().splitlines():
+    for line in Path(path).read_text().splitlines()[skip:]:
         request, _, micros = line.rpartition(" ")
         path_only, _, query = request.partition("?")
         key = path_only if path_only.startswith("/api") or not query else f"{path_only}?{query}"
@@ -264,10 +266,17 @@ def main():
                 break
             except OSError:
                 time.sleep(0.2)
-        results, errors = {}, []
-        deadline = time.monotonic() + args.seconds
         page_headers = {"Cookie": f"sessionid={session}", "Host": "127.0.0.1"}
         api_headers = {"Authorization": f"Token {token}", "Host": "127.0.0.1", "Accept": "application/json"}
+        # Warm-up, not measured: every path a few times, so each worker has imported and connected.
+        warm_deadline = time.monotonic() + 3600
+        for _ in range(args.workers * 2):
+            for paths, headers in ((PAGES, page_headers), (API, api_headers)):
+                for path in paths:
+                    client(args.port, [path], headers, warm_deadline, {}, [], once=True)
+        warm_lines = len(Path(access_log.name).read_text().splitlines())
+        results, errors = {}, []
+        deadline = time.monotonic() + args.seconds
         threads = [threading.Thread(target=client, args=(args.port, PAGES if i % 2 == 0 else API,
                                                           page_headers if i % 2 == 0 else api_headers, deadline, results, errors))
                    for i in range(args.clients)]
@@ -278,7 +287,7 @@ def main():
     finally:
         server.terminate()
         server.wait(10)
-    server_times = read_access_log(access_log.name)
+    server_times = read_access_log(access_log.name, skip=warm_lines)
     os.unlink(access_log.name)
     total = sum(len(v) for v in results.values())
     print(f"\n{args.clients} clients x {args.seconds} s, gunicorn {args.workers} workers, {args.nodes} nodes, "

@@ -129,6 +129,17 @@ def test_capacity_block_countdowns(viewer_client, db):
     assert "in 59m" in block_row  # drain at end - 40 min
     assert "in 29m" in ultra_row  # drain at end - 70 min for an UltraServer block
     assert "<html" not in page
+    assert 'data-countdown-at="' in block_row  # the browser ticks it between refreshes
+
+
+def test_capacity_block_page_lists_the_first_nodes_of_a_block(viewer_client, db):
+    now = timezone.now()
+    block = CapacityReservationFactory(reservation_id="cr-0big", capacity_block=True, end_date=now + datetime.timedelta(hours=5))
+    for i in range(7):
+        NodeFactory(name=f"gpu-{i}", reservation=block, capacity_type="reserved")
+    row = viewer_client.get(reverse("reservations:capacity_blocks")).content.decode().split('data-block="cr-0big"')[1].split("</tr>")[0]
+    assert [f"gpu-{i}" in row for i in range(7)] == [True] * 5 + [False] * 2
+    assert '<a href="/reservations/cr-0big/">and 2 more</a>' in row
 
 
 def test_nodepool_detail_and_mode_change_by_operator(operator_client, operator, demo_world):
