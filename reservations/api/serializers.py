@@ -150,7 +150,7 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     utilization = serializers.FloatField(read_only=True, help_text="Used share now, 0..1.")
     recentUtilization = serializers.FloatField(
         source="recent_utilization", read_only=True, allow_null=True,
-        help_text="Mean used share over the last 24 hours of samples, 0..1; null without samples.",
+        help_text="Mean used share over the samples of the last 24 whole hours (the hourly roll-up), 0..1; null without samples.",
     )
     lowUtilization = serializers.SerializerMethodField(help_text="Under 20 % for a full 24 hours.")
     usable = serializers.SerializerMethodField(help_text="Active and not past its end date.")
