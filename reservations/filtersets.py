@@ -5,7 +5,7 @@ from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
 from scheduling.filtersets import FilterSet, UtcDateTimeFilter
 
 
@@ -57,4 +57,15 @@ class UtilizationSampleFilterSet(FilterSet):
 
     class Meta:
         model = UtilizationSample
+        fields = ["since", "until"]
+
+
+class UtilizationHourFilterSet(FilterSet):
+    """The API's time window on one reservation's hourly means (by the hour's start)."""
+
+    since = UtcDateTimeFilter(field_name="hour", lookup_expr="gte", label="Hours starting at or after")
+    until = UtcDateTimeFilter(field_name="hour", lookup_expr="lt", label="Hours starting before")
+
+    class Meta:
+        model = UtilizationHour
         fields = ["since", "until"]

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
 from reservations.selector_terms import validation_problems
 from scheduling.api.base import StrictInputMixin
 from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
@@ -240,6 +240,23 @@ class UtilizationSampleSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.DOUBLE)
     def get_utilization(self, obj) -> float:
         return obj.used / obj.total if obj.total else 0.0
+
+
+class UtilizationHourSerializer(serializers.ModelSerializer):
+    hour = serializers.DateTimeField(read_only=True, help_text="The hour's start (UTC).")
+    used = serializers.FloatField(help_text="Mean used instances over the hour's samples.")
+    available = serializers.FloatField(help_text="Mean available instances over the hour's samples.")
+    total = serializers.FloatField(help_text="Mean total instances over the hour's samples.")
+    utilization = serializers.SerializerMethodField(help_text="Mean of used / total over the hour's samples, 0..1; null when none had capacity.")
+
+    class Meta:
+        model = UtilizationHour
+        fields = ["hour", "samples", "used", "available", "total", "utilization"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.DOUBLE)
+    def get_utilization(self, obj) -> float | None:
+        return obj.share_sum / obj.share_samples if obj.share_samples else None
 
 
 # --- EC2NodeClasses ---------------------------------------------------------------------------

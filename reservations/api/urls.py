@@ -16,5 +16,10 @@ urlpatterns = [
         views.UtilizationSampleList.as_view(),
         name="capacityreservation-samples",
     ),
+    path(
+        "capacity-reservations/<str:reservation_id>/hours/",
+        views.UtilizationHourList.as_view(),
+        name="capacityreservation-hours",
+    ),
     *router.urls,
 ]

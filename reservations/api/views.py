@@ -16,11 +16,14 @@ from reservations.api.serializers import (
     SelectorTermsPreviewResultSerializer,
     SelectorTermsPreviewSerializer,
     SelectorTermsWriteSerializer,
+    UtilizationHourSerializer,
     UtilizationSampleSerializer,
 )
-from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationSampleFilterSet
+from reservations.filtersets import (
+    CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationHourFilterSet, UtilizationSampleFilterSet,
+)
 from reservations.alarms import current_alarms, with_running_nodes
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import (
     FIELD,
@@ -141,6 +144,9 @@ class CapacityReservationViewSet(ReadOnlyViewSet):
     responses={200: UtilizationSampleSerializer(many=True), **error_responses(400, 401, 403, 404)},
 )
 class UtilizationSampleList(generics.ListAPIView):
+    """One reservation's history rows (`model`), the reservation named in the URL."""
+
+    model = UtilizationSample
     serializer_class = UtilizationSampleSerializer
     permission_classes = [IsOperatorOrReadOnly]
     filterset_class = UtilizationSampleFilterSet
@@ -149,9 +155,24 @@ class UtilizationSampleList(generics.ListAPIView):
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no reservation in the URL
-            return UtilizationSample.objects.none()
+            return self.model.objects.none()
         reservation = get_or_404(CapacityReservation.objects.all(), reservation_id=self.kwargs["reservation_id"])
-        return UtilizationSample.objects.filter(reservation=reservation)
+        return self.model.objects.filter(reservation=reservation)
+
+
+@extend_schema(
+    summary="Hourly utilization of one reservation",
+    description="Mean used / available / total per hour, rolled up from the samples after every sync and kept "
+                "KARPWEB_HOURLY_RETENTION_DAYS (raw samples: KARPWEB_SAMPLE_RETENTION_DAYS); newest first; "
+                "`since` / `until` bound the hours' starts.",
+    responses={200: UtilizationHourSerializer(many=True), **error_responses(400, 401, 403, 404)},
+)
+class UtilizationHourList(UtilizationSampleList):
+    model = UtilizationHour
+    serializer_class = UtilizationHourSerializer
+    filterset_class = UtilizationHourFilterSet
+    ordering_fields = ["hour", "used", "available"]
+    ordering = ["-hour"]
 
 
 @extend_schema_view(

@@ -1,11 +1,15 @@
 """Every list endpoint answers in a fixed number of queries, however many rows (and related rows)
 the page holds."""
 
+import datetime
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from reservations.models import UtilizationSample
+from reservations.utilization import roll_up
 from scheduling.models import CapacityType, Decision, TaskRun
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory, UtilizationSampleFactory
 from tests.factories.scheduling import (
@@ -37,6 +41,16 @@ def reservations(n):
 def samples(n):
     reservation = CapacityReservationFactory(reservation_id="cr-0fixed")
     UtilizationSampleFactory.create_batch(n, reservation=reservation)
+
+
+def hours(n):
+    reservation = CapacityReservationFactory(reservation_id="cr-0fixed")
+    start = timezone.now() - datetime.timedelta(hours=n)
+    UtilizationSample.objects.bulk_create([
+        UtilizationSample(reservation=reservation, sampled_at=start + datetime.timedelta(hours=i), used=1, available=1, total=2)
+        for i in range(n)
+    ])
+    roll_up(since=start - datetime.timedelta(hours=1))
 
 
 def node_classes(n):
@@ -93,6 +107,7 @@ def task_runs(n):
 LISTS = [
     ("/api/v1/capacity-reservations/", reservations),
     ("/api/v1/capacity-reservations/cr-0fixed/samples/", samples),
+    ("/api/v1/capacity-reservations/cr-0fixed/hours/", hours),
     ("/api/v1/ec2nodeclasses/", node_classes),
     ("/api/v1/nodepools/", node_pools),
     ("/api/v1/nodeclaims/", node_claims),

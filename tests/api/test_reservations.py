@@ -178,6 +178,28 @@ def test_pagination_is_bounded(as_viewer, mixed):
 
 # --- utilization samples ----------------------------------------------------------------------
 
+def test_hourly_means_newest_first_with_a_time_window(as_viewer):
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0) - datetime.timedelta(hours=5)
+    reservation = CapacityReservationFactory(reservation_id="cr-0aaa")
+    for minutes, used, total in ((0, 1, 4), (30, 3, 4), (60, 2, 4), (120, 0, 0)):
+        UtilizationSampleFactory(reservation=reservation, sampled_at=hour + datetime.timedelta(minutes=minutes),
+                                 used=used, available=total - used, total=total)
+    roll_up(since=hour)
+    url = f"{URL}cr-0aaa/hours/"
+    rows = results(as_viewer.get(url))
+    iso = lambda moment: moment.isoformat().replace("+00:00", "Z")  # noqa: E731
+    assert rows == [
+        {"hour": iso(hour + datetime.timedelta(hours=2)), "samples": 1, "used": 0.0, "available": 0.0, "total": 0.0,
+         "utilization": None},
+        {"hour": iso(hour + datetime.timedelta(hours=1)), "samples": 1, "used": 2.0, "available": 2.0, "total": 4.0,
+         "utilization": 0.5},
+        {"hour": iso(hour), "samples": 2, "used": 2.0, "available": 2.0, "total": 4.0, "utilization": 0.5},
+    ]
+    windowed = as_viewer.get(url, {"since": iso(hour + datetime.timedelta(hours=1)), "until": iso(hour + datetime.timedelta(hours=2))})
+    assert [row["hour"] for row in results(windowed)] == [iso(hour + datetime.timedelta(hours=1))]
+    assert as_viewer.get(f"{URL}cr-0nope/hours/").status_code == 404
+
+
 def test_samples_newest_first_with_a_time_window(as_viewer):
     now = timezone.now().replace(microsecond=0)
     reservation = CapacityReservationFactory(reservation_id="cr-0aaa")

@@ -8,7 +8,9 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationSampleFilterSet
+from reservations.filtersets import (
+    CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationHourFilterSet, UtilizationSampleFilterSet,
+)
 from scheduling.filtersets import (
     DecisionFilterSet,
     InstanceTypeFilterSet,
@@ -29,6 +31,7 @@ FIELD = "capacityReservationSelectorTerms"
 LISTS = [
     ("/api/v1/capacity-reservations/", CapacityReservationFilterSet),
     ("/api/v1/capacity-reservations/cr-0abc0abc0abc0abc0/samples/", UtilizationSampleFilterSet),
+    ("/api/v1/capacity-reservations/cr-0abc0abc0abc0abc0/hours/", UtilizationHourFilterSet),
     ("/api/v1/ec2nodeclasses/", EC2NodeClassFilterSet),
     ("/api/v1/nodepools/", NodePoolFilterSet),
     ("/api/v1/nodeclaims/", NodeClaimFilterSet),
