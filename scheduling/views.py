@@ -55,8 +55,9 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
-            chart=utilization_chart(now),
         )
+        if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
+            context["chart"] = utilization_chart(now)
         return context
 
 

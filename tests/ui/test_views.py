@@ -73,6 +73,7 @@ def test_overview_partial_for_htmx(viewer_client, demo_world):
     response = viewer_client.get(reverse("scheduling:overview"), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     assert b"<html" not in response.content and b"idle reserved instances" in response.content
+    assert "chart" not in response.context  # the refresh does not read the hourly roll-up
 
 
 def test_reservation_list_filters(viewer_client, demo_world):
