@@ -5,6 +5,8 @@ result is the same string reverse() returns."""
 import functools
 from urllib.parse import quote
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.urls import get_script_prefix, reverse
 
 # What reverse() leaves unquoted in a path (django.urls.resolvers: RFC 3986 sub-delimiters and /~:@).
@@ -25,3 +27,9 @@ def detail_url(viewname: str, *args: str) -> str:
     for token, arg in zip(TOKENS, args):
         url = url.replace(token, quote(arg, safe=SAFE), 1)
     return url
+
+
+@receiver(setting_changed)
+def _forget_patterns(setting, **kwargs):
+    if setting == "ROOT_URLCONF":  # as Django clears its own URL caches (tests override it)
+        _template.cache_clear()

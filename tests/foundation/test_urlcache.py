@@ -34,3 +34,9 @@ def test_a_script_prefix_is_honoured():
     finally:
         set_script_prefix("/")
     assert detail_url("scheduling:node", "ip-10-0-0-1") == "/nodes/ip-10-0-0-1/"
+
+
+def test_a_changed_urlconf_is_followed(settings):
+    assert detail_url("scheduling:node", "n1") == "/nodes/n1/"
+    settings.ROOT_URLCONF = "tests.foundation.prefixed_urls"
+    assert detail_url("scheduling:node", "n1") == "/console/nodes/n1/"
