@@ -6,7 +6,7 @@ one node at a time under a per-node lease, or records it as a recommendation in 
 from django.utils import timezone
 
 from reservations.models import CapacityReservation
-from scheduling.engine.simulate import simulate
+from scheduling.loop.engine_run import simulate_readable
 from scheduling.engine.timeutil import parse_time
 from scheduling.loop import leases
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
@@ -21,7 +21,7 @@ DRIFT = "drift"
 
 
 def engine_decisions(cloud, now) -> dict:
-    return simulate(current_world(now, instances=instance_membership(cloud)))
+    return simulate_readable(current_world(now, instances=instance_membership(cloud)), now)
 
 
 def instance_membership(cloud) -> list[dict]:

@@ -14,7 +14,7 @@ from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
-from scheduling.engine.simulate import simulate
+from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, Node, NodeClaim, NodePool, Offering
 from scheduling.modes import effective_mode
@@ -31,7 +31,7 @@ def provision(cloud, cluster, now=None) -> dict:
     now = now or timezone.now()
     pending, launched, failed = [], 0, 0
     relaunched = relaunch_unlaunched_claims(cloud, cluster, pending)
-    decisions = simulate(current_world(now))
+    decisions = simulate_readable(current_world(now), now)
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
     for claim in decisions["nodeClaims"]:

@@ -10,7 +10,7 @@ from reservations.models import EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
-from scheduling.engine.simulate import simulate
+from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.recording import PendingDecision, record
@@ -65,7 +65,7 @@ def sync_kubernetes(now=None) -> dict:
         stats = ClusterSync(backends.cluster()).sync_once()
         return {"lists": stats.lists, "errors": len(getattr(stats, "errors", []) or [])}
     counts = simulated.tick_workloads(now)
-    counts["pods_bound"] = simulated.bind_pending_pods(simulate(current_world(now)))
+    counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))
     return counts
 
 
@@ -92,7 +92,7 @@ def status(now=None) -> dict:
     now = now or timezone.now()
     if settings.KARPWEB_PROVIDER != "aws":
         refresh_node_class_status(now)
-    decisions = simulate(current_world(now, include_pods=True))
+    decisions = simulate_readable(current_world(now, include_pods=True), now)
     engine_conditions = {entry["name"]: entry["conditions"] for entry in decisions.get("nodePools", [])}
     cluster = backends.cluster()
     changed = 0
