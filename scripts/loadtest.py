@@ -166,12 +166,18 @@ def _nodes_claims_and_pods(count, made):
     ], batch_size=1000)
     pods = [Pod(namespace=f"team-{i % 20}", name=f"app-{i:06d}", uid=f"load-pod-{i}", node=node, node_name=node.name,
                 phase="Running", cpu_request_millicores=150, memory_request_bytes=256 * 2**20, labels={"app": f"app-{i % 300}"},
-                owner_kind="ReplicaSet", owner_name=f"app-{i % 300}-5d8f7c", created_at=now, synced_at=now)
+                spec=pod_spec("150m", "256Mi"), owner_kind="ReplicaSet", owner_name=f"app-{i % 300}-5d8f7c",
+                created_at=now, synced_at=now)
             for i, node in enumerate(node for node in nodes for _ in range(PODS_PER_NODE))]
     pods += [Pod(namespace="team-pending", name=f"waiting-{i:04d}", uid=f"load-pending-{i}", phase="Pending",
-                 cpu_request_millicores=500, memory_request_bytes=2**30, labels={"app": "waiting"}, created_at=now, synced_at=now)
+                 cpu_request_millicores=500, memory_request_bytes=2**30, labels={"app": "waiting"},
+                 spec=pod_spec("500m", "1Gi"), created_at=now, synced_at=now)
              for i in range(PENDING_PODS)]
     Pod.objects.bulk_create(pods, batch_size=2000)
+
+
+def pod_spec(cpu: str, memory: str) -> dict:
+    return {"containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
 
 
 def _decisions(made):
@@ -188,6 +194,33 @@ def _decisions(made):
                  reservation=rng.choice(made) if i % 2 else None)
         for i in range(DECISIONS)
     ], batch_size=2000)
+
+
+def time_loop_steps(rounds: int) -> None:
+    """Each loop step on this world in observe mode (nothing acted on), best of `rounds`; every run
+    rolled back so the world stays as built."""
+    from django.db import transaction
+
+    from scheduling.loop import steps
+    from scheduling.world import current_world
+
+    from django.conf import settings
+
+    settings.KARPWEB_MODE = "observe"
+    timings: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for name, step in (("current_world (models -> WORLD.json)", current_world), ("sync_ec2", steps.sync_ec2),
+                           ("sync_kubernetes", steps.sync_kubernetes), ("provision", steps.provision),
+                           ("consolidate", steps.consolidate), ("expire_capacity_blocks", steps.expire_capacity_blocks),
+                           ("demote", steps.demote), ("status", steps.status)):
+            with transaction.atomic():
+                started = time.perf_counter()
+                step()
+                timings.setdefault(name, []).append(time.perf_counter() - started)
+                transaction.set_rollback(True)
+    print(f"\nloop steps, observe mode, best of {rounds} (seconds):")
+    for name, values in timings.items():
+        print(f"  {name:40} {min(values):6.2f}")
 
 
 def credentials() -> tuple[str, str]:
@@ -250,8 +283,13 @@ def main():
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--port", type=int, default=8791)
+    parser.add_argument("--loop-steps", type=int, default=0, metavar="ROUNDS",
+                        help="time each loop step on the world (best of ROUNDS) instead of the HTTP load")
     args = parser.parse_args()
     build_world(args.nodes, args.reservations)
+    if args.loop_steps:
+        time_loop_steps(args.loop_steps)
+        return
     session, token = credentials()
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=ROOT, check=True)
     access_log = tempfile.NamedTemporaryFile(prefix="karpweb-load-", suffix=".log", delete=False)

@@ -7,6 +7,7 @@ are rounded up, as the Kubernetes API does when it turns a quantity into an inte
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -69,6 +70,18 @@ def parse_decimal(value: object) -> Decimal:
 
 def parse_quantity(value: object, *, milli: bool = False) -> int:
     """Parse a non-negative quantity into base units, or milli-units when `milli` is set."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        # A cluster repeats a handful of quantities across tens of thousands of pods.
+        return _parse_plain_quantity(value, milli)
+    return _parse_quantity(value, milli)  # raises QuantityError for what is not a quantity
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse_plain_quantity(value: str | int | float, milli: bool) -> int:
+    return _parse_quantity(value, milli)
+
+
+def _parse_quantity(value: object, milli: bool) -> int:
     number = parse_decimal(value)
     if number < 0:
         raise QuantityError(value, "must not be negative")
