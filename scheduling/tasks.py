@@ -40,6 +40,12 @@ def status(self):
     return _run(self, "status", steps.status)
 
 
+@shared_task(name="karpweb.lifecycle", **RETRY)
+def lifecycle(self):
+    return _run(self, "lifecycle", steps.lifecycle)
+
+
+# The four steps lifecycle runs on one engine run, each on its own (beat schedules lifecycle).
 @shared_task(name="karpweb.consolidate", **RETRY)
 def consolidate(self):
     return _run(self, "consolidate", steps.consolidate)

@@ -17,7 +17,9 @@ def write_nodeclaim_conditions(pool_conditions: dict[str, list[dict]], cluster, 
     by_pool = {name: next((c for c in conditions if c["type"] == CONDITION), None)
                for name, conditions in pool_conditions.items()}
     changed = 0
-    claims = NodeClaim.objects.filter(deleting_since__isnull=True, node_pool__isnull=False).select_related("node_pool")
+    # Only what this reads and writes: a cluster has thousands of claims, each with JSON it does not need.
+    claims = NodeClaim.objects.filter(deleting_since__isnull=True, node_pool__isnull=False).select_related(
+        "node_pool").only("name", "conditions", "node_pool__name")
     for claim in claims.order_by("name"):
         source = by_pool.get(claim.node_pool.name)
         if source is None:

@@ -39,15 +39,16 @@ def instance_membership(cloud) -> list[dict]:
     ]
 
 
-def act_on_disruptions(cloud, cluster, reasons: set[str], now=None) -> dict:
+def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: dict | None = None) -> dict:
+    """Act on the engine's disruptions for `reasons` (`decisions`: an engine run to use instead of a new one)."""
     now = now or timezone.now()
-    decisions = engine_decisions(cloud, now)
-    nodes = {n.name: n for n in Node.objects.select_related("node_pool", "node_claim", "reservation")}
-    pools = {p.name: p for p in NodePool.objects.select_related("node_class")}
+    decisions = decisions or engine_decisions(cloud, now)
+    wanted = [d for d in decisions["disruptions"] if d["reason"] in reasons]
+    named = {name for d in wanted for name in d["nodes"]}
+    nodes = {n.name: n for n in Node.objects.filter(name__in=named).select_related("node_pool", "node_claim", "reservation")}
+    pools = {p.name: p for p in NodePool.objects.select_related("node_class")} if wanted else {}
     pending, counts = [], {"planned": 0, "acted": 0, "waiting": 0, "failed": 0}
-    for disruption in decisions["disruptions"]:
-        if disruption["reason"] not in reasons:
-            continue
+    for disruption in wanted:
         counts["planned"] += 1
         members = [nodes[name] for name in disruption["nodes"] if name in nodes]
         pool = members[0].node_pool if members else None
@@ -137,11 +138,13 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
     return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
 
 
-def demote(cloud, cluster, now=None) -> dict:
+def demote(cloud, cluster, now=None, decisions: dict | None = None) -> dict:
     now = now or timezone.now()
-    decisions = engine_decisions(cloud, now)
-    nodes = {n.name: n for n in Node.objects.select_related("node_pool", "node_claim")}
-    reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
+    decisions = decisions or engine_decisions(cloud, now)
+    named = {d["node"] for d in decisions["demotions"]}
+    nodes = {n.name: n for n in Node.objects.filter(name__in=named).select_related("node_pool", "node_claim")}
+    reservations = {r.reservation_id: r for r in CapacityReservation.objects.filter(
+        reservation_id__in={d["reservationID"] for d in decisions["demotions"]})}
     pending, acted = [], 0
     for demotion in decisions["demotions"]:
         node = nodes.get(demotion["node"])

@@ -46,8 +46,11 @@ def test_each_task_end_to_end(demo, celery_worker, settings):
     launched_reserved = launched().filter(capacity_type="reserved").count()
     assert sum(reserved_in_use().values()) == sum(before.values()) + launched_reserved
     assert launched_reserved > 0, "the demo's pending pods should fill free reserved capacity first"
+    lifecycle = run(tasks.lifecycle)  # the demo's expired ODCR node is demoted, an idle node consolidated
+    assert lifecycle["demote_acted"] == 1 and lifecycle["consolidate_planned"] >= 1 and "status_node_pools_changed" in lifecycle
     runs = TaskRun.objects.filter(status="succeeded")
-    assert set(runs.values_list("task", flat=True)) == {"sync_ec2", "sync_kubernetes", "provision", "status", "sync_catalogue"}
+    assert set(runs.values_list("task", flat=True)) == {"sync_ec2", "sync_kubernetes", "provision", "status", "sync_catalogue",
+                                                       "lifecycle"}
     assert all(r.finished_at >= r.started_at for r in runs)
     assert Decision.objects.filter(kind="launch", outcome="acted").count() == counts["launched"]
 
@@ -150,3 +153,30 @@ def test_drift_when_the_node_class_no_longer_selects_the_reservation(demo, setti
     assert drift.exists()
     assert all("CapacityReservationDrift" in d.reason and d.outcome == "recommended" for d in drift)
     assert any("cr-0a1b2c3d4e5f60001" in d.reason or "cr-0a1b2c3d4e5f60003" in d.reason for d in drift)
+
+
+def test_beat_runs_registered_tasks_each_expiring_before_its_next_run(transactional_db):
+    import importlib
+
+    from django.apps import apps
+    from django_celery_beat.models import PeriodicTask
+
+    from karpweb.celery import app
+
+    # The schedule migrations' own functions (a transactional test's flush removed their rows).
+    importlib.import_module("scheduling.migrations.0004_beat_schedules").create(apps, None)
+    lifecycle = importlib.import_module("scheduling.migrations.0006_lifecycle_schedule")
+    lifecycle.forwards(apps, None)
+
+    def scheduled():
+        return {entry.task for entry in PeriodicTask.objects.exclude(name="celery.backend_cleanup")}
+
+    # The four 60 s steps share one engine run in lifecycle.
+    assert scheduled() == {"karpweb.sync_ec2", "karpweb.sync_kubernetes", "karpweb.provision", "karpweb.lifecycle",
+                           "karpweb.sync_catalogue"}
+    for entry in PeriodicTask.objects.select_related("interval"):
+        assert entry.task in app.tasks
+        assert 0 < entry.expire_seconds < entry.interval.every
+    lifecycle.backwards(apps, None)
+    assert {"karpweb.consolidate", "karpweb.expire_capacity_blocks", "karpweb.demote", "karpweb.status"} <= scheduled()
+    assert "karpweb.lifecycle" not in scheduled()

@@ -6,7 +6,7 @@ import datetime
 import pytest
 import time_machine
 
-from scheduling.loop import steps
+from scheduling.loop import disruption, steps
 from scheduling.loop.simulated import SimulatedCloud
 from scheduling.models import Decision, Node, SimulatedInstance
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory
@@ -49,7 +49,8 @@ def world(settings):
         for name in ("p5.48xlarge", "trn2.48xlarge", "m5.large"):
             OfferingFactory(instance_type=InstanceTypeFactory(name=name, cpu_millicores=192000, memory_bytes=2**40), price=1.0)
         node_class = EC2NodeClassFactory(name="ml", capacity_reservation_selector_terms=[{"tags": {"team": "ml"}}])
-        pool = NodePoolFactory(name="ml", node_class=node_class, requirements=[
+        # Consolidation off: the hour is about drains and demotion (lifecycle would otherwise delete the idle nodes).
+        pool = NodePoolFactory(name="ml", node_class=node_class, consolidate_after="Never", requirements=[
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]}])
         reservations = {
             "block": CapacityReservationFactory(reservation_id="cr-0block", capacity_block=True, instance_type="p5.48xlarge",
@@ -72,12 +73,21 @@ def acted_minute(kind, node):
     return None if decision is None else round((decision.created_at - T0).total_seconds() / 60)
 
 
-def test_an_hour_of_blocks_ending_and_a_reservation_expiring(world):
+def separate_steps():
+    steps.expire_capacity_blocks()
+    steps.demote()
+
+
+@pytest.mark.parametrize("minutely", [separate_steps, steps.lifecycle], ids=["separate steps", "lifecycle"])
+def test_an_hour_of_blocks_ending_and_a_reservation_expiring(world, minutely, monkeypatch):
+    engine_runs = []
+    real = disruption.engine_decisions
+    monkeypatch.setattr(disruption, "engine_decisions", lambda *a: engine_runs.append(1) or real(*a))  # counts, runs it
     for minute in range(0, 61):
         with time_machine.travel(T0 + datetime.timedelta(minutes=minute), tick=False):
             steps.sync_ec2()
-            steps.expire_capacity_blocks()
-            steps.demote()
+            minutely()
+    assert len(engine_runs) == 61 * (2 if minutely is separate_steps else 1)
     assert acted_minute(Decision.Kind.DRAIN, "node-block") == 10   # 50 min block: drain at end - 40
     assert acted_minute(Decision.Kind.DRAIN, "node-ultra") == 30   # UltraServer: drain at end - 70
     assert acted_minute(Decision.Kind.DEMOTE, "node-odcr") == 40   # the ODCR ended at +40
