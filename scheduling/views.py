@@ -2,6 +2,7 @@ import json
 
 from django.contrib import messages
 from django.db.models import Count, Sum
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views import View
@@ -18,7 +19,7 @@ from scheduling.models import AuditEntry, Decision, Mode, Node, NodeClaim, NodeP
 from scheduling.modes import effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import DecisionTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
-from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, pod_outcome, pretty, run_world, run_world_text
+from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
 from scheduling.world import current_world
 
 RECENT_DECISIONS = 10
@@ -194,9 +195,10 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
         context.update(pod=pod, decisions=decisions, spec_json=json.dumps(pod.spec, indent=2))
         if pod.is_pending:
             # "Why not reserved?": what the engine would do with this pod in the current world.
-            outcome = run_world(current_world())
+            outcome, answered_at = current_outcome()
             context["engine_answer"] = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
             context["engine_problems"] = outcome.problems
+            context["engine_answered_at"] = answered_at
         return context
 
 
@@ -221,9 +223,19 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
     """Paste or upload a WORLD.json (or start from the current world), run simulate, read the decisions."""
 
     template_name = "scheduling/whatif.html"
+    extra_context = {"max_world_bytes": MAX_WORLD_BYTES}
 
     def get(self, request):
-        text = json.dumps(current_world(), indent=2) if request.GET.get("from") == "current" else ""
+        if request.GET.get("from") != "current":
+            return self.render_to_response(self.get_context_data(world_text=""))
+        text = json.dumps(current_world(), indent=2)
+        if request.GET.get("download"):
+            response = HttpResponse(text, content_type="application/json")
+            response["Content-Disposition"] = 'attachment; filename="WORLD.json"'
+            return response
+        if len(text) > MAX_WORLD_BYTES:
+            # Tens of MiB in a text area help nobody: offer the file (to trim and upload, or run `simulate`).
+            return self.render_to_response(self.get_context_data(world_text="", current_too_large=len(text)))
         return self.render_to_response(self.get_context_data(world_text=text))
 
     def post(self, request):

@@ -1,6 +1,7 @@
 """Running the engine on a world for the what-if page, the pod page and the API: one entry point
 that turns bad input into path-named problems and never raises anything else."""
 
+import datetime
 import json
 from dataclasses import dataclass, field
 
@@ -38,6 +39,32 @@ def run_world(world) -> SimulationOutcome:
         return SimulationOutcome(decisions=simulate(world))
     except WorldError as exc:
         return SimulationOutcome(problems=exc.lines())
+
+
+# The engine on the current world for the pod page, at most this often per cache: at thousands of
+# pods one run takes seconds, and every pending pod's page asks the same question.
+CURRENT_OUTCOME_SECONDS = 30
+CURRENT_OUTCOME_KEY = "karpweb:current-world-outcome"
+# What answers for pending pods: proportional to the pods waiting, not to the cluster.
+PENDING_PARTS = ("nodeClaims", "bindings", "unschedulable", "deferred")
+
+
+def current_outcome() -> tuple[SimulationOutcome, datetime.datetime]:
+    """The engine's answer for the current world and when it was computed (at most 30 s ago)."""
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from scheduling.world import current_world
+
+    cached = cache.get(CURRENT_OUTCOME_KEY)
+    if cached is None:
+        now = timezone.now()
+        outcome = run_world(current_world(now))
+        if outcome.ok:
+            outcome = SimulationOutcome(decisions={part: outcome.decisions.get(part, []) for part in PENDING_PARTS})
+        cached = (outcome, now)
+        cache.set(CURRENT_OUTCOME_KEY, cached, CURRENT_OUTCOME_SECONDS)
+    return cached
 
 
 def pod_outcome(decisions: dict, pod_key: str) -> dict | None:

@@ -9,6 +9,14 @@ settings.STORAGES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache (rate-limit counts, the pod page's engine answer)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def admin_user_client(client, db):
     user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import time_machine
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -56,3 +57,31 @@ def test_pending_pod_answers_why_not_reserved(viewer_client, demo_world):
     page = viewer_client.get(reverse("scheduling:pod", args=["default", "trainer-pending-0"])).content.decode()
     assert "Why not reserved?" in page
     assert "p5.48xlarge reserved node in us-east-1a (NodePool gpu-reserved), in reservation cr-0a1b2c3d4e5f60006" in page
+
+
+def test_the_pod_page_runs_the_engine_at_most_every_30_seconds(viewer_client, demo_world, monkeypatch):
+    from scheduling import whatif
+
+    runs = []
+    real = whatif.run_world
+    monkeypatch.setattr(whatif, "run_world", lambda world: runs.append(1) or real(world))  # counts, runs it
+    url = reverse("scheduling:pod", args=["default", "trainer-pending-0"])
+    with time_machine.travel("2026-11-21 10:00:00Z", tick=False) as traveller:
+        for _ in range(3):
+            assert "in reservation cr-0a1b2c3d4e5f60006" in viewer_client.get(url).content.decode()
+        assert len(runs) == 1
+        assert "As of 10:00:00 UTC it would go to" in viewer_client.get(url).content.decode()
+        traveller.shift(31)
+        viewer_client.get(url)
+        assert len(runs) == 2
+
+
+def test_a_current_world_too_large_for_the_page_is_offered_as_a_file(viewer_client, demo_world, monkeypatch):
+    from scheduling import views
+
+    monkeypatch.setattr(views, "MAX_WORLD_BYTES", 1000)  # the demo world is larger than this
+    page = viewer_client.get(reverse("scheduling:whatif"), {"from": "current"}).content.decode()
+    assert 'id="too-large"' in page and "download WORLD.json" in page and "web-pending-0" not in page
+    download = viewer_client.get(reverse("scheduling:whatif"), {"from": "current", "download": "1"})
+    assert download["Content-Disposition"] == 'attachment; filename="WORLD.json"'
+    assert "web-pending-0" in json.dumps(json.loads(download.content))
