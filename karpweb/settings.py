@@ -167,6 +167,9 @@ KARPWEB_METRICS_TOKEN = env_str("KARPWEB_METRICS_TOKEN", "")
 # Raw utilization samples (one per reservation per sync: 2,880 a day at 30 s) and their hourly roll-up.
 KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 7, minimum=1)
 KARPWEB_HOURLY_RETENTION_DAYS = env_int("KARPWEB_HOURLY_RETENTION_DAYS", 400, minimum=2)
+# The loop's own history: task runs (about 15,000 a day) and decisions. Manual overrides (the audit log) are kept.
+KARPWEB_TASK_RUN_RETENTION_DAYS = env_int("KARPWEB_TASK_RUN_RETENTION_DAYS", 14, minimum=1)
+KARPWEB_DECISION_RETENTION_DAYS = env_int("KARPWEB_DECISION_RETENTION_DAYS", 90, minimum=1)
 
 # API rate limits per client (scheduling/api/throttling.py): a signed-in user or token, and anonymous
 # requests by address. "off" turns one off. Counted in the cache below, per process unless

@@ -16,6 +16,7 @@ from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
 from scheduling.filtersets import DecisionFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet
 from scheduling.models import AuditEntry, Decision, Mode, Node, NodeClaim, NodePool, Pod
+from scheduling.loop.health import loop_health
 from scheduling.modes import effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import DecisionTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
@@ -56,6 +57,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
+            loop=loop_health(now),
         )
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
             context["chart"] = utilization_chart(now)

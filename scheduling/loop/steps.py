@@ -1,5 +1,6 @@
 """The loop's steps, each a function returning counts for its TaskRun."""
 
+import datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -14,7 +15,7 @@ from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.recording import PendingDecision, record
-from scheduling.models import Decision, NodePool
+from scheduling.models import Decision, NodePool, TaskRun
 from scheduling.modes import global_mode
 from scheduling.world import current_world
 
@@ -39,7 +40,19 @@ def sync_ec2(now=None) -> dict:
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     counts.update(utilization.prune(now))
+    counts.update(prune_history(now))
     return counts
+
+
+def prune_history(now) -> dict:
+    """Task runs past KARPWEB_TASK_RUN_RETENTION_DAYS and decisions past KARPWEB_DECISION_RETENTION_DAYS
+    (the audit log of manual overrides is never pruned)."""
+    task_runs = now - datetime.timedelta(days=settings.KARPWEB_TASK_RUN_RETENTION_DAYS)
+    decisions = now - datetime.timedelta(days=settings.KARPWEB_DECISION_RETENTION_DAYS)
+    return {
+        "task_runs_pruned": TaskRun.objects.filter(started_at__lt=task_runs).exclude(status=TaskRun.Status.RUNNING).delete()[0],
+        "decisions_pruned": Decision.objects.filter(created_at__lt=decisions).delete()[0],
+    }
 
 
 def sync_catalogue(now=None) -> dict:

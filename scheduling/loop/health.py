@@ -1,0 +1,51 @@
+"""Is the control loop running? For each scheduled step: its last run, its last success, and what
+is wrong (failing, or no success for three of its intervals), read from TaskRun and the beat
+schedule, in two queries whatever the history's size."""
+
+import datetime
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Substr
+from django_celery_beat.models import PeriodicTask
+
+from scheduling.models import TaskRun
+
+STALE_AFTER_INTERVALS = 3
+TASK_PREFIX = "karpweb."
+
+
+@dataclass
+class StepHealth:
+    step: str
+    every: int  # seconds, as beat schedules it
+    last: TaskRun | None
+    last_success: datetime.datetime | None
+    problem: str = ""
+
+
+def loop_health(now: datetime.datetime) -> list[StepHealth]:
+    # Per beat entry, its step's newest run and newest success: index scans of (task, -started_at)
+    # that stop at the first row, however long the history.
+    runs = TaskRun.objects.filter(task=Substr(OuterRef("task"), len(TASK_PREFIX) + 1)).exclude(
+        status=TaskRun.Status.SKIPPED).order_by("-started_at")
+    entries = list(PeriodicTask.objects.filter(enabled=True, task__startswith=TASK_PREFIX, interval__period="seconds")
+                   .select_related("interval").annotate(
+                       last_id=Subquery(runs.values("pk")[:1]),
+                       last_success=Subquery(runs.filter(status=TaskRun.Status.SUCCEEDED).values("finished_at")[:1])))
+    last = TaskRun.objects.in_bulk([entry.last_id for entry in entries if entry.last_id])
+    return sorted((_health(entry.task.removeprefix(TASK_PREFIX), entry.interval.every, last.get(entry.last_id),
+                           entry.last_success, now) for entry in entries), key=lambda health: health.step)
+
+
+def _health(step, every, last, last_success, now) -> StepHealth:
+    health = StepHealth(step, every, last, last_success)
+    stale_after = datetime.timedelta(seconds=every * STALE_AFTER_INTERVALS)
+    if last is None:
+        health.problem = "has not run yet: is the Celery worker (and beat) running?"
+    elif last.status == TaskRun.Status.FAILED:
+        health.problem = f"the last run failed: {(last.error or 'no error recorded').splitlines()[0][:200]}"
+    elif last_success is None or now - last_success > stale_after:
+        since = "ever" if last_success is None else f"{int((now - last_success).total_seconds())} s"
+        health.problem = f"no successful run for {since} (it runs every {every} s)"
+    return health
