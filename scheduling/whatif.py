@@ -5,8 +5,12 @@ import datetime
 import json
 from dataclasses import dataclass, field
 
+from django.core.cache import cache
+from django.utils import timezone
+
 from scheduling.engine.simulate import simulate
 from scheduling.engine.world import WorldError, load_json
+from scheduling.world import current_world
 
 MAX_WORLD_BYTES = 5 * 2**20
 
@@ -51,11 +55,6 @@ PENDING_PARTS = ("nodeClaims", "bindings", "unschedulable", "deferred")
 
 def current_outcome() -> tuple[SimulationOutcome, datetime.datetime]:
     """The engine's answer for the current world and when it was computed (at most 30 s ago)."""
-    from django.core.cache import cache
-    from django.utils import timezone
-
-    from scheduling.world import current_world
-
     cached = cache.get(CURRENT_OUTCOME_KEY)
     if cached is None:
         now = timezone.now()

@@ -202,27 +202,12 @@ class Catalog:
         view = self._pinned.get(memo_key)
         if view is None:
             view = self._pinned[memo_key] = self.view(requirements.intersect([Requirement.single(key, value)]))
-        mask &= view.mask
-        if not mask:
-            return 3
-        if mask & view.reserved_mask:
-            return CAPACITY_TYPE_PREFERENCE[RESERVED]
-        if mask & view.spot_mask:
-            return CAPACITY_TYPE_PREFERENCE[SPOT]
-        return 2
+        return _rank(view, mask)
 
     def launch_rank(self, requirements: Requirements, mask: int) -> int:
         """How good a launch the types in `mask` get under `requirements`: 0 reserved, 1 spot,
         2 on-demand (upstream's capacity-type precedence), 3 none."""
-        view = self.view(requirements)
-        mask &= view.mask
-        if not mask:
-            return 3
-        if mask & view.reserved_mask:
-            return CAPACITY_TYPE_PREFERENCE[RESERVED]
-        if mask & view.spot_mask:
-            return CAPACITY_TYPE_PREFERENCE[SPOT]
-        return 2
+        return _rank(self.view(requirements), mask)
 
     def matching(self, requirements: Requirements) -> list[InstanceType]:
         """Instance types whose labels match, whatever their offerings (for explanations)."""
@@ -230,3 +215,15 @@ class Catalog:
 
     def compatible_offerings(self, it: InstanceType, requirements: Requirements) -> list[Offering]:
         return [o for o in it.offerings if o.compatible(requirements)]
+
+
+def _rank(view, mask: int) -> int:
+    """`launch_rank` on one view: its best capacity type among the types in `mask`."""
+    mask &= view.mask
+    if not mask:
+        return 3
+    if mask & view.reserved_mask:
+        return CAPACITY_TYPE_PREFERENCE[RESERVED]
+    if mask & view.spot_mask:
+        return CAPACITY_TYPE_PREFERENCE[SPOT]
+    return 2

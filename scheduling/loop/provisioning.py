@@ -34,8 +34,7 @@ def provision(cloud, cluster, now=None) -> dict:
     relaunched = relaunch_unlaunched_claims(cloud, cluster, pending)
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
-        return {"claims_planned": 0, "launched": 0, "launch_failures": 0, "relaunched": relaunched,
-                "unschedulable": 0, "deferred": 0, "decisions_recorded": record(pending, now), "pending_pods": 0}
+        return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
     decisions = simulate_readable(current_world(now), now)
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
@@ -67,9 +66,16 @@ def provision(cloud, cluster, now=None) -> dict:
                 decision.reason += f"; the launch failed ({result.error_code}), the pods will be planned again"
         pending.append(decision)
     pending += unplaced_decisions(decisions, pools)
+    return _counts(decisions, launched, failed, relaunched, record(pending, now))
+
+
+NOTHING_PLANNED = {"nodeClaims": [], "unschedulable": [], "deferred": []}
+
+
+def _counts(decisions: dict, launched: int, failed: int, relaunched: int, recorded: int) -> dict:
     return {"claims_planned": len(decisions["nodeClaims"]), "launched": launched, "launch_failures": failed,
             "relaunched": relaunched, "unschedulable": len(decisions["unschedulable"]),
-            "deferred": len(decisions["deferred"]), "decisions_recorded": record(pending, now)}
+            "deferred": len(decisions["deferred"]), "decisions_recorded": recorded}
 
 
 def claim_subject(claim: dict) -> str:

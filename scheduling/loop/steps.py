@@ -15,7 +15,7 @@ from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.recording import PendingDecision, record
-from scheduling.models import Decision, NodePool, TaskRun
+from scheduling.models import Decision, Mode, NodePool, TaskRun
 from scheduling.modes import global_mode
 from scheduling.world import current_world
 
@@ -58,14 +58,12 @@ def prune_history(now) -> dict:
 def sync_catalogue(now=None) -> dict:
     if settings.KARPWEB_PROVIDER != "aws":
         return {"skipped": "the simulated world's catalogue is the seeded one"}
-    from scheduling.adapters.ec2.sync import sync_catalogue as sync
+    from scheduling.adapters.ec2.sync import collect_launch_templates, sync_catalogue as sync
 
     now = now or timezone.now()
     cloud = backends.cloud()
     counts = {key: value for key, value in vars(sync(cloud, now)).items() if isinstance(value, int)}
-    if global_mode() == "control":  # deleting is acting: observe mode leaves the account as it is
-        from scheduling.adapters.ec2.sync import collect_launch_templates
-
+    if global_mode() == Mode.CONTROL:  # deleting is acting: observe mode leaves the account as it is
         counts["launch_templates_deleted"] = len(collect_launch_templates(cloud, now))
     return counts
 

@@ -4,30 +4,14 @@ preference ``open`` that EC2 places inside an open reservation)."""
 
 from __future__ import annotations
 
-from scheduling.adapters.ec2 import LaunchOffering, LaunchRequest
+from scheduling.adapters.ec2 import LaunchOffering
 from scheduling.adapters.ec2.interface import ON_DEMAND, RESERVED, SPOT
-
-ZONE_A, ZONE_B = "us-east-1a", "us-east-1b"
-AMI = "ami-12c6146b"
-OD_M5 = 0.096
+from tests.ec2.test_launch import OD_M5, ZONE_A, instance, request, server_available
 
 
 def reserved(reservation_id, group=None, instance_type="m5.large", zone=ZONE_A):
     return LaunchOffering(instance_type, zone, RESERVED, OD_M5 / 1e7, reservation_id=reservation_id,
                           reservation_type="default", reservation_group_arn=group)
-
-
-def request(name, *offerings, **kw):
-    return LaunchRequest(nodeclaim_name=name, nodeclass_name="default", image_id=AMI, offerings=list(offerings), **kw)
-
-
-def server_available(raw_ec2, reservation_id) -> int:
-    answer = raw_ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
-    return answer["CapacityReservations"][0]["AvailableInstanceCount"]
-
-
-def instance(raw_ec2, instance_id):
-    return raw_ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
 
 
 def template_spec(raw_ec2, world):

@@ -367,6 +367,22 @@ def kube_api_client(kube_server):
 
 
 @pytest.fixture
+def rest(kube_api_client):
+    """Plain REST calls to the test server, for setting up and reading back objects."""
+    from scheduling.adapters.kube.rest import KubeRest
+
+    return KubeRest(kube_api_client)
+
+
+@pytest.fixture
+def adapter(kube_api_client):
+    """The adapter under test, with its defaults (test_adapter.py shortens its eviction waits)."""
+    from scheduling.adapters.kube.adapter import KubeClusterAdapter
+
+    return KubeClusterAdapter(kube_api_client)
+
+
+@pytest.fixture
 def kube_restart(kube_server):
     """Call it to stop and start kube-apiserver (same port, same etcd) in the middle of a test."""
     return kube_server.restart_apiserver

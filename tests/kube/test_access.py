@@ -30,11 +30,6 @@ pytestmark = pytest.mark.kube
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md"
 
 
-@pytest.fixture
-def rest(kube_api_client):
-    return KubeRest(kube_api_client)
-
-
 def _client_with_token(kube_server, token: str) -> ApiClient:
     configuration = Configuration(host=kube_server.host, api_key={"BearerToken": token},
                                   api_key_prefix={"BearerToken": "Bearer"})

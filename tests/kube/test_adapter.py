@@ -23,11 +23,6 @@ RESERVATION_KEYS = (
 
 
 @pytest.fixture
-def rest(kube_api_client):
-    return KubeRest(kube_api_client)
-
-
-@pytest.fixture
 def adapter(kube_api_client):
     return KubeClusterAdapter(kube_api_client, eviction_timeout=3.0, eviction_attempts=5,
                               eviction_backoff=(0.1, 0.5), pod_wait=5.0)

@@ -7,10 +7,8 @@ import json
 import pytest
 
 from reservations.models import OPEN_RESERVATIONS_ANNOTATION, EC2NodeClass
-from scheduling.adapters.kube.adapter import KubeClusterAdapter
 from scheduling.adapters.kube.errors import ClusterError
 from scheduling.adapters.kube.resources import EC2NODECLASS, NODE, NODECLAIM
-from scheduling.adapters.kube.rest import KubeRest
 from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.engine.groups import GROUPS_ANNOTATION
 
@@ -19,16 +17,6 @@ from . import helpers as h
 pytestmark = [pytest.mark.kube]
 
 ARN = "arn:aws:resource-groups:us-east-1:123456789012:group/ml-pool"
-
-
-@pytest.fixture
-def rest(kube_api_client):
-    return KubeRest(kube_api_client)
-
-
-@pytest.fixture
-def adapter(kube_api_client):
-    return KubeClusterAdapter(kube_api_client)
 
 
 def test_group_terms_are_written_to_the_annotation_and_read_back(adapter, rest, unique):

@@ -8,7 +8,6 @@ from reservations.models import EC2NodeClass
 from scheduling.adapters.kube.adapter import KubeClusterAdapter
 from scheduling.adapters.kube.errors import ResourceVersionExpired
 from scheduling.adapters.kube.resources import NODE, NODECLAIM, POD
-from scheduling.adapters.kube.rest import KubeRest
 from scheduling.adapters.kube.sync import ClusterSync, pod_requests
 from scheduling.models import Node, NodeClaim, NodePool, Pod
 from tests.factories.reservations import CapacityReservationFactory
@@ -18,16 +17,6 @@ from . import helpers as h
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 
 RESERVATION = h.RESERVED_LABELS["karpenter.k8s.aws/capacity-reservation-id"]
-
-
-@pytest.fixture
-def rest(kube_api_client):
-    return KubeRest(kube_api_client)
-
-
-@pytest.fixture
-def adapter(kube_api_client):
-    return KubeClusterAdapter(kube_api_client)
 
 
 def _world(rest, unique):
