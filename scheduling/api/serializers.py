@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from reservations.api.serializers import ConditionsField, StringMapField, ro, when
 from scheduling.api.base import StrictInputMixin
+from scheduling.engine.requirements import OPERATORS
 from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
 from scheduling.modes import effective_mode
 
@@ -20,7 +21,7 @@ REQUIREMENTS_SCHEMA = {
         "type": "object",
         "properties": {
             "key": {"type": "string"},
-            "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]},
+            "operator": {"type": "string", "enum": list(OPERATORS)},
             "values": {"type": "array", "items": {"type": "string"}},
             "minValues": {"type": "integer"},
         },

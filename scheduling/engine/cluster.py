@@ -10,6 +10,7 @@ from .budgets import DisruptionSpec
 from .instances import Instance
 from .instancetypes import InstanceType
 from .labels import NODEPOOL
+from .ec2types import NodeClassShape
 from .overhead import KubeletConfig
 from .podaffinity import AffinityTerm, SpreadConstraint, WeightedTerm
 from .quantities import CPU, MEMORY, ResourceList
@@ -190,6 +191,7 @@ class NodeClass:
     name: str
     selector_terms: object = None  # raw spec.capacityReservationSelectorTerms, validated later
     kubelet: KubeletConfig = field(default_factory=KubeletConfig)
+    shape: NodeClassShape = field(default_factory=NodeClassShape)  # AMI family, root volume
 
 
 @dataclass(slots=True, eq=False)

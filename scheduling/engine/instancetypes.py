@@ -8,16 +8,17 @@ on-demand prices so that consolidation still moves from large reserved types to 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Iterable, Mapping
 
 from .labels import (
     CAPACITY_TYPE, OFFERING_LABELS, ON_DEMAND, RESERVATION_ID, RESERVATION_INTERRUPTIBLE, RESERVATION_TYPE,
-    RESERVED, ZONE,
+    RESERVED, ZONE, ARCH, DEFAULT_ARCH,
 )
+from .ec2types import NodeClassShape, node_shape
 from .overhead import KubeletConfig, allocatable
-from .quantities import ResourceList
+from .quantities import CPU, EPHEMERAL_STORAGE, PODS, ResourceList
 from .requirements import Requirements
 from .reservations import CapacityReservation
 
@@ -82,6 +83,7 @@ class InstanceType:
     labels: dict[str, str]
     offerings: tuple[Offering, ...]
     allocatable: ResourceList
+    instance_store_gb: int = 0  # local instance storage (ephemeral storage under RAID0)
 
     def matches(self, requirements: Requirements, instance_keys: frozenset[str]) -> bool:
         """Whether the instance type's own labels satisfy the requirements. A label the type
@@ -106,10 +108,22 @@ class InstanceType:
             return min(in_zone)
         return min(prices) if prices else 0.0
 
-    def with_overhead_and_reservations(self, kubelet: KubeletConfig, reserved: Iterable[Offering]) -> "InstanceType":
-        """A copy for one EC2NodeClass: its kubelet settings and the reservations it selects."""
-        return InstanceType(self.name, self.capacity, self.labels, self.offerings + tuple(reserved),
-                            allocatable(self.capacity, kubelet))
+    def for_node_class(self, kubelet: KubeletConfig, shape: NodeClassShape,
+                       reserved: Iterable[Offering]) -> "InstanceType | None":
+        """A copy for one EC2NodeClass: its AMI family and kubelet settings (max pods, kube-reserved,
+        root volume, OS labels) and the reservations it selects; None when the class cannot run it.
+        The type's own `pods` is its ENI limit."""
+        node = node_shape(self.capacity.get(PODS, 110), self.capacity.get(CPU, 0) // 1000, self.instance_store_gb,
+                          self.labels.get(ARCH, DEFAULT_ARCH), shape, kubelet.max_pods, kubelet.pods_per_core)
+        if node is None:
+            return None
+        capacity = ResourceList(self.capacity)
+        capacity[PODS] = node.pods
+        if node.ephemeral_storage is not None:
+            capacity[EPHEMERAL_STORAGE] = node.ephemeral_storage
+        labels = {**self.labels, **node.labels} if node.labels else self.labels
+        room = allocatable(capacity, replace(kubelet, max_pods=node.pods), node.kube_reserved_pods)
+        return InstanceType(self.name, capacity, labels, self.offerings + tuple(reserved), room, self.instance_store_gb)
 
 
 def reserved_offering(instance_type: InstanceType, reservation: CapacityReservation, now: datetime) -> Offering:

@@ -6,9 +6,10 @@ Defaults follow the EKS AMIs and the Karpenter AWS provider, so plans match what
   kube-reserved ephemeral-storage 1Gi
   eviction              memory.available 100Mi, nodefs.available 10% (of ephemeral-storage)
   system-reserved       nothing
-An EC2NodeClass's `spec.kubelet` (maxPods, kubeReserved, systemReserved, evictionHard) overrides
-these per key. The instance type's `memory` in WORLD.json is the node's capacity as the kubelet
-reports it (no further VM overhead is taken off).
+An EC2NodeClass's `spec.kubelet` (maxPods, podsPerCore, kubeReserved, systemReserved, evictionHard)
+overrides these per key. The instance type's `memory` in WORLD.json is the node's capacity as the
+kubelet reports it (no further VM overhead is taken off); types given as `describeInstanceTypes`
+get the VM overhead taken off first (ec2types.node_memory_mib).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _EVICTION_RESOURCE = {"memory.available": MEMORY, "nodefs.available": EPHEMERAL_
 @dataclass(frozen=True, slots=True)
 class KubeletConfig:
     max_pods: int | None = None
+    pods_per_core: int | None = None
     kube_reserved: ResourceList = field(default_factory=ResourceList)
     system_reserved: ResourceList = field(default_factory=ResourceList)
     eviction_hard: dict[str, str] = field(default_factory=dict)
@@ -59,10 +61,11 @@ def eviction_threshold(capacity: ResourceList, eviction_hard: dict[str, str]) ->
     return thresholds
 
 
-def allocatable(capacity: ResourceList, kubelet: KubeletConfig) -> ResourceList:
-    """The room pods get on a node of this capacity."""
+def allocatable(capacity: ResourceList, kubelet: KubeletConfig, kube_reserved_pods: int | None = None) -> ResourceList:
+    """The room pods get on a node of this capacity. `kube_reserved_pods` is the pod count the
+    default kube-reserved memory is sized by (the ENI limit on AL2023, see ec2types.node_shape)."""
     pods = kubelet.max_pods if kubelet.max_pods is not None else capacity.get(PODS, 110)
-    kube_reserved = default_kube_reserved(capacity.get(CPU, 0), pods)
+    kube_reserved = default_kube_reserved(capacity.get(CPU, 0), pods if kube_reserved_pods is None else kube_reserved_pods)
     kube_reserved.update(kubelet.kube_reserved)
     result = ResourceList(capacity)
     result[PODS] = pods

@@ -59,8 +59,8 @@ def build_catalogs(world: World, resolved: dict[str, NodeClassReservations]) -> 
             it = by_name.get(reservation.instance_type)
             if it is not None:
                 reserved.setdefault(it.name, []).append(reserved_offering(it, reservation, world.now))
-        types = [it.with_overhead_and_reservations(nc.kubelet, reserved.get(it.name, ())) for it in world.instance_types]
-        catalogs[nc.name] = Catalog(types, keys)
+        types = [it.for_node_class(nc.kubelet, nc.shape, reserved.get(it.name, ())) for it in world.instance_types]
+        catalogs[nc.name] = Catalog([it for it in types if it is not None], keys)
     return catalogs
 
 

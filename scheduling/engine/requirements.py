@@ -1,4 +1,5 @@
-"""Label requirements: `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`, and their algebra.
+"""Label requirements: `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt` (and a NodePool's `Gte`,
+`Lte`, kept as the equivalent integer `Gt`/`Lt`), and their algebra.
 
 A requirement is the set of states one label key may be in, stored as upstream Karpenter stores
 it (`pkg/scheduling/requirement.go`): a finite set of values (`In`) or the complement of one
@@ -18,7 +19,8 @@ from typing import Iterable, Iterator, Mapping
 from .labels import WELL_KNOWN_LABELS
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT = "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"
-OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT)
+GTE, LTE = "Gte", "Lte"  # karpenter.sh/v1 NodePools and NodeClaims only; pods have Gt and Lt
+OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT, GTE, LTE)
 
 
 class RequirementError(ValueError):
@@ -63,12 +65,16 @@ class Requirement:
             if values:
                 raise RequirementError(f"operator {operator} takes no values")
             return cls(key, operator == EXISTS, min_values=min_values, absent=operator == DOES_NOT_EXIST)
-        if operator in (GT, LT):
+        if operator in (GT, LT, GTE, LTE):
             bound = _as_int(values[0]) if len(values) == 1 else None
             if bound is None:
                 raise RequirementError(f"operator {operator} needs exactly one integer value")
-            return cls(key, True, gt=bound if operator == GT else None,
-                       lt=bound if operator == LT else None, min_values=min_values)
+            if operator in (GTE, LTE) and bound < 0:
+                raise RequirementError(f"operator {operator} needs a non-negative integer, got {bound}")
+            # Values are integers, so `Gte n` is `Gt n-1` and `Lte n` is `Lt n+1`.
+            lower = {GT: bound, GTE: bound - 1}.get(operator)
+            upper = {LT: bound, LTE: bound + 1}.get(operator)
+            return cls(key, True, gt=lower, lt=upper, min_values=min_values)
         raise RequirementError(f'unknown operator "{operator}" (expected one of {", ".join(OPERATORS)})')
 
     @classmethod

@@ -18,6 +18,10 @@ from .budgets import parse_disruption
 from .cluster import DaemonSet, Node, NodeClass, NodePool, Pod, World
 from .groups import GROUPS_ANNOTATION, merge_terms, parse_annotation
 from .instances import parse_instances
+from .ec2types import (
+    AMI_FAMILIES, INSTANCE_LOCAL_NVME, VM_MEMORY_OVERHEAD_PERCENT, DerivedType, NodeClassShape, alias_family, ami_family,
+    capacity as capacity_of, derive,
+)
 from .instancetypes import InstanceType, Offering
 from .labels import ARCH, DEFAULT_ARCH, DEFAULT_OS, INSTANCE_TYPE, NODE_NAME_FIELD, ON_DEMAND, OS, SPOT
 from .overhead import KubeletConfig, allocatable
@@ -25,7 +29,7 @@ from .podaffinity import (
     DO_NOT_SCHEDULE, HONOR, IGNORE, NAMESPACE_NAME_LABEL, SCHEDULE_ANYWAY, AffinityTerm, LabelSelector, SpreadConstraint, WeightedTerm,
 )
 from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, ResourceList, parse_decimal, parse_resource
-from .requirements import IN, NOT_IN, Requirement, RequirementError, Requirements
+from .requirements import GTE, IN, LTE, NOT_IN, Requirement, RequirementError, Requirements
 from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
@@ -204,7 +208,8 @@ class _Reader:
                       reserved_capacity=self.boolean(gates, "ReservedCapacity", "featureGates", True),
                       spot_to_spot=self.boolean(gates, "SpotToSpotConsolidation", "featureGates", False))
         world.instances = parse_instances(data.get("instances"), self.problem)
-        world.instance_types = self.instance_types(data.get("instanceTypes"))
+        overhead = self.overhead(data)
+        world.instance_types = self.instance_types(data.get("instanceTypes"), data.get("describeInstanceTypes"), overhead)
         world.reservations = self.reservations(data)
         world.reservation_groups = self.reservation_groups(data.get("capacityReservationGroups"))
         world.node_classes = self.collect(data.get("ec2NodeClasses"), "ec2NodeClasses", self.node_class, "EC2NodeClass")
@@ -215,6 +220,17 @@ class _Reader:
         world.pods = [p for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]
         world.namespaces = self.namespaces(data.get("namespaces"))
         return world
+
+    def overhead(self, data: dict) -> float:
+        """`vmMemoryOverheadPercent` (upstream's VM_MEMORY_OVERHEAD_PERCENT): the share of memory
+        taken off types given as `describeInstanceTypes`."""
+        value = data.get("vmMemoryOverheadPercent")
+        if value is None:
+            return VM_MEMORY_OVERHEAD_PERCENT
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            self.problem("vmMemoryOverheadPercent", f"expected a number from 0 to below 1 (0.075 is 7.5 %), got {_show(value)}")
+            return VM_MEMORY_OVERHEAD_PERCENT
+        return float(value)
 
     def collect(self, value: Any, path: str, parse: Callable, what: str, key: Callable = lambda o: o.name) -> list:
         result, seen = [], set()
@@ -229,34 +245,63 @@ class _Reader:
 
     # instance types ------------------------------------------------------------------------------
 
-    def instance_types(self, value: Any) -> list[InstanceType]:
+    def instance_types(self, value: Any, described: Any = None, overhead: float = VM_MEMORY_OVERHEAD_PERCENT
+                       ) -> list[InstanceType]:
+        raw = self.described_types(described)
         result, seen = [], set()
         for path, item in self.items(value, "instanceTypes"):
             if not isinstance(item, dict):
                 self.problem(path, "expected an object")
                 continue
-            it = self.instance_type(item, path)
+            it = self.instance_type(item, path, raw, overhead)
             if it is not None and self.unique(seen, it.name, f"{path}.name", f'instance type "{it.name}"'):
                 result.append(it)
         return result
 
-    def instance_type(self, item: dict, path: str) -> InstanceType | None:
+    def described_types(self, value: Any) -> dict[str, tuple[str, DerivedType]]:
+        """`describeInstanceTypes`: `aws ec2 describe-instance-types` output (or its `InstanceTypes`
+        list), derived as Karpenter's AWS provider derives it; name -> (JSON path, derived)."""
+        path = "describeInstanceTypes"
+        if isinstance(value, dict) and "InstanceTypes" in value:
+            value, path = value["InstanceTypes"], "describeInstanceTypes.InstanceTypes"
+        derived = {}
+        for item_path, item in self.items(value, path):
+            if not isinstance(item, dict):
+                self.problem(item_path, "expected an object")
+                continue
+            try:
+                found = derive(item)
+            except (ValueError, TypeError, AttributeError) as exc:
+                self.problem(item_path, str(exc) if isinstance(exc, ValueError) else f"not an InstanceTypeInfo ({exc})")
+                continue
+            derived[found.name] = (item_path, found)
+        return derived
+
+    def instance_type(self, item: dict, path: str, raw: dict[str, tuple[str, DerivedType]],
+                      overhead: float) -> InstanceType | None:
         name = self.string(item, "name", path, required=True)
-        capacity = self.resources(item.get("resources"), f"{path}.resources")
+        described = raw.get(name) if name else None
+        base = capacity_of(described[1], overhead) if described else {}
+        capacity = ResourceList(base)
+        capacity.update(self.resources(item.get("resources"), f"{path}.resources"))
         for resource in (CPU, MEMORY):
-            if item.get(resource) is None:
-                self.problem(f"{path}.{resource}", "is required")
-            else:
+            if item.get(resource) is not None:
                 capacity[resource] = self.quantity(resource, item[resource], f"{path}.{resource}") or 0
-        pods = item.get(PODS, DEFAULT_MAX_PODS)
-        capacity[PODS] = self.quantity(PODS, pods, f"{path}.pods") or 0
+            elif not described:
+                hint = " (or a describeInstanceTypes entry of this name)" if name else ""
+                self.problem(f"{path}.{resource}", "is required" + hint)
+        if item.get(PODS) is not None or not described:
+            capacity[PODS] = self.quantity(PODS, item.get(PODS, DEFAULT_MAX_PODS), f"{path}.pods") or 0
         capacity.setdefault(EPHEMERAL_STORAGE, parse_resource(EPHEMERAL_STORAGE, DEFAULT_EPHEMERAL_STORAGE))
-        labels = {ARCH: DEFAULT_ARCH, OS: DEFAULT_OS, **self.string_map(item.get("labels"), f"{path}.labels")}
+        base_labels = described[1].labels if described else {ARCH: DEFAULT_ARCH, OS: DEFAULT_OS}
+        labels = {**base_labels, **self.string_map(item.get("labels"), f"{path}.labels")}
         offerings = [o for o in (self.offering(o, p) for p, o in self.items(item.get("offerings"), f"{path}.offerings")) if o]
         if not name:
             return None
         labels[INSTANCE_TYPE] = name
-        return InstanceType(name, capacity, labels, tuple(offerings), allocatable(capacity, KubeletConfig()))
+        nvme = labels.get(INSTANCE_LOCAL_NVME, "")
+        store = described[1].instance_store_gb if described else int(nvme) if nvme.isdigit() else 0
+        return InstanceType(name, capacity, labels, tuple(offerings), allocatable(capacity, KubeletConfig()), store)
 
     def offering(self, item: Any, path: str) -> Offering | None:
         if not isinstance(item, dict):
@@ -349,7 +394,31 @@ class _Reader:
         if problem:
             self.problem(f"{path}.metadata.annotations.{GROUPS_ANNOTATION}", problem)
         terms = merge_terms(spec.get("capacityReservationSelectorTerms"), annotations)
-        return NodeClass(name, terms, kubelet) if name else None
+        return NodeClass(name, terms, kubelet, self.node_class_shape(spec, f"{path}.spec")) if name else None
+
+    def node_class_shape(self, spec: dict, path: str) -> NodeClassShape:
+        """AMI family (spec.amiFamily or an alias term; AL2023 when neither is given), the
+        instance-store policy and the root volume: what changes a node's shape per class."""
+        family = spec.get("amiFamily")
+        if family is not None and family not in AMI_FAMILIES:
+            self.problem(f"{path}.amiFamily", f"{_show(family)} is not one of {', '.join(AMI_FAMILIES)}")
+        for term_path, term in self.items(spec.get("amiSelectorTerms"), f"{path}.amiSelectorTerms"):
+            alias = term.get("alias") if isinstance(term, dict) else None
+            if alias is not None and (not isinstance(alias, str) or alias_family(alias) is None):
+                self.problem(f"{term_path}.alias", f"{_show(alias)} is not family@version with a family of "
+                             "al2, al2023, bottlerocket, windows2019, windows2022, windows2025")
+        policy = spec.get("instanceStorePolicy")
+        if policy is not None and policy != "RAID0":
+            self.problem(f"{path}.instanceStorePolicy", f'{_show(policy)}: the only policy is "RAID0"')
+        root = None
+        for bdm_path, bdm in self.items(spec.get("blockDeviceMappings"), f"{path}.blockDeviceMappings"):
+            if isinstance(bdm, dict) and bdm.get("rootVolume") is True:
+                ebs = self.mapping(bdm.get("ebs"), f"{bdm_path}.ebs")
+                if ebs.get("volumeSize") is not None:
+                    root = self.quantity(EPHEMERAL_STORAGE, ebs["volumeSize"], f"{bdm_path}.ebs.volumeSize")
+        resolved = ami_family(spec)
+        return NodeClassShape(ami_family=resolved if resolved in AMI_FAMILIES else "AL2023",
+                              instance_store_raid0=policy == "RAID0", root_volume_bytes=root)
 
     def kubelet(self, value: Any, path: str) -> KubeletConfig:
         spec = self.mapping(value, path)
@@ -361,6 +430,7 @@ class _Reader:
                 self.problem(f"{path}.evictionHard.{signal}", str(exc))
         return KubeletConfig(
             max_pods=self.integer(spec, "maxPods", path, minimum=1),
+            pods_per_core=self.integer(spec, "podsPerCore", path, minimum=1),
             kube_reserved=self.resources(spec.get("kubeReserved"), f"{path}.kubeReserved"),
             system_reserved=self.resources(spec.get("systemReserved"), f"{path}.systemReserved"),
             eviction_hard=eviction,
@@ -373,7 +443,8 @@ class _Reader:
         template_spec = self.mapping(template.get("spec"), f"{path}.spec.template.spec")
         ref = self.mapping(template_spec.get("nodeClassRef"), f"{path}.spec.template.spec.nodeClassRef", required=True)
         node_class = self.string(ref, "name", f"{path}.spec.template.spec.nodeClassRef", required=True)
-        requirements = self.requirements(template_spec.get("requirements"), f"{path}.spec.template.spec.requirements")
+        requirements = self.requirements(template_spec.get("requirements"), f"{path}.spec.template.spec.requirements",
+                                         node_pool=True)
         pool = NodePool(
             name=name or "",
             node_class=node_class or "",
@@ -387,7 +458,8 @@ class _Reader:
         )
         return pool if name else None
 
-    def requirements(self, value: Any, path: str, *, field_selector: bool = False) -> list[Requirement]:
+    def requirements(self, value: Any, path: str, *, field_selector: bool = False,
+                     node_pool: bool = False) -> list[Requirement]:
         result = []
         for item_path, item in self.items(value, path):
             entry = self.mapping(item, item_path)
@@ -402,6 +474,10 @@ class _Reader:
                 continue
             if field_selector and operator not in (IN, NOT_IN, None):
                 self.problem(f"{item_path}.operator", f'"{operator}": matchFields supports only In and NotIn')
+                continue
+            if not node_pool and operator in (GTE, LTE):
+                self.problem(f"{item_path}.operator", f'"{operator}" is valid in NodePool requirements only; '
+                             f'a pod writes {"Gt" if operator == GTE else "Lt"} with the bound moved by one')
                 continue
             if key and operator:
                 try:

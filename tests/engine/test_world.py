@@ -73,7 +73,8 @@ def test_structural_problems():
         "nodePools[0].spec.template.spec.nodeClassRef.name: is required",
     ]
     assert problems({"instanceTypes": [{"name": "a", "cpu": 1}, {"name": "a", "cpu": 1, "memory": 1}]}) == [
-        "instanceTypes[0].memory: is required", 'instanceTypes[1].name: duplicate instance type "a"']
+        "instanceTypes[0].memory: is required (or a describeInstanceTypes entry of this name)",
+        'instanceTypes[1].name: duplicate instance type "a"']
 
 
 def test_invalid_json_is_a_world_error():
