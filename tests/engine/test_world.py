@@ -48,7 +48,7 @@ def test_all_problems_are_collected():
         "capacityReservations[0].InstanceType: is required",
         "capacityReservations[0].AvailabilityZone: is required",
         'capacityReservations[0].AvailableInstanceCount: expected an integer, got "2"',
-        'nodePools[0].spec.template.spec.requirements[0].operator: unknown operator "Near" (expected one of In, NotIn, Exists, DoesNotExist, Gt, Lt)',
+        'nodePools[0].spec.template.spec.requirements[0].operator: unknown operator "Near" (expected one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte)',
         "nodePools[0].spec.template.spec.requirements[1].operator: operator Gt needs exactly one integer value",
         'nodePools[0].spec.template.spec.taints[0].effect: "Sometimes" is not one of NoSchedule, PreferNoSchedule, NoExecute',
         'nodes[0].status.allocatable.cpu: "x" is not a quantity',
