@@ -48,6 +48,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return number
 
 
+def env_float(name: str, default: float, *, minimum: float, below: float) -> float:
+    """A number in [minimum, below)."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if not minimum <= number < below:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum} and below {below}")
+    return number
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None:

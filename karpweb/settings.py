@@ -3,6 +3,8 @@
 See karpweb/env.py for the strict readers; README.md lists every variable.
 """
 
+import os
+import secrets
 from pathlib import Path
 
 import plotly
@@ -12,6 +14,7 @@ from karpweb.env import (
     database_from_url,
     env_bool,
     env_choice,
+    env_float,
     env_int,
     env_list,
     env_rate,
@@ -19,15 +22,21 @@ from karpweb.env import (
     env_url,
 )
 
+# Set by manage.py for the commands that serve no web page (see WEB_COMMANDS there).
+CLI_MARKER = "KARPWEB_COMMAND_WITHOUT_WEB"
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("KARPWEB_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
-    if not DEBUG:
+    if DEBUG:
+        SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
+    elif os.environ.get(CLI_MARKER) == "true":
+        # manage.py, running a command that serves no page: nothing it signs outlives the process.
+        SECRET_KEY = secrets.token_urlsafe(50)
+    else:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -160,6 +169,8 @@ KARPWEB_CLUSTER = env_choice("KARPWEB_CLUSTER", "simulated", ("simulated", "kube
 _SIMULATED = KARPWEB_PROVIDER == "simulated" and KARPWEB_CLUSTER == "simulated"
 KARPWEB_MODE = env_choice("KARPWEB_MODE", "control" if _SIMULATED else "observe", ("observe", "control"))
 KARPWEB_FEATURE_RESERVED_CAPACITY = env_bool("KARPWEB_FEATURE_RESERVED_CAPACITY", True)
+# Upstream's VM_MEMORY_OVERHEAD_PERCENT: the share of an instance type's memory a node does not report.
+KARPWEB_VM_MEMORY_OVERHEAD_PERCENT = env_float("KARPWEB_VM_MEMORY_OVERHEAD_PERCENT", 0.075, minimum=0, below=1)
 KARPWEB_AWS_REGION = env_str("KARPWEB_AWS_REGION", env_str("AWS_REGION", "us-east-1"))
 KARPWEB_EC2_ENDPOINT_URL = env_url("KARPWEB_EC2_ENDPOINT_URL", None, ("http", "https"))
 KARPWEB_KUBECONFIG = env_str("KUBECONFIG")

@@ -10,12 +10,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_check(**env_overrides):
+def run_check(*command, **env_overrides):
     env = {key: value for key, value in os.environ.items() if key not in env_overrides}
     env.update({key: value for key, value in env_overrides.items() if value is not None})
     env["DJANGO_SETTINGS_MODULE"] = "karpweb.settings"
     return subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, *(command or ("manage.py", "check"))], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
     )
 
 
@@ -34,6 +35,7 @@ def run_check(**env_overrides):
         ("KARPWEB_DECISION_RETENTION_DAYS", "-5", "KARPWEB_DECISION_RETENTION_DAYS"),
         ("ALLOWED_HOSTS", "a.example.com,,b", "ALLOWED_HOSTS"),
         ("KARPWEB_EC2_ENDPOINT_URL", "localhost:5000", "KARPWEB_EC2_ENDPOINT_URL"),
+        ("KARPWEB_VM_MEMORY_OVERHEAD_PERCENT", "7.5", "KARPWEB_VM_MEMORY_OVERHEAD_PERCENT=7.5 must be at least 0 and below 1"),
     ],
 )
 def test_bad_value_names_the_variable(variable, value, expected):
@@ -43,10 +45,22 @@ def test_bad_value_names_the_variable(variable, value, expected):
     assert "Traceback" not in result.stderr
 
 
-def test_secret_key_required_when_debug_off():
-    result = run_check(SECRET_KEY=None, DEBUG="false")
+def test_secret_key_required_to_serve_pages_when_debug_off():
+    result = run_check("manage.py", "runserver", "--noreload", SECRET_KEY=None, DEBUG="false")
     assert result.returncode == 2
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+    wsgi = run_check("-c", "import karpweb.wsgi", SECRET_KEY=None, DEBUG="false")
+    assert wsgi.returncode != 0 and "SECRET_KEY must be set when DEBUG is off" in wsgi.stderr
+
+
+def test_commands_that_serve_no_page_run_in_a_fresh_shell(tmp_path):
+    """The README's `simulate` line, in a shell with none of karpweb's variables set."""
+    fresh = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "manage.py", "simulate", "examples/reserved-first.json"], cwd=ROOT,
+                            env=fresh, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert '"nodeClaims"' in result.stdout
+    assert "SECRET_KEY" not in result.stderr
 
 
 def test_database_password_is_not_echoed():
