@@ -7,48 +7,55 @@ seeding twice gives the same world.
 """
 
 import datetime
+import json
 import random
+from pathlib import Path
 
 from django.db import transaction
 
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
+from scheduling.adapters.ec2.catalogue import instance_type_info
+from scheduling.adapters.ec2.sync import instance_type_row
 from scheduling.adapters.kube.sync import pod_requests
+from scheduling.engine.quantities import CPU, MEMORY, PODS
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
+from scheduling.world import node_allocatable
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 ZONES = {"us-east-1a": "use1-az1", "us-east-1b": "use1-az2", "us-east-1c": "use1-az4"}
-GIB = 2**30
 
-# name: (vCPUs, memory GiB, max pods, arch, GPUs, GPU name, on-demand $/h in us-east-1, spot offered)
+# name: (on-demand $/h in us-east-1, spot offered). Everything else about a type comes from EC2's
+# own DescribeInstanceTypes answer (data/demo_instance_types.json), derived as the EC2 sync derives it.
 INSTANCE_TYPES = {
-    "t3.medium": (2, 4, 17, "amd64", 0, "", 0.0416, True),
-    "t3.large": (2, 8, 35, "amd64", 0, "", 0.0832, True),
-    "m5.large": (2, 8, 29, "amd64", 0, "", 0.096, True),
-    "m5.xlarge": (4, 16, 58, "amd64", 0, "", 0.192, True),
-    "m5.2xlarge": (8, 32, 58, "amd64", 0, "", 0.384, True),
-    "m5.4xlarge": (16, 64, 234, "amd64", 0, "", 0.768, True),
-    "m6i.large": (2, 8, 29, "amd64", 0, "", 0.096, True),
-    "m6i.xlarge": (4, 16, 58, "amd64", 0, "", 0.192, True),
-    "m6i.2xlarge": (8, 32, 58, "amd64", 0, "", 0.384, True),
-    "m7i.large": (2, 8, 29, "amd64", 0, "", 0.1008, True),
-    "m7g.large": (2, 8, 29, "arm64", 0, "", 0.0816, True),
-    "m7g.xlarge": (4, 16, 58, "arm64", 0, "", 0.1632, True),
-    "c5.large": (2, 4, 29, "amd64", 0, "", 0.085, True),
-    "c5.xlarge": (4, 8, 58, "amd64", 0, "", 0.17, True),
-    "c6a.large": (2, 4, 29, "amd64", 0, "", 0.0765, True),
-    "c6a.xlarge": (4, 8, 58, "amd64", 0, "", 0.153, True),
-    "c6a.48xlarge": (192, 384, 737, "amd64", 0, "", 7.344, True),
-    "r5.large": (2, 16, 29, "amd64", 0, "", 0.126, True),
-    "r5.xlarge": (4, 32, 58, "amd64", 0, "", 0.252, True),
-    "r6i.large": (2, 16, 29, "amd64", 0, "", 0.126, True),
-    "g5.xlarge": (4, 16, 58, "amd64", 1, "A10G", 1.006, True),
-    "g5.12xlarge": (48, 192, 234, "amd64", 4, "A10G", 5.672, True),
-    "p5.48xlarge": (192, 2048, 100, "amd64", 8, "H100", 55.04, False),
-    "trn2.48xlarge": (192, 2048, 100, "amd64", 0, "", 44.7, False),
+    "t3.medium": (0.0416, True),
+    "t3.large": (0.0832, True),
+    "m5.large": (0.096, True),
+    "m5.xlarge": (0.192, True),
+    "m5.2xlarge": (0.384, True),
+    "m5.4xlarge": (0.768, True),
+    "m6i.large": (0.096, True),
+    "m6i.xlarge": (0.192, True),
+    "m6i.2xlarge": (0.384, True),
+    "m7i.large": (0.1008, True),
+    "m7g.large": (0.0816, True),
+    "m7g.xlarge": (0.1632, True),
+    "c5.large": (0.085, True),
+    "c5.xlarge": (0.17, True),
+    "c6a.large": (0.0765, True),
+    "c6a.xlarge": (0.153, True),
+    "c6a.48xlarge": (7.344, True),
+    "r5.large": (0.126, True),
+    "r5.xlarge": (0.252, True),
+    "r6i.large": (0.126, True),
+    "g5.xlarge": (1.006, True),
+    "g5.12xlarge": (5.672, True),
+    "p5.48xlarge": (55.04, False),
+    "trn2.48xlarge": (44.7, False),
 }
+DESCRIBED_TYPES = Path(__file__).parent / "data" / "demo_instance_types.json"
 
 HOUR = datetime.timedelta(hours=1)
 DAY = datetime.timedelta(days=1)
@@ -106,14 +113,16 @@ def seed(now: datetime.datetime) -> None:
     refresh_node_class_status(now)
 
 
+def described_types() -> dict[str, dict]:
+    """The demo's DescribeInstanceTypes answers, by name."""
+    return {raw["InstanceType"]: raw for raw in json.loads(DESCRIBED_TYPES.read_text())["InstanceTypes"]}
+
+
 def _seed_catalogue(now):
-    for name, (vcpus, mem, pods, arch, gpus, gpu_name, price, spot) in INSTANCE_TYPES.items():
-        family, size = name.split(".")
-        instance_type, _ = InstanceType.objects.update_or_create(name=name, defaults=dict(
-            cpu_millicores=vcpus * 1000, memory_bytes=mem * GIB, max_pods=pods, arch=arch, family=family,
-            size=size, gpu_count=gpus, gpu_name=gpu_name, synced_at=now,
-            labels={"karpenter.k8s.aws/instance-family": family, "karpenter.k8s.aws/instance-size": size},
-        ))
+    described = described_types()
+    for name, (price, spot) in INSTANCE_TYPES.items():
+        row = instance_type_row(instance_type_info(described[name]), now)
+        instance_type, _ = InstanceType.objects.update_or_create(name=row.pop("name"), defaults=row)
         for zone, zone_id in ZONES.items():
             Offering.objects.update_or_create(
                 instance_type=instance_type, capacity_type=CapacityType.ON_DEMAND, zone=zone, reservation=None,
@@ -142,7 +151,7 @@ def _seed_reservations(now):
             capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now,
         ))
         instance_type = InstanceType.objects.get(name=itype)
-        od_price = INSTANCE_TYPES[itype][6]
+        od_price = INSTANCE_TYPES[itype][0]
         Offering.objects.update_or_create(reservation=reservations[rid], defaults=dict(
             instance_type=instance_type, capacity_type=CapacityType.RESERVED, zone=zone, zone_id=ZONES[zone],
             price=od_price / 10_000_000, available=reservations[rid].is_usable(now) and total > used,
@@ -203,8 +212,9 @@ def _seed_nodes(now, pools, node_classes, reservations):
     rng = random.Random(7)
     nodes = []
     sequence = 0
+    types = {it.name: it for it in InstanceType.objects.all()}
     for pool_name, itype, zone, capacity_type, suffix, count in _node_plan():
-        vcpus, mem, max_pods, arch = INSTANCE_TYPES[itype][:4]
+        room = node_allocatable(types[itype], pools[pool_name].node_class)
         reservation = reservations.get(reservation_id(suffix)) if suffix else None
         for _ in range(count):
             sequence += 1
@@ -212,10 +222,12 @@ def _seed_nodes(now, pools, node_classes, reservations):
             node_name = f"ip-10-0-{sequence // 250}-{sequence % 250 + 4}.ec2.internal"
             instance_id = f"i-0{sequence:016x}"
             provider_id = f"aws:///{zone}/{instance_id}"
+            # As Karpenter labels a node: every label of its type, then its offering and pool.
             labels = {
+                **types[itype].labels,
                 "karpenter.sh/nodepool": pool_name, "karpenter.sh/capacity-type": capacity_type,
-                "node.kubernetes.io/instance-type": itype, "topology.kubernetes.io/zone": zone,
-                "kubernetes.io/arch": arch, "kubernetes.io/os": "linux", "kubernetes.io/hostname": node_name,
+                "topology.kubernetes.io/zone": zone, "topology.k8s.aws/zone-id": ZONES[zone],
+                "kubernetes.io/hostname": node_name,
             }
             if reservation:
                 labels.update({
@@ -242,8 +254,8 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 capacity_type=capacity_type, reservation=reservation,
                 reservation_label=reservation.reservation_id if reservation else "", labels=labels,
                 annotations={"karpenter.sh/nodepool-hash": "demo"}, taints=pool.taints,
-                allocatable_cpu_millicores=vcpus * 1000 - 80, allocatable_memory_bytes=int(mem * GIB * 0.9),
-                allocatable_pods=max_pods, provider_id=provider_id, ready=True, unschedulable=False,
+                allocatable_cpu_millicores=room[CPU], allocatable_memory_bytes=room[MEMORY], allocatable_pods=room[PODS],
+                allocatable_extended={k: v for k, v in room.items() if "/" in k}, provider_id=provider_id, ready=True, unschedulable=False,
                 created_at=launched + datetime.timedelta(seconds=45), synced_at=now,
             ))
             # The simulated EC2's view of the same instance: an ended reservation no longer holds it.
@@ -258,10 +270,10 @@ def _seed_nodes(now, pools, node_classes, reservations):
     return nodes
 
 
-def _pod_spec(cpu_m, mem_mi, node_selector=None, gpus=0):
+def _pod_spec(cpu_m, mem_mi, node_selector=None, gpus=0, accelerator="nvidia.com/gpu"):
     requests = {"cpu": f"{cpu_m}m", "memory": f"{mem_mi}Mi"}
     if gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
+        requests[accelerator] = str(gpus)
     spec = {"containers": [{"name": "app", "image": "demo", "resources": {"requests": requests}}]}
     if gpus:
         spec["tolerations"] = [GPU_TOLERATION]
@@ -281,7 +293,10 @@ def _seed_pods(now, nodes):
             name = f"{app}-{index:03d}{slot}"
             cpu = 1000 if pool == "gpu-reserved" else rng.choice([250, 500])
             gpus = 1 if pool == "gpu-reserved" else 0
-            _upsert_pod(now, name, node, _pod_spec(cpu, rng.choice([256, 512, 1024]), gpus=gpus), {"app": app})
+            # Trainium nodes advertise Neuron devices, not GPUs.
+            accelerator = "aws.amazon.com/neuron" if node.instance_type.startswith("trn") else "nvidia.com/gpu"
+            spec = _pod_spec(cpu, rng.choice([256, 512, 1024]), gpus=gpus, accelerator=accelerator)
+            _upsert_pod(now, name, node, spec, {"app": app})
             wanted.add(("default", name))
     pending = [
         ("web-pending-0", _pod_spec(1000, 2048, {"karpenter.sh/capacity-type": "reserved"}), "web"),

@@ -22,8 +22,8 @@ class InstanceType(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     cpu_millicores = models.PositiveIntegerField("CPU (millicores)")
-    memory_bytes = models.PositiveBigIntegerField("memory (bytes)")
-    max_pods = models.PositiveIntegerField(default=110)
+    memory_bytes = models.PositiveBigIntegerField("memory (bytes)", help_text="As EC2 reports it; nodes report less.")
+    max_pods = models.PositiveIntegerField(default=110, help_text="The ENI limit on the default network card.")
     arch = models.CharField(max_length=16, default="amd64", db_index=True)
     os = models.CharField(max_length=16, default="linux")
     family = models.CharField(max_length=32, blank=True, db_index=True)
@@ -31,7 +31,11 @@ class InstanceType(models.Model):
     gpu_count = models.PositiveIntegerField(default=0)
     gpu_name = models.CharField(max_length=64, blank=True)
     bare_metal = models.BooleanField(default=False)
-    labels = models.JSONField(default=dict, blank=True, help_text="Extra well-known labels for requirements.")
+    labels = models.JSONField(default=dict, blank=True, help_text="Well-known labels, as Karpenter derives them.")
+    resources = models.JSONField(
+        default=dict, blank=True, help_text="Extended resources a node of this type advertises (GPUs, Neuron, EFA, pod ENIs)."
+    )
+    instance_store_gb = models.PositiveIntegerField("instance store (GB)", default=0)
     synced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -201,6 +205,9 @@ class Node(models.Model):
     allocatable_cpu_millicores = models.PositiveIntegerField(default=0)
     allocatable_memory_bytes = models.PositiveBigIntegerField(default=0)
     allocatable_pods = models.PositiveIntegerField(default=110)
+    allocatable_extended = models.JSONField(
+        default=dict, blank=True, help_text="Extended resources in status.allocatable (GPUs, Neuron, EFA, pod ENIs)."
+    )
     provider_id = models.CharField(max_length=255, blank=True, db_index=True)
     ready = models.BooleanField(default=False)
     unschedulable = models.BooleanField(default=False, help_text="Cordoned.")

@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from reservations.groups import world_groups
 from reservations.models import CapacityReservation, EC2NodeClass
+from scheduling.engine import parse_world
+from scheduling.engine.ec2types import MIB, node_memory_mib
 from scheduling.engine.timeutil import format_time
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
 
@@ -38,26 +40,56 @@ def current_world(now=None, *, include_pods: bool = True, instances: list[dict] 
 
 
 def instance_types() -> list[dict]:
-    """Instance types with their on-demand and spot offerings (reserved ones come from reservations)."""
+    """Instance types with their on-demand and spot offerings (reserved ones come from reservations),
+    sized as their nodes report themselves: the VM memory overhead off, extended resources on."""
     open_market = Offering.objects.filter(reservation__isnull=True).exclude(capacity_type=CapacityType.RESERVED)
     types = InstanceType.objects.prefetch_related(
         Prefetch("offerings", queryset=open_market.order_by("capacity_type", "zone"))
     ).order_by("name")
-    return [
-        {
-            "name": it.name,
-            "cpu": f"{it.cpu_millicores}m",
-            "memory": str(it.memory_bytes),
-            "pods": it.max_pods,
-            "resources": {"nvidia.com/gpu": str(it.gpu_count)} if it.gpu_count else {},
-            "labels": {"kubernetes.io/arch": it.arch, "kubernetes.io/os": it.os, **(it.labels or {})},
-            "offerings": [
-                {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}
-                for o in it.offerings.all()
-            ],
-        }
-        for it in types
-    ]
+    return [instance_type_item(it, it.offerings.all()) for it in types]
+
+
+def instance_type_item(it: InstanceType, offerings=()) -> dict:
+    return {
+        "name": it.name,
+        "cpu": f"{it.cpu_millicores}m",
+        "memory": str(node_memory_bytes(it)),
+        "pods": it.max_pods,
+        "resources": {name: str(amount) for name, amount in extended_resources(it).items()},
+        "labels": {"kubernetes.io/arch": it.arch, "kubernetes.io/os": it.os, **(it.labels or {})},
+        "offerings": [
+            {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}
+            for o in offerings
+        ],
+    }
+
+
+def node_allocatable(it: InstanceType, node_class: EC2NodeClass | None) -> dict[str, int]:
+    """What a node of this type reports as allocatable under this EC2NodeClass, as the engine plans
+    it (the simulated kubelet registers with this, so planned nodes hold what registered ones do)."""
+    classes = [node_class_object(node_class)] if node_class is not None else []
+    world = parse_world({"instanceTypes": [instance_type_item(it)], "ec2NodeClasses": classes})
+    engine_type = world.instance_types[0]
+    if world.node_classes:
+        nc = world.node_classes[0]
+        engine_type = engine_type.for_node_class(nc.kubelet, nc.shape, ()) or engine_type
+    return dict(engine_type.allocatable)
+
+
+def node_memory_bytes(it: InstanceType) -> int:
+    """The memory a node of this type reports (EC2's figure less the VM overhead)."""
+    mib = node_memory_mib(it.memory_bytes // MIB, it.arch, settings.KARPWEB_VM_MEMORY_OVERHEAD_PERCENT)
+    return mib * MIB
+
+
+def extended_resources(it: InstanceType | None) -> dict[str, int]:
+    """What a node of this type advertises beyond cpu, memory and pods (rows synced before the
+    catalogue carried resources: their GPUs)."""
+    if it is None:
+        return {}
+    if it.resources:
+        return {name: int(amount) for name, amount in it.resources.items()}
+    return {"nvidia.com/gpu": it.gpu_count} if it.gpu_count else {}
 
 
 def reservation_item(r: CapacityReservation) -> dict:
@@ -143,16 +175,18 @@ def node_pool_object(p: NodePool) -> dict:
 
 
 def nodes() -> list[dict]:
-    gpus = dict(InstanceType.objects.filter(gpu_count__gt=0).values_list("name", "gpu_count"))
-    return [node_object(n, gpus.get(n.instance_type, 0)) for n in Node.objects.order_by("name")] + in_flight_nodes()
+    types = {it.name: it for it in InstanceType.objects.filter(name__in=Node.objects.values("instance_type"))
+             .only("name", "resources", "gpu_count")}
+    return [node_object(n, extended_resources(types.get(n.instance_type))) for n in Node.objects.order_by("name")
+            ] + in_flight_nodes()
 
 
-def node_object(n: Node, gpus: int = 0) -> dict:
+def node_object(n: Node, type_resources: dict[str, int] | None = None) -> dict:
     allocatable = {"cpu": f"{n.allocatable_cpu_millicores}m", "memory": str(n.allocatable_memory_bytes),
                    "pods": str(n.allocatable_pods)}
-    if gpus:
-        # Extended resources are not columns; the device plugin advertises the instance type's GPUs.
-        allocatable["nvidia.com/gpu"] = str(gpus)
+    # What the node itself reports (device plugins); a node synced before they started: its type's.
+    extended = n.allocatable_extended or type_resources or {}
+    allocatable.update({name: str(amount) for name, amount in sorted(extended.items())})
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": _metadata(n.name, uid=n.uid, labels=n.labels, annotations=n.annotations, created=n.created_at),
@@ -175,9 +209,8 @@ def in_flight_nodes() -> list[dict]:
         size = sizes.get(claim.instance_type)
         if size is None:
             continue
-        allocatable = {"cpu": f"{size.cpu_millicores}m", "memory": str(size.memory_bytes), "pods": str(size.max_pods)}
-        if size.gpu_count:
-            allocatable["nvidia.com/gpu"] = str(size.gpu_count)
+        allocatable = {"cpu": f"{size.cpu_millicores}m", "memory": str(node_memory_bytes(size)), "pods": str(size.max_pods)}
+        allocatable.update({name: str(amount) for name, amount in extended_resources(size).items()})
         nodes.append({
             "apiVersion": "v1", "kind": "Node",
             "metadata": _metadata(claim.name, labels={**claim.labels, "kubernetes.io/hostname": claim.name}),

@@ -252,7 +252,7 @@ def derive(raw: Mapping[str, Any]) -> DerivedType:
         vcpus=vcpus,
         memory_mib=memory_mib,
         architecture=architecture,
-        eni_limited_pods=eni_limited_pods(raw),
+        eni_limited_pods=eni_limited_pods(raw) or WINDOWS_MAX_PODS,  # no network info: the kubelet default
         resources=_resources(raw, name),
         usage_classes=tuple(raw.get("SupportedUsageClasses") or ()),
         bare_metal=bool(raw.get("BareMetal")),
@@ -275,7 +275,7 @@ def capacity(derived: DerivedType, overhead_percent: float = VM_MEMORY_OVERHEAD_
     result = {
         CPU: derived.vcpus * 1000,
         MEMORY: node_memory_mib(derived.memory_mib, derived.architecture, overhead_percent) * MIB,
-        PODS: derived.eni_limited_pods or WINDOWS_MAX_PODS,
+        PODS: derived.eni_limited_pods,
         EPHEMERAL_STORAGE: DEFAULT_ROOT_VOLUME["linux"],
     }
     result.update(derived.resources)

@@ -26,7 +26,9 @@ from scheduling.adapters.kube.interface import Condition, DemotionResult, DrainR
 from scheduling.adapters.kube.sync import pod_requests
 from scheduling.engine.capacityblocks import capacity_block_timing
 from scheduling.engine.labels import RESERVATION_LABELS
+from scheduling.engine.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Pod, SimulatedInstance
+from scheduling.world import node_allocatable
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
@@ -249,6 +251,7 @@ class SimulatedCluster:
 def register_node(claim: NodeClaim, provider_id: str) -> Node:
     """The simulated kubelet: the instance boots and its Node joins, labelled from the claim."""
     instance_type = InstanceType.objects.filter(name=claim.instance_type).first()
+    room = node_allocatable(instance_type, claim.node_class) if instance_type else {}
     name = f"ip-10-1-{random.randint(0, 255)}-{random.randint(1, 254)}.ec2.internal"
     labels = {**claim.labels, "kubernetes.io/hostname": name}
     node, _ = Node.objects.update_or_create(node_claim=claim, defaults=dict(
@@ -256,10 +259,10 @@ def register_node(claim: NodeClaim, provider_id: str) -> Node:
         capacity_type=claim.capacity_type, reservation=claim.reservation, reservation_label=claim.reservation_label,
         labels=labels, provider_id=provider_id, ready=True, created_at=timezone.now(), synced_at=timezone.now(),
         taints=claim.node_pool.taints if claim.node_pool else [],
-        # What an EKS AMI leaves allocatable: a little CPU and ~8 % of memory go to the system.
-        allocatable_cpu_millicores=(instance_type.cpu_millicores - 80) if instance_type else 0,
-        allocatable_memory_bytes=int(instance_type.memory_bytes * 0.92) if instance_type else 0,
-        allocatable_pods=instance_type.max_pods if instance_type else 110,
+        # What the engine planned for: the VM overhead, kube-reserved and eviction thresholds off.
+        allocatable_cpu_millicores=room.get(CPU, 0), allocatable_memory_bytes=room.get(MEMORY, 0),
+        allocatable_pods=room.get(PODS, 110),
+        allocatable_extended={k: v for k, v in room.items() if k not in (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)},
     ))
     NodeClaim.objects.filter(pk=claim.pk).update(node_name=name, registered_at=timezone.now(), initialized_at=timezone.now())
     return node

@@ -9,7 +9,8 @@ import boto3
 from botocore.stub import Stubber
 
 from scheduling.adapters.ec2 import EC2CloudProvider
-from scheduling.adapters.ec2.catalogue import bundled_prices, max_pods, parse_price_list
+from scheduling.adapters.ec2.catalogue import bundled_prices, parse_price_list
+from scheduling.engine.ec2types import eni_limited_pods
 from scheduling.adapters.ec2.interface import ON_DEMAND, RESERVED, SPOT
 from tests.ec2.conftest import T0
 
@@ -114,9 +115,18 @@ def test_reserved_offerings_priced_at_on_demand_over_ten_million(world, clock, p
 
 
 def test_max_pods_formula():
-    assert max_pods(3, 10) == 29  # m5.large
-    assert max_pods(15, 50) == 737  # m5.24xlarge
-    assert max_pods(0, 0) == 110
+    def info(enis, addresses, cards=None):
+        network = {"MaximumNetworkInterfaces": enis, "Ipv4AddressesPerInterface": addresses}
+        if cards:
+            network.update(NetworkCards=cards, DefaultNetworkCardIndex=0)
+        return {"NetworkInfo": network}
+
+    assert eni_limited_pods(info(3, 10)) == 29  # m5.large
+    assert eni_limited_pods(info(15, 50)) == 737  # m5.24xlarge
+    # p5.48xlarge: 64 ENIs, but the VPC CNI uses only the default card's 2.
+    cards = [{"NetworkCardIndex": i, "MaximumNetworkInterfaces": 2} for i in range(32)]
+    assert eni_limited_pods(info(64, 50, cards)) == 100
+    assert eni_limited_pods(info(0, 0)) == 0  # unknown: the caller uses the kubelet's 110
 
 
 def test_bundled_price_table():

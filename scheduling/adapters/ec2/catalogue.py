@@ -1,23 +1,25 @@
 """Instance types, offerings per zone, and prices.
 
-* ``DescribeInstanceTypes`` (all pages): vCPUs, memory, architecture, GPUs, ENIs -> max pods.
+* ``DescribeInstanceTypes`` (all pages): every label and extended resource Karpenter's AWS provider
+  derives from it (``scheduling.engine.ec2types.derive``); types Karpenter would not list (no HVM,
+  an architecture other than x86_64 and arm64) are left out, as upstream's request filters do.
 * ``DescribeInstanceTypeOfferings`` (``LocationType=availability-zone``, all pages): which types
   each zone sells; one on-demand offering per (type, zone), one spot offering where the type
   supports spot and a spot price is known.
 * On-demand prices: the Pricing API (``GetProducts``, all pages) when allowed, else/also the
-  bundled ``prices.json`` (us-east-1 list prices) for types the API did not price.
+  bundled ``prices.json`` (us-east-1 list prices) for types the API did not price, else an estimate
+  from priced types of the same family (price per vCPU), category or kind, so that a type newer than
+  the table is still launchable (``price_source`` says ``estimated``).
 * Spot prices: ``DescribeSpotPriceHistory`` for Linux/UNIX, the latest price per (type, zone).
 * Reserved offerings (one per reservation, price = on-demand / 10,000,000, see
   karpenter-semantics.md §3.1) come from :func:`reserved_offerings`.
-
-Max pods uses the ENI formula of the AWS VPC CNI (and Karpenter's default):
-``interfaces * (IPv4 addresses per interface - 1) + 2``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -25,6 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from scheduling.engine.ec2types import ACCELERATOR_RESOURCES, INSTANCE_CATEGORY, derive, unusable_reason
 from scheduling.engine.instancetypes import RESERVED_PRICE_DIVISOR
 
 from .client import Caller
@@ -44,8 +47,6 @@ log = logging.getLogger(__name__)
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 SPOT_PRODUCTS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")
-ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64", "i386": "386", "x86_64_mac": "amd64", "arm64_mac": "arm64"}
-
 PRICING_FILTERS = (
     ("tenancy", "Shared"),
     ("productFamily", "Compute Instance"),
@@ -61,34 +62,56 @@ def bundled_prices() -> dict[str, float]:
     return {k: float(v) for k, v in json.loads(PRICES_FILE.read_text())["prices"].items()}
 
 
-def max_pods(network_interfaces: int, ipv4_per_interface: int) -> int:
-    if network_interfaces <= 0 or ipv4_per_interface <= 0:
-        return 110  # no network info: the kubelet default
-    return network_interfaces * (ipv4_per_interface - 1) + 2
-
-
 def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
-    network = raw.get("NetworkInfo") or {}
+    """One DescribeInstanceTypes entry, derived as Karpenter's AWS provider derives it."""
+    derived = derive(raw)
     gpus = (raw.get("GpuInfo") or {}).get("Gpus") or []
-    arches = (raw.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ["x86_64"]
-    enis = int(network.get("MaximumNetworkInterfaces") or 0)
-    ips = int(network.get("Ipv4AddressesPerInterface") or 0)
+    network = raw.get("NetworkInfo") or {}
     return InstanceTypeInfo(
-        name=raw["InstanceType"],
-        vcpus=int((raw.get("VCpuInfo") or {}).get("DefaultVCpus") or 0),
-        memory_mib=int((raw.get("MemoryInfo") or {}).get("SizeInMiB") or 0),
-        architecture=ARCHITECTURES.get(arches[0], arches[0]),
-        max_pods=max_pods(enis, ips),
-        gpu_count=sum(int(g.get("Count") or 0) for g in gpus),
+        name=derived.name,
+        vcpus=derived.vcpus,
+        memory_mib=derived.memory_mib,
+        architecture=derived.architecture,
+        max_pods=derived.eni_limited_pods,
+        gpu_count=derived.gpu_count,
         gpu_manufacturer=gpus[0].get("Manufacturer", "") if gpus else "",
-        gpu_name=gpus[0].get("Name", "") if gpus else "",
+        gpu_name=derived.gpu_name,
         gpu_memory_mib=int((raw.get("GpuInfo") or {}).get("TotalGpuMemoryInMiB") or 0),
-        network_interfaces=enis,
-        ipv4_per_interface=ips,
-        bare_metal=bool(raw.get("BareMetal")),
-        hypervisor=raw.get("Hypervisor") or "",
-        usage_classes=tuple(raw.get("SupportedUsageClasses") or ()),
+        network_interfaces=int(network.get("MaximumNetworkInterfaces") or 0),
+        ipv4_per_interface=int(network.get("Ipv4AddressesPerInterface") or 0),
+        bare_metal=derived.bare_metal,
+        hypervisor=derived.hypervisor,
+        usage_classes=derived.usage_classes,
+        labels=derived.labels,
+        resources=derived.resources,
+        instance_store_gb=derived.instance_store_gb,
     )
+
+
+def estimate_prices(types: Sequence[InstanceTypeInfo], known: Mapping[str, float]) -> dict[str, float]:
+    """A price for each type no source priced: its vCPUs times the median price per vCPU of the
+    priced types of its family, else of its category and kind (accelerated or not), else of its kind.
+    Prices scale with vCPUs within a family, so the estimate orders a new family's sizes rightly."""
+    def kind(it: InstanceTypeInfo) -> bool:
+        return any(r in it.resources for r in ACCELERATOR_RESOURCES)
+
+    def groups(it: InstanceTypeInfo) -> tuple:
+        family = it.name.split(".")[0]
+        return (("family", family), ("category", it.labels.get(INSTANCE_CATEGORY), kind(it)), ("kind", kind(it)))
+
+    per_vcpu: dict[tuple, list[float]] = {}
+    for it in types:
+        if it.name in known and it.vcpus:
+            for group in groups(it):
+                per_vcpu.setdefault(group, []).append(known[it.name] / it.vcpus)
+    estimates = {}
+    for it in types:
+        if it.name in known or not it.vcpus:
+            continue
+        group = next((g for g in groups(it) if g in per_vcpu), None)
+        if group is not None:
+            estimates[it.name] = round(statistics.median(per_vcpu[group]) * it.vcpus, 6)
+    return estimates
 
 
 def parse_price_list(items: Iterable[str | Mapping[str, Any]]) -> dict[str, float]:
@@ -208,14 +231,20 @@ def fetch_catalogue(
         notes.append(f"DescribeSpotPriceHistory failed ({exc.code}); no spot offerings")
         spot_prices = {}
 
+    infos = [instance_type_info(raw) for raw in raw_types if unusable_reason(raw) is None]
+    known = {**{it.name: bundled[it.name] for it in infos if it.name in bundled}, **api_prices}
+    estimated = estimate_prices(infos, known)
+    if estimated:
+        notes.append(f"{len(estimated)} instance type(s) priced by estimate from like types (no list price known)")
     types: list[InstanceTypeInfo] = []
     sources: set[str] = set()
-    for raw in raw_types:
-        info = instance_type_info(raw)
+    for info in infos:
         if info.name in api_prices:
             price, source = api_prices[info.name], "pricing-api"
         elif info.name in bundled:
             price, source = bundled[info.name], "bundled"
+        elif info.name in estimated:
+            price, source = estimated[info.name], "estimated"
         else:
             price, source = None, ""
         if source:
@@ -252,7 +281,8 @@ def fetch_catalogue(
                     available=not unavailable.is_unavailable(it.name, zone, SPOT),
                 )
             )
-    price_source = "mixed" if len(sources) > 1 else (sources.pop() if sources else "none")
+    listed = sources - {"estimated"}
+    price_source = "mixed" if len(listed) > 1 else (listed.pop() if listed else "estimated" if sources else "none")
     return Catalogue(types, offerings, now, price_source, notes)
 
 

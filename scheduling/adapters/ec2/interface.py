@@ -38,9 +38,9 @@ class SelectorTermsError(ValueError):
 class InstanceTypeInfo:
     name: str
     vcpus: int
-    memory_mib: int
+    memory_mib: int  # as EC2 reports it; the node reports less (engine.ec2types.node_memory_mib)
     architecture: str  # Kubernetes arch: amd64 | arm64
-    max_pods: int
+    max_pods: int  # the ENI limit on the default network card
     gpu_count: int = 0
     gpu_manufacturer: str = ""
     gpu_name: str = ""
@@ -51,7 +51,11 @@ class InstanceTypeInfo:
     hypervisor: str = ""
     usage_classes: tuple[str, ...] = ()  # on-demand, spot, capacity-block
     on_demand_price: float | None = None
-    price_source: str = ""  # pricing-api | bundled | "" (unknown)
+    price_source: str = ""  # pricing-api | bundled | estimated | "" (unknown)
+    # Every well-known label and extended resource Karpenter's AWS provider derives (engine.ec2types).
+    labels: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, int] = field(default_factory=dict)
+    instance_store_gb: int = 0
 
 
 @dataclass(frozen=True)

@@ -239,23 +239,6 @@ def _write_reserved_offerings(
 
 def instance_type_row(info: InstanceTypeInfo, now: datetime) -> dict[str, Any]:
     family, _, size = info.name.partition(".")
-    labels = {
-        "karpenter.k8s.aws/instance-family": family,
-        "karpenter.k8s.aws/instance-size": size,
-        "karpenter.k8s.aws/instance-cpu": str(info.vcpus),
-        "karpenter.k8s.aws/instance-memory": str(info.memory_mib),
-    }
-    if info.hypervisor:
-        labels["karpenter.k8s.aws/instance-hypervisor"] = info.hypervisor
-    if info.gpu_count:
-        labels.update(
-            {
-                "karpenter.k8s.aws/instance-gpu-count": str(info.gpu_count),
-                "karpenter.k8s.aws/instance-gpu-name": info.gpu_name.lower(),
-                "karpenter.k8s.aws/instance-gpu-manufacturer": info.gpu_manufacturer.lower(),
-                "karpenter.k8s.aws/instance-gpu-memory": str(info.gpu_memory_mib),
-            }
-        )
     return {
         "name": info.name,
         "cpu_millicores": info.vcpus * 1000,
@@ -268,7 +251,9 @@ def instance_type_row(info: InstanceTypeInfo, now: datetime) -> dict[str, Any]:
         "gpu_count": info.gpu_count,
         "gpu_name": info.gpu_name,
         "bare_metal": info.bare_metal,
-        "labels": labels,
+        "labels": dict(info.labels),
+        "resources": dict(info.resources),
+        "instance_store_gb": info.instance_store_gb,
         "synced_at": now,
     }
 

@@ -436,6 +436,8 @@ class ClusterSync:
             "allocatable_cpu_millicores": _quantity(allocatable.get("cpu"), milli=True),
             "allocatable_memory_bytes": _quantity(allocatable.get("memory")),
             "allocatable_pods": _quantity(allocatable.get("pods")) if allocatable.get("pods") else 110,
+            # Extended resources are domain-prefixed (nvidia.com/gpu, vpc.amazonaws.com/efa, ...).
+            "allocatable_extended": {k: _quantity(v) for k, v in sorted(allocatable.items()) if "/" in k},
             "provider_id": _clip(spec.get("providerID"), 255), "ready": ready,
             "unschedulable": bool(spec.get("unschedulable")),
             "created_at": _time(meta.get("creationTimestamp")), "synced_at": now,
