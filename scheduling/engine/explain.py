@@ -53,11 +53,15 @@ def no_instance_type(template: PoolTemplate, requirements: Requirements, pod_req
     matching = [(it, catalog.compatible_offerings(it, requirements)) for it in catalog.matching(requirements)]
     matching = [(it, offers) for it, offers in matching if offers]
     if not matching:
-        return _nothing_matches(template, requirements, pod_constraints, constraints)
+        return _nothing_matches(template, requirements, pod_requirements, pod_constraints, constraints)
     fitting = [(it, offers) for it, offers in matching if requests.fits(it.allocatable)]
     if not fitting:
+        missing = [n for n in requests if requests[n] > 0 and not any(it.allocatable.get(n) for it in catalog.instance_types)]
+        if missing:
+            return f"no instance type offers {', '.join(sorted(missing))} (EC2NodeClass {template.pool.node_class})"
         if constraints and any(requests.fits(it.allocatable) for it in catalog.instance_types):
-            return f"no instance type satisfies {wanted} with {constraints}"
+            blockers = _blockers(catalog, template.requirements, pod_requirements, requests)
+            return f"no instance type satisfies {wanted} with {constraints}" + (f": {blockers}" if blockers else "")
         return f"no instance type has room for {wanted}{_largest(matching, requests)}"
     reasons = sorted({o.unavailable_reason if o.reserved else f"{it.name} {o.unavailable_reason}"
                       for it, offers in fitting for o in offers if not o.available})
@@ -67,13 +71,49 @@ def no_instance_type(template: PoolTemplate, requirements: Requirements, pod_req
     return f"no instance type satisfies {wanted}" + (f" with {constraints}" if constraints else "")
 
 
-def _nothing_matches(template: PoolTemplate, requirements: Requirements, pod_constraints: str, constraints: str) -> str:
+def _nothing_matches(template: PoolTemplate, requirements: Requirements, pod_requirements: Requirements,
+                     pod_constraints: str, constraints: str) -> str:
     capacity_type = requirements.get(CAPACITY_TYPE)
     reserved_only = capacity_type is not None and not capacity_type.has(ON_DEMAND) and not capacity_type.has(SPOT)
     if reserved_only and capacity_type.has(RESERVED):
         return f"no reservation selected by EC2NodeClass {template.pool.node_class} matches" + (
             f" {pod_constraints}" if pod_constraints else " this NodePool")
+    blockers = _blockers(template.catalog, template.requirements, pod_requirements)
+    if blockers:
+        whose = "the NodePool's requirements" if "the pod's" not in blockers else "the NodePool and the pod together"
+        return f"no instance type matches {whose}: {blockers}"
     return f"no instance type offers {constraints}" if constraints else "no instance type matches this NodePool"
+
+
+def _blockers(catalog: Catalog, pool: Requirements, pod: Requirements, requests: ResourceList | None = None) -> str:
+    """The requirements that empty the candidate list, named with where they come from: each one
+    without which some type would do; failing that, the one at which the list ran empty. Empty when
+    the pod's own constraints alone explain it (the caller names those already)."""
+    named = [("NodePool", r) for r in pool if r.key in catalog.relevant_keys]
+    named += [("pod", r) for r in pod if r.key in catalog.relevant_keys and pool.get(r.key) != r]
+
+    def count(reqs: list) -> int:
+        combined = Requirements(reqs)
+        return sum(1 for it in catalog.matching(combined)
+                   if catalog.compatible_offerings(it, combined) and (requests is None or requests.fits(it.allocatable)))
+
+    single = []
+    for index, (origin, req) in enumerate(named):
+        left = count([r for i, (_, r) in enumerate(named) if i != index])
+        if left:
+            single.append(f"without the {origin}'s {_short(req)}, {left} instance type(s) would")
+    if single:
+        text = "; ".join(single[:_MAX_REASONS])
+        return text if "the NodePool's" in text else ""
+    for index in range(len(named)):
+        if not count([r for _, r in named[:index + 1]]):
+            origin, req = named[index]
+            return f"the {origin}'s {_short(req)} rules out every type the requirements before it leave"
+    return ""
+
+
+def _short(req) -> str:
+    return str(req).replace(req.key, _SHORT_NAMES.get(req.key, req.key), 1)
 
 
 def _largest(matching, requests: ResourceList) -> str:
