@@ -57,15 +57,24 @@ def price(cpu: int, memory_gib: int) -> float:
 
 
 def instance_types(count: int = INSTANCE_TYPES) -> list[dict]:
+    """Each type's name and offerings; its shape comes from `described_types` (as from EC2)."""
     types = []
     for i in range(count):
-        cpu, memory = i + 1, 2 * (i + 1)
-        cost = price(cpu, memory)
+        cost = price(i + 1, 2 * (i + 1))
         offerings = [{"capacityType": "spot", "zone": z, "price": cost} for z in SPOT_ZONES]
         offerings += [{"capacityType": "on-demand", "zone": z, "price": cost} for z in ZONES]
-        types.append({"name": f"fake-it-{i}", "cpu": cpu, "memory": f"{memory}Gi", "pods": 10 * (i + 1),
-                      "offerings": offerings})
+        types.append({"name": f"fake-it-{i}", "offerings": offerings})
     return types
+
+
+def described_types(count: int = INSTANCE_TYPES) -> list[dict]:
+    """The fake types as DescribeInstanceTypes would answer, so the benchmark builds its catalogue
+    the way the EC2 sync does (engine.ec2types.derive): i+1 vCPU, 2(i+1) GiB, and one ENI with
+    10(i+1)-1 addresses, which the VPC CNI formula turns into upstream's 10(i+1) pods."""
+    return [{"InstanceType": f"fake-it-{i}", "VCpuInfo": {"DefaultVCpus": i + 1},
+             "MemoryInfo": {"SizeInMiB": 2048 * (i + 1)}, "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
+             "NetworkInfo": {"MaximumNetworkInterfaces": 1, "Ipv4AddressesPerInterface": 10 * (i + 1) - 1},
+             "SupportedUsageClasses": ["on-demand", "spot"]} for i in range(count)]
 
 
 def reservations(count: int, seed: int = SEED) -> list[dict]:
@@ -133,7 +142,9 @@ def world(pods: list[dict], reserved: int = 0) -> dict:
     pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
             "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                                             "name": "default"}, "requirements": []}}}}
-    return {"now": "2026-11-21T12:00:00Z", "instanceTypes": instance_types(),
+    # The fake provider takes no VM overhead off: neither does the benchmark, to stay upstream's shape.
+    return {"now": "2026-11-21T12:00:00Z", "describeInstanceTypes": {"InstanceTypes": described_types()},
+            "vmMemoryOverheadPercent": 0, "instanceTypes": instance_types(),
             "capacityReservations": reservations(reserved) if reserved else [],
             "ec2NodeClasses": [node_class], "nodePools": [pool], "nodes": [], "pods": pods}
 

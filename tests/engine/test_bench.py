@@ -3,6 +3,7 @@
 from collections import Counter
 
 from scheduling import bench
+from scheduling.engine import parse_world
 from scheduling.bench.__main__ import main
 
 
@@ -13,7 +14,12 @@ def test_the_diverse_pods_are_upstreams_mix():
                       "hostname-anti-affinity": 20}
     assert pods == bench.diverse_pods(103)  # seeded
     types = bench.instance_types()
-    assert len(types) == 400 and types[9]["cpu"] == 10 and types[9]["memory"] == "20Gi" and types[9]["pods"] == 100
+    # The catalogue the engine builds from the fake DescribeInstanceTypes answers is upstream's fake one.
+    catalogue = {it.name: it for it in parse_world(bench.world([])).instance_types}
+    assert len(catalogue) == 400
+    assert catalogue["fake-it-9"].capacity == {"cpu": 10_000, "memory": 20 * 2**30, "pods": 100,
+                                               "ephemeral-storage": 20 * 2**30}
+    assert catalogue["fake-it-9"].labels["karpenter.k8s.aws/instance-cpu"] == "10"
     assert {o["capacityType"] for o in types[0]["offerings"] if o["zone"] == "test-zone-3"} == {"on-demand"}
     prices = [t["offerings"][0]["price"] for t in types]
     assert prices == sorted(prices) and len(set(prices)) == 400
