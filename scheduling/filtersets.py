@@ -108,16 +108,31 @@ class DecisionFilterSet(FilterSet):
         return queryset.filter(Q(subject__icontains=value) | Q(reason__icontains=value))
 
 
+def _key_value(value: str) -> None:
+    key, sep, _ = value.partition("=")
+    if not sep or not key.strip():
+        raise ValidationError(f'"{value}" is not key=value (e.g. karpenter.k8s.aws/instance-category=c)')
+
+
 class InstanceTypeFilterSet(FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
-    family = django_filters.CharFilter(lookup_expr="iexact")
-    arch = django_filters.CharFilter(lookup_expr="iexact")
+    family = django_filters.CharFilter(lookup_expr="iexact", label="Family")
+    arch = django_filters.CharFilter(lookup_expr="iexact", label="Architecture")
     gpu = django_filters.BooleanFilter(method="filter_gpu", label="Has GPUs")
     zone = django_filters.CharFilter(method="filter_zone", label="Offered in zone")
+    label = django_filters.CharFilter(method="filter_label", label="Label (key=value)", validators=[_key_value],
+                                      help_text="A well-known label, e.g. karpenter.k8s.aws/instance-category=c")
 
     class Meta:
         model = InstanceType
-        fields = ["q", "family", "arch", "gpu", "zone"]
+        fields = ["q", "family", "arch", "gpu", "zone", "label"]
+
+    def filter_label(self, queryset, name, value):
+        # Matched in Python: label keys hold dots and slashes, which SQLite's JSON paths mishandle,
+        # and a region's catalogue is a few thousand rows at most.
+        key, _, wanted = (part.strip() for part in value.partition("="))
+        matching = [pk for pk, labels in queryset.values_list("pk", "labels") if (labels or {}).get(key) == wanted]
+        return queryset.filter(pk__in=matching)
 
     def filter_gpu(self, queryset, name, value):
         return queryset.filter(gpu_count__gt=0) if value else queryset.filter(gpu_count=0)

@@ -44,6 +44,9 @@ class InstanceType(models.Model):
     def __str__(self):
         return self.name
 
+    def get_absolute_url(self):
+        return detail_url("scheduling:instancetype", self.name)
+
     @property
     def vcpus(self) -> float:
         return self.cpu_millicores / 1000

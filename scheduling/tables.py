@@ -5,7 +5,10 @@ from django.utils.timesince import timesince
 
 from karpweb.urlcache import detail_url
 
-from scheduling.models import Decision, Node, NodeClaim, NodePool, Pod
+from scheduling.engine.ec2types import (
+    INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_LOCAL_NVME, INSTANCE_NETWORK_BANDWIDTH,
+)
+from scheduling.models import Decision, InstanceType, Node, NodeClaim, NodePool, Pod
 
 
 def _reservation_url(record):
@@ -90,3 +93,46 @@ class DecisionTable(tables.Table):
         fields = ("created_at", "kind", "outcome", "mode", "subject", "reason", "node_pool")
         attrs = {"class": "table"}
         order_by = ("-created_at",)
+
+
+class InstanceTypeTable(tables.Table):
+    """The catalogue as NodePool authors need it: the labels they write requirements against."""
+
+    name = tables.Column(linkify=True)
+    vcpus = tables.Column(accessor="cpu_millicores", verbose_name="vCPUs")
+    memory = tables.Column(accessor="memory_bytes", verbose_name="Memory (EC2)")
+    max_pods = tables.Column(verbose_name="Max pods")
+    arch = tables.Column(verbose_name="Arch")
+    # Label values: one column each, read from the labels map (their keys hold dots and slashes).
+    category = tables.Column(accessor="labels", verbose_name="Category", orderable=False)
+    generation = tables.Column(accessor="labels", verbose_name="Generation", orderable=False)
+    accelerators = tables.Column(accessor="resources", verbose_name="Accelerators and devices", orderable=False)
+    local_nvme = tables.Column(accessor="labels", verbose_name="Local NVMe (GB)", orderable=False)
+    network = tables.Column(accessor="labels", verbose_name="Network (Mbps)", orderable=False)
+
+    class Meta:
+        model = InstanceType
+        fields = ("name", "vcpus", "memory", "max_pods", "arch", "category", "generation", "accelerators", "local_nvme",
+                  "network")
+        attrs = {"class": "table"}
+
+    def render_vcpus(self, value):
+        return f"{value / 1000:g}"
+
+    def render_memory(self, value):
+        return f"{value / 2**30:g} GiB"
+
+    def render_category(self, value):
+        return value.get(INSTANCE_CATEGORY, "—")
+
+    def render_generation(self, value):
+        return value.get(INSTANCE_GENERATION, "—")
+
+    def render_local_nvme(self, value):
+        return value.get(INSTANCE_LOCAL_NVME, "—")
+
+    def render_network(self, value):
+        return value.get(INSTANCE_NETWORK_BANDWIDTH, "—")
+
+    def render_accelerators(self, value):
+        return ", ".join(f"{name} {count}" for name, count in sorted(value.items()) if name != "vpc.amazonaws.com/pod-eni") or "—"

@@ -1,5 +1,6 @@
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count, Sum
 from django.http import HttpResponse
@@ -14,14 +15,16 @@ from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, UtilizationHour, hour_of
 from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
-from scheduling.filtersets import DecisionFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet
-from scheduling.models import AuditEntry, Decision, Mode, Node, NodeClaim, NodePool, Pod
+from scheduling.filtersets import (
+    DecisionFilterSet, InstanceTypeFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet,
+)
+from scheduling.models import AuditEntry, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.loop.health import loop_health
 from scheduling.modes import effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
-from scheduling.tables import DecisionTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
+from scheduling.tables import DecisionTable, InstanceTypeTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
-from scheduling.world import current_world
+from scheduling.world import current_world, extended_resources, node_memory_bytes
 
 RECENT_DECISIONS = 10
 CHART_HOURS = 48
@@ -144,6 +147,32 @@ class NodeListView(ObjectListView):
     def get_queryset(self):
         # A correlated count for the 50 nodes of a page, not a join and GROUP BY over every node.
         return Node.objects.select_related("node_pool", "reservation").annotate(pod_count=pod_count()).order_by("name")
+
+
+class InstanceTypeListView(ObjectListView):
+    title = "Instance types"
+    filterset_class = InstanceTypeFilterSet
+    table_class = InstanceTypeTable
+
+    def get_queryset(self):
+        return InstanceType.objects.only(
+            "name", "cpu_millicores", "memory_bytes", "max_pods", "arch", "labels", "resources").order_by("name")
+
+
+class InstanceTypeDetailView(ViewerRequiredMixin, TemplateView):
+    """One type as Karpenter sees it: its labels for NodePool requirements, what a node of it reports,
+    and where it can be bought."""
+
+    template_name = "scheduling/instancetype_detail.html"
+
+    def get_context_data(self, name, **kwargs):
+        context = super().get_context_data(**kwargs)
+        it = get_object_or_404(InstanceType, name=name)
+        offerings = it.offerings.select_related("reservation").order_by("capacity_type", "zone", "reservation__reservation_id")
+        context.update(it=it, labels=sorted((it.labels or {}).items()), resources=sorted(extended_resources(it).items()),
+                       node_memory=node_memory_bytes(it), offerings=offerings,
+                       overhead_percent=settings.KARPWEB_VM_MEMORY_OVERHEAD_PERCENT * 100)
+        return context
 
 
 class NodeDetailView(ViewerRequiredMixin, TemplateView):

@@ -11,6 +11,7 @@ from scheduling.api.base import StrictInputMixin
 from scheduling.engine.requirements import OPERATORS
 from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
 from scheduling.modes import effective_mode
+from scheduling.world import node_memory_bytes
 
 RESERVATION_LINK = {"view_name": "reservations-api:capacityreservation-detail", "lookup_field": "reservation_id"}
 
@@ -244,17 +245,28 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
     gpuCount = ro("gpu_count")
     gpuName = ro("gpu_name")
     bareMetal = ro("bare_metal")
-    labels = StringMapField(read_only=True)
+    labels = StringMapField(read_only=True, help_text="Every well-known label Karpenter's AWS provider derives")
+    resources = serializers.DictField(
+        child=serializers.IntegerField(), read_only=True,
+        help_text="Extended resources a node of this type advertises, e.g. nvidia.com/gpu, vpc.amazonaws.com/efa",
+    )
+    nodeMemoryBytes = serializers.SerializerMethodField(help_text="Memory a node reports: memoryBytes less the VM overhead")
+    instanceStoreGB = ro("instance_store_gb")
     offerings = OfferingSerializer(many=True, read_only=True)
     syncedAt = when("synced_at")
 
     class Meta:
         model = InstanceType
         fields = [
-            "url", "name", "cpuMillicores", "memoryBytes", "vcpus", "memoryGiB", "maxPods", "arch", "os", "family",
-            "size", "gpuCount", "gpuName", "bareMetal", "labels", "offerings", "syncedAt",
+            "url", "name", "cpuMillicores", "memoryBytes", "nodeMemoryBytes", "vcpus", "memoryGiB", "maxPods", "arch",
+            "os", "family", "size", "gpuCount", "gpuName", "bareMetal", "instanceStoreGB", "labels", "resources",
+            "offerings", "syncedAt",
         ]
         read_only_fields = fields
+
+
+    def get_nodeMemoryBytes(self, obj) -> int:
+        return node_memory_bytes(obj)
 
 
 # --- decisions and task runs ------------------------------------------------------------------

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from reservations.models import CapacityReservation
 from reservations.utilization import roll_up
-from scheduling.models import AuditEntry, Decision, Node, NodePool, Pod
+from scheduling.models import AuditEntry, Decision, InstanceType, Node, NodePool, Pod
 from tests.factories.reservations import CapacityReservationFactory, UtilizationSampleFactory
 from tests.factories.scheduling import DecisionFactory, NodeClaimFactory, NodeFactory, NodePoolFactory, PodFactory
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 LIST_PAGES = [
     "scheduling:overview", "reservations:list", "reservations:capacity_blocks", "reservations:nodeclasses",
     "scheduling:nodepools", "scheduling:nodes", "scheduling:nodeclaims", "scheduling:pods", "scheduling:decisions",
-    "scheduling:whatif", "reservations:unselected",
+    "scheduling:whatif", "reservations:unselected", "scheduling:instancetypes",
 ]
 
 
@@ -30,6 +30,7 @@ def detail_urls():
     return [
         reservation.get_absolute_url(), node.get_absolute_url(), node.node_claim.get_absolute_url(),
         node.node_pool.get_absolute_url(), node.node_pool.node_class.get_absolute_url(), pod.get_absolute_url(),
+        InstanceType.objects.get(name=node.instance_type).get_absolute_url(),
     ]
 
 
@@ -224,3 +225,24 @@ def test_overview_alarms_a_block_still_running_45_minutes_before_its_end(viewer_
     with time_machine.travel(now + datetime.timedelta(minutes=5, seconds=1)):
         page = viewer_client.get(reverse("scheduling:overview")).content.decode()
     assert "block-alarms" in page and "cr-0late" in page
+
+
+def test_instance_types_show_the_labels_nodepools_are_written_against(viewer_client, demo_world):
+    page = viewer_client.get(reverse("scheduling:instancetypes")).content.decode()
+    assert "p5.48xlarge" in page and "nvidia.com/gpu 8, vpc.amazonaws.com/efa 32" in page
+    filtered = viewer_client.get(reverse("scheduling:instancetypes"),
+                                 {"label": "karpenter.k8s.aws/instance-category=c"}).content.decode()
+    assert "c6a.large" in filtered and "m5.large" not in filtered
+    bad = viewer_client.get(reverse("scheduling:instancetypes"), {"label": "no-equals-sign"})
+    assert bad.status_code == 200 and "is not key=value" in bad.content.decode()
+    detail = viewer_client.get(reverse("scheduling:instancetype", args=["p5.48xlarge"])).content.decode()
+    for text in ("karpenter.k8s.aws/instance-gpu-memory=81920", "karpenter.k8s.aws/instance-local-nvme=30400",
+                 "vpc.amazonaws.com/efa: 32", "nvidia.com/gpu: 8", "Max pods</dt><dd>100 "):
+        assert text in detail, text
+
+
+def test_demo_nodes_carry_every_label_of_their_type(viewer_client, demo_world):
+    node = Node.objects.filter(instance_type="trn2.48xlarge").first()
+    page = viewer_client.get(node.get_absolute_url()).content.decode()
+    assert "karpenter.k8s.aws/instance-accelerator-name=trainium2" in page
+    assert "karpenter.k8s.aws/instance-category=trn" in page
