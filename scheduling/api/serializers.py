@@ -317,6 +317,12 @@ WORLD_SCHEMA = {
         "now": {"type": "string", "format": "date-time"},
         "featureGates": {"type": "object", "additionalProperties": {"type": "boolean"}},
         "instanceTypes": OBJECT_LIST_SCHEMA,
+        "describeInstanceTypes": {
+            "description": "`aws ec2 describe-instance-types` output (or its InstanceTypes list): instanceTypes "
+                           "entries naming one of these need only a name and offerings",
+            "oneOf": [OBJECT_SCHEMA, OBJECT_LIST_SCHEMA],
+        },
+        "vmMemoryOverheadPercent": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMaximum": True, "default": 0.075},
         "capacityReservations": OBJECT_LIST_SCHEMA,
         "capacityReservationGroups": OBJECT_LIST_SCHEMA,
         "ec2NodeClasses": OBJECT_LIST_SCHEMA,

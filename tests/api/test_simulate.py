@@ -3,6 +3,7 @@ messages as `manage.py simulate` and the what-if page), and GET /api/v1/world/."
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,18 @@ def test_who_may_simulate(anon, as_nobody, as_viewer, as_operator):
     assert as_nobody.post(URL, WORLD, format="json").status_code == 403
     assert as_viewer.post(URL, WORLD, format="json").status_code == 200
     assert as_operator.post(URL, WORLD, format="json").status_code == 200
+
+
+def test_a_world_given_as_describe_instance_types_output(as_viewer):
+    """The examples' what-if world: instance types as `aws ec2 describe-instance-types` prints them."""
+    world = json.loads((Path(__file__).resolve().parents[2] / "examples/nodepools/world.json").read_text())
+    assert "describeInstanceTypes" in world and all(set(t) == {"name", "offerings"} for t in world["instanceTypes"])
+    response = as_viewer.post(URL, world, format="json")
+    assert response.status_code == 200, response.content
+    decisions = response.json()
+    assert decisions["unschedulable"] == []
+    trainers = [c for c in decisions["nodeClaims"] if c["nodePool"] == "p5-capacity-block"]
+    assert [c["launch"]["reservationType"] for c in trainers] == ["capacity-block", "capacity-block"]
+    world["vmMemoryOverheadPercent"] = 1.5
+    bad = as_viewer.post(URL, world, format="json")
+    assert bad.status_code == 400 and bad.json()["problems"][0].startswith("vmMemoryOverheadPercent:")
