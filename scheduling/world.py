@@ -58,7 +58,8 @@ def instance_type_item(it: InstanceType, offerings=()) -> dict:
         "resources": {name: str(amount) for name, amount in extended_resources(it).items()},
         "labels": {"kubernetes.io/arch": it.arch, "kubernetes.io/os": it.os, **(it.labels or {})},
         "offerings": [
-            {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}
+            {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available,
+             **({"zoneId": o.zone_id} if o.zone_id else {})}
             for o in offerings
         ],
     }

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 
 from .labels import (
     CAPACITY_TYPE, OFFERING_LABELS, ON_DEMAND, RESERVATION_ID, RESERVATION_INTERRUPTIBLE, RESERVATION_TYPE,
-    RESERVED, ZONE, ARCH, DEFAULT_ARCH,
+    RESERVED, ZONE, ZONE_ID, ARCH, DEFAULT_ARCH,
 )
 from .ec2types import NodeClassShape, node_shape
 from .overhead import KubeletConfig, allocatable
@@ -37,8 +37,12 @@ class Offering:
 
     @classmethod
     def create(cls, capacity_type: str, zone: str, price: float, available: bool = True,
-               reservation: CapacityReservation | None = None, unavailable_reason: str | None = None) -> "Offering":
+               reservation: CapacityReservation | None = None, unavailable_reason: str | None = None,
+               zone_id: str = "") -> "Offering":
         labels = {ZONE: zone, CAPACITY_TYPE: capacity_type}
+        zone_id = zone_id or (reservation.zone_id if reservation is not None else "")
+        if zone_id:
+            labels[ZONE_ID] = zone_id
         if reservation is not None:
             labels[RESERVATION_ID] = reservation.id
             labels[RESERVATION_TYPE] = reservation.reservation_type
@@ -127,8 +131,10 @@ class InstanceType:
 
 
 def reserved_offering(instance_type: InstanceType, reservation: CapacityReservation, now: datetime) -> Offering:
-    """The offering of one reservation (upstream `ReservedCapacityResolver`)."""
+    """The offering of one reservation (upstream `ReservedCapacityResolver`); its zone id from the
+    reservation, else from the type's offerings in that zone."""
     reason = reservation.unavailable_reason(now)
+    zone_id = next((o.labels[ZONE_ID] for o in instance_type.offerings if o.zone == reservation.zone and ZONE_ID in o.labels), "")
     return Offering.create(
         RESERVED,
         reservation.zone,
@@ -136,4 +142,5 @@ def reserved_offering(instance_type: InstanceType, reservation: CapacityReservat
         available=reason is None,
         reservation=reservation,
         unavailable_reason=reason,
+        zone_id=zone_id,
     )

@@ -30,7 +30,7 @@ RESERVATION_CAPACITY_BLOCK = "capacity-block"
 RESERVATION_LABELS = (RESERVATION_ID, RESERVATION_TYPE, RESERVATION_INTERRUPTIBLE)
 
 # Labels whose value comes from the chosen offering rather than from the instance type.
-OFFERING_LABELS = frozenset({ZONE, CAPACITY_TYPE, *RESERVATION_LABELS})
+OFFERING_LABELS = frozenset({ZONE, ZONE_ID, CAPACITY_TYPE, *RESERVATION_LABELS})
 
 # Labels the AWS provider sets from the instance type (pkg/apis/v1/labels.go).
 AWS_INSTANCE_LABELS = frozenset(
@@ -47,7 +47,7 @@ AWS_INSTANCE_LABELS = frozenset(
 )
 
 # Labels that an instance type defines; a type without one of them is treated as not having it.
-INSTANCE_LABELS = frozenset({INSTANCE_TYPE, ARCH, OS, REGION, WINDOWS_BUILD, ZONE_ID}) | AWS_INSTANCE_LABELS
+INSTANCE_LABELS = frozenset({INSTANCE_TYPE, ARCH, OS, REGION, WINDOWS_BUILD}) | AWS_INSTANCE_LABELS
 
 # Well-known labels: a NodePool need not constrain them, the instance types and offerings do
 # (upstream `WellKnownLabels`, with the AWS additions).

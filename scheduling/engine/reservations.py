@@ -33,6 +33,7 @@ class CapacityReservation:
     tags: dict[str, str] = field(default_factory=dict)
     interruptible: bool = False
     ultraserver_type: str = ""
+    zone_id: str = ""  # AvailabilityZoneId: topology.k8s.aws/zone-id on its offering
 
     @property
     def is_capacity_block(self) -> bool:

@@ -314,11 +314,12 @@ class _Reader:
             self.problem(f"{path}.capacityType", f'"{capacity_type}": {hint}')
             return None
         zone = self.string(item, "zone", path, required=True)
+        zone_id = self.string(item, "zoneId", path, default="")
         price = self.number(item, "price", path)
         available = self.boolean(item, "available", path, True)
         if capacity_type is None or not zone or price is None:
             return None
-        return Offering.create(capacity_type, zone, price, available)
+        return Offering.create(capacity_type, zone, price, available, zone_id=zone_id)
 
     # reservations --------------------------------------------------------------------------------
 
@@ -357,6 +358,7 @@ class _Reader:
             tags=self.tags(item.get("Tags"), f"{path}.Tags"),
             interruptible=self.boolean(item, "Interruptible", path, False),
             ultraserver_type=self.string(item, "UltraserverType", path, default=""),
+            zone_id=self.string(item, "AvailabilityZoneId", path, default=""),
         )
         if not (rid and instance_type and zone) or available is None:
             return None

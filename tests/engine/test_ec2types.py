@@ -273,3 +273,26 @@ def test_the_reason_names_the_node_pools_requirement_that_emptied_the_list():
     world["nodePools"][0]["spec"]["template"]["spec"]["requirements"] = []
     world["pods"][0]["spec"]["containers"][0]["resources"] = {"requests": {"habana.ai/gaudi": "1"}}
     assert simulate(world)["unschedulable"][0]["reason"] == "no instance type offers habana.ai/gaudi (EC2NodeClass default)"
+
+
+def test_zone_ids_come_from_offerings_and_reservations():
+    offerings = [{"capacityType": "on-demand", "zone": z, "zoneId": zid, "price": 0.096}
+                 for z, zid in (("us-east-1a", "use1-az1"), ("us-east-1b", "use1-az2"))]
+    world = {
+        "now": "2026-11-21T12:00:00Z",
+        "describeInstanceTypes": [described()["m5.large"]],
+        "instanceTypes": [{"name": "m5.large", "offerings": offerings}],
+        "capacityReservations": [{"CapacityReservationId": "cr-0aa", "InstanceType": "m5.large",
+                                  "AvailabilityZone": "us-east-1b", "AvailabilityZoneId": "use1-az2",
+                                  "AvailableInstanceCount": 1, "InstanceMatchCriteria": "targeted", "Tags": []}],
+        "ec2NodeClasses": [{"metadata": {"name": "default"}, "spec": {"capacityReservationSelectorTerms": [{"id": "cr-0aa"}]}}],
+        "nodePools": [{"metadata": {"name": "default"}, "spec": {"template": {"spec": {
+            "nodeClassRef": {"name": "default"},
+            "requirements": [{"key": "topology.k8s.aws/zone-id", "operator": "In", "values": ["use1-az2"]}]}}}}],
+        "pods": [{"metadata": {"name": f"p{i}", "namespace": "d"},
+                  "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}} for i in range(2)],
+    }
+    claims = simulate(world)["nodeClaims"]
+    assert [c["launch"]["capacityType"] for c in claims] == ["reserved", "on-demand"]
+    assert all(c["launch"]["zone"] == "us-east-1b" and c["labels"]["topology.k8s.aws/zone-id"] == "use1-az2"
+               for c in claims)
