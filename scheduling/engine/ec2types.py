@@ -102,7 +102,6 @@ class DerivedType:
     resources: dict[str, int]  # extended resources the node advertises, non-zero only
     usage_classes: tuple[str, ...] = ()
     bare_metal: bool = False
-    hypervisor: str = ""
     instance_store_gb: int = 0
     gpu_name: str = ""
     gpu_count: int = 0
@@ -256,7 +255,6 @@ def derive(raw: Mapping[str, Any]) -> DerivedType:
         resources=_resources(raw, name),
         usage_classes=tuple(raw.get("SupportedUsageClasses") or ()),
         bare_metal=bool(raw.get("BareMetal")),
-        hypervisor=raw.get("Hypervisor") or "",
         instance_store_gb=int(storage.get("TotalSizeInGB") or 0),
         gpu_name=(gpus[0].get("Name") or "") if gpus else "",
         gpu_count=sum(int(g.get("Count") or 0) for g in gpus),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+import pytest
 from datetime import timedelta
 
 import boto3
@@ -204,3 +206,18 @@ def test_pricing_api_denied_falls_back_to_the_bundled_table(world, clock, make_p
     assert catalogue.price_source == "bundled"
     assert catalogue.instance_type("m5.large").on_demand_price == 0.096
     assert any("AccessDeniedException" in note for note in catalogue.notes)
+
+
+def test_a_type_no_price_source_knows_is_still_launchable(world, clock, make_provider):
+    """c7gn is not in the bundled table and the test server has no Pricing API: its price is the
+    priced types' price per vCPU times its vCPUs, it gets offerings, and the catalogue says so."""
+    catalogue = make_provider(instance_type_patterns=("m5.*", "c5.*", "c7gn.*")).catalogue()
+    c7gn = catalogue.instance_type("c7gn.xlarge")
+    assert c7gn.price_source == "estimated" and c7gn.labels["karpenter.k8s.aws/instance-category"] == "c"
+    c5_per_vcpu = sorted(it.on_demand_price / it.vcpus for it in catalogue.instance_types if it.name.startswith("c5."))
+    assert c7gn.on_demand_price == pytest.approx(c5_per_vcpu[len(c5_per_vcpu) // 2] * 4, rel=0.2)
+    c7gn_2x = catalogue.instance_type("c7gn.2xlarge")
+    assert c7gn_2x.on_demand_price == pytest.approx(2 * c7gn.on_demand_price)
+    assert any(o.instance_type == "c7gn.xlarge" and o.capacity_type == ON_DEMAND for o in catalogue.offerings)
+    assert catalogue.price_source == "bundled" and any("estimate" in note for note in catalogue.notes)
+    assert catalogue.instance_type("m5.large").price_source == "bundled"

@@ -66,7 +66,6 @@ def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
     """One DescribeInstanceTypes entry, derived as Karpenter's AWS provider derives it."""
     derived = derive(raw)
     gpus = (raw.get("GpuInfo") or {}).get("Gpus") or []
-    network = raw.get("NetworkInfo") or {}
     return InstanceTypeInfo(
         name=derived.name,
         vcpus=derived.vcpus,
@@ -76,11 +75,7 @@ def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
         gpu_count=derived.gpu_count,
         gpu_manufacturer=gpus[0].get("Manufacturer", "") if gpus else "",
         gpu_name=derived.gpu_name,
-        gpu_memory_mib=int((raw.get("GpuInfo") or {}).get("TotalGpuMemoryInMiB") or 0),
-        network_interfaces=int(network.get("MaximumNetworkInterfaces") or 0),
-        ipv4_per_interface=int(network.get("Ipv4AddressesPerInterface") or 0),
         bare_metal=derived.bare_metal,
-        hypervisor=derived.hypervisor,
         usage_classes=derived.usage_classes,
         labels=derived.labels,
         resources=derived.resources,

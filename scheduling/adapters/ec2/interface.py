@@ -44,11 +44,7 @@ class InstanceTypeInfo:
     gpu_count: int = 0
     gpu_manufacturer: str = ""
     gpu_name: str = ""
-    gpu_memory_mib: int = 0
-    network_interfaces: int = 0
-    ipv4_per_interface: int = 0
     bare_metal: bool = False
-    hypervisor: str = ""
     usage_classes: tuple[str, ...] = ()  # on-demand, spot, capacity-block
     on_demand_price: float | None = None
     price_source: str = ""  # pricing-api | bundled | estimated | "" (unknown)
