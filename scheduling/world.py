@@ -203,15 +203,19 @@ def in_flight_nodes() -> list[dict]:
     """NodeClaims whose Node has not registered yet count as capacity, as Karpenter counts them:
     otherwise every provisioning run would launch again for the same pods."""
     claims = list(NodeClaim.objects.filter(node__isnull=True, deleting_since__isnull=True).exclude(instance_type="")
-                  .select_related("node_pool").order_by("name"))
+                  .select_related("node_pool", "node_class").order_by("name"))
     sizes = {it.name: it for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}
+    room: dict[tuple, dict[str, int]] = {}  # per (type, EC2NodeClass): what its node will report
     nodes = []
     for claim in claims:
         size = sizes.get(claim.instance_type)
         if size is None:
             continue
-        allocatable = {"cpu": f"{size.cpu_millicores}m", "memory": str(node_memory_bytes(size)), "pods": str(size.max_pods)}
-        allocatable.update({name: str(amount) for name, amount in extended_resources(size).items()})
+        key = (size.name, claim.node_class_id)
+        if key not in room:
+            room[key] = node_allocatable(size, claim.node_class)
+        allocatable = {name: str(amount) for name, amount in room[key].items()}
+        allocatable["cpu"] = f"{room[key]['cpu']}m"
         nodes.append({
             "apiVersion": "v1", "kind": "Node",
             "metadata": _metadata(claim.name, labels={**claim.labels, "kubernetes.io/hostname": claim.name}),
