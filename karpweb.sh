@@ -2,15 +2,18 @@
 # karpweb's two set-up commands (see README "Quick start"):
 #   ./karpweb.sh run    install into .venv, migrate, seed the demo world, start web + Celery worker/beat
 #   ./karpweb.sh test   install into .venv and run the whole test suite (extra arguments go to pytest)
+#   ./karpweb.sh python print the interpreter .venv is built with
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PORT="${PORT:-8000}"
 
 python_for_venv() {
+    # Run each candidate, quietly: a pyenv shim is found by `command -v` even when its version is
+    # not installed, and then prints "command not found" blocks when run.
     for candidate in python3.13 python3.12 python3.11 python3; do
         if command -v "$candidate" >/dev/null 2>&1 &&
-            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then
             echo "$candidate"
             return
         fi
@@ -67,5 +70,6 @@ test_suite() {
 case "${1:-}" in
     run) shift; run "$@" ;;
     test) shift; test_suite "$@" ;;
-    *) echo "usage: ./karpweb.sh run | ./karpweb.sh test [pytest arguments]" >&2; exit 64 ;;
+    python) python="$(python_for_venv)"; echo "$(command -v "$python") ($("$python" --version 2>&1))" ;;
+    *) echo "usage: ./karpweb.sh run | ./karpweb.sh test [pytest arguments] | ./karpweb.sh python" >&2; exit 64 ;;
 esac

@@ -22,7 +22,7 @@ class CapacityReservationTable(tables.Table):
     reservation_type = tables.Column(verbose_name="Type")
     usage = UsageColumn(empty_values=(), orderable=False, verbose_name="Used / available / total")
     utilization = tables.Column(empty_values=(), order_by=("available_instance_count",), verbose_name="Utilization")
-    flags = tables.Column(empty_values=(), orderable=False, verbose_name="")
+    flags = tables.Column(empty_values=(), orderable=False, verbose_name="Notes")
 
     class Meta:
         model = CapacityReservation

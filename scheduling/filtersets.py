@@ -3,6 +3,7 @@
 import datetime
 
 import django_filters
+from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django_filters.fields import IsoDateTimeField
@@ -30,15 +31,23 @@ class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
 
 class FilterSet(django_filters.FilterSet):
     """Every list's FilterSet: text filters take at most MAX_LENGTH characters (a longer value is a
-    field error; SQLite refuses LIKE patterns over 50,000 bytes with a server error)."""
+    field error; SQLite refuses LIKE patterns over 50,000 bytes with a server error); a choice of
+    several values is a row of checkboxes, so the page shows what is chosen."""
 
     MAX_LENGTH = 256
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for filter_ in self.filters.values():
+            # A form field built before (the API schema builds them on the class's filters, and
+            # instances copy them) would not see the settings below: build it afresh.
+            filter_.__dict__.pop("_field", None)
             if isinstance(filter_, django_filters.CharFilter):
                 filter_.extra.setdefault("max_length", self.MAX_LENGTH)
+            if isinstance(filter_, django_filters.MultipleChoiceFilter):
+                filter_.extra.setdefault("widget", forms.CheckboxSelectMultiple)
+            elif isinstance(filter_, django_filters.ChoiceFilter):
+                filter_.extra.setdefault("empty_label", "any")
 
 
 class NodePoolFilterSet(FilterSet):
@@ -78,8 +87,10 @@ class NodeClaimFilterSet(NodeFilterSet):
 class PodFilterSet(FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     namespace = django_filters.CharFilter()
-    pending = django_filters.BooleanFilter(field_name="node_name", lookup_expr="exact", method="filter_pending")
-    node = django_filters.CharFilter(field_name="node_name")
+    pending = django_filters.BooleanFilter(
+        field_name="node_name", method="filter_pending", label="Scheduled",
+        widget=forms.Select(choices=[("", "any"), ("true", "pending (no node)"), ("false", "on a node")]))
+    node = django_filters.CharFilter(field_name="node_name", label="Node")
 
     class Meta:
         model = Pod
@@ -98,7 +109,7 @@ class DecisionFilterSet(FilterSet):
     outcome = django_filters.ChoiceFilter(choices=Decision.Outcome.choices)
     node_pool = django_filters.CharFilter(field_name="node_pool__name", label="NodePool")
     reservation = django_filters.CharFilter(field_name="reservation__reservation_id", label="Reservation")
-    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte", label="Since")
 
     class Meta:
         model = Decision
@@ -118,7 +129,8 @@ class InstanceTypeFilterSet(FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
     family = django_filters.CharFilter(lookup_expr="iexact", label="Family")
     arch = django_filters.CharFilter(lookup_expr="iexact", label="Architecture")
-    gpu = django_filters.BooleanFilter(method="filter_gpu", label="Has GPUs")
+    gpu = django_filters.BooleanFilter(method="filter_gpu", label="GPUs", widget=forms.Select(
+        choices=[("", "any"), ("true", "with GPUs"), ("false", "without GPUs")]))
     zone = django_filters.CharFilter(method="filter_zone", label="Offered in zone")
     label = django_filters.CharFilter(method="filter_label", label="Label (key=value)", validators=[_key_value],
                                       help_text="A well-known label, e.g. karpenter.k8s.aws/instance-category=c")
@@ -145,7 +157,7 @@ class OfferingFilterSet(FilterSet):
     instance_type = django_filters.CharFilter(field_name="instance_type__name", lookup_expr="iexact")
     capacity_type = django_filters.ChoiceFilter(choices=CapacityType.choices)
     zone = django_filters.CharFilter(lookup_expr="iexact")
-    available = django_filters.BooleanFilter()
+    available = django_filters.BooleanFilter(label="Available")
     reservation = django_filters.CharFilter(field_name="reservation__reservation_id", label="Reservation")
 
     class Meta:
@@ -156,7 +168,7 @@ class OfferingFilterSet(FilterSet):
 class TaskRunFilterSet(FilterSet):
     task = django_filters.CharFilter()
     status = django_filters.MultipleChoiceFilter(choices=TaskRun.Status.choices)
-    since = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    since = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte", label="Since")
 
     class Meta:
         model = TaskRun

@@ -5,6 +5,7 @@ from django.utils.timesince import timesince
 
 from karpweb.urlcache import detail_url
 
+from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
     INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_LOCAL_NVME, INSTANCE_NETWORK_BANDWIDTH,
 )
@@ -75,9 +76,25 @@ class NodeClaimTable(_AgeMixin, tables.Table):
         attrs = {"class": "table"}
 
 
+class CpuColumn(tables.Column):
+    """`96`, `250m`: CPU as a pod spec writes it (the model keeps millicores)."""
+
+    def render(self, value):
+        return format_resource(CPU, value)
+
+
+class MemoryColumn(tables.Column):
+    """`256Mi`, `1Ti`: bytes with Kubernetes' binary suffixes."""
+
+    def render(self, value):
+        return format_resource(MEMORY, value)
+
+
 class PodTable(tables.Table):
     name = tables.Column(linkify=True)
     node_name = tables.Column(verbose_name="Node", linkify=_node_url)
+    cpu_request_millicores = CpuColumn(verbose_name="CPU request")
+    memory_request_bytes = MemoryColumn(verbose_name="Memory request")
 
     class Meta:
         model = Pod
@@ -99,8 +116,8 @@ class InstanceTypeTable(tables.Table):
     """The catalogue as NodePool authors need it: the labels they write requirements against."""
 
     name = tables.Column(linkify=True)
-    vcpus = tables.Column(accessor="cpu_millicores", verbose_name="vCPUs")
-    memory = tables.Column(accessor="memory_bytes", verbose_name="Memory (EC2)")
+    vcpus = CpuColumn(accessor="cpu_millicores", verbose_name="vCPUs")
+    memory = MemoryColumn(accessor="memory_bytes", verbose_name="Memory (EC2)")
     max_pods = tables.Column(verbose_name="Max pods")
     arch = tables.Column(verbose_name="Arch")
     # Label values: one column each, read from the labels map (their keys hold dots and slashes).
@@ -115,12 +132,6 @@ class InstanceTypeTable(tables.Table):
         fields = ("name", "vcpus", "memory", "max_pods", "arch", "category", "generation", "accelerators", "local_nvme",
                   "network")
         attrs = {"class": "table"}
-
-    def render_vcpus(self, value):
-        return f"{value / 1000:g}"
-
-    def render_memory(self, value):
-        return f"{value / 2**30:g} GiB"
 
     def render_category(self, value):
         return value.get(INSTANCE_CATEGORY, "—")

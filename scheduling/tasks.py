@@ -4,11 +4,20 @@ Beat schedules live in django-celery-beat's tables (editable in the admin), crea
 0004 with an expiry shorter than each interval so that a late run never piles up behind the next."""
 
 from celery import shared_task
+from celery.signals import worker_ready
+from django.utils import timezone
 
-from scheduling.loop import steps
+from scheduling.loop import startup, steps
 from scheduling.loop.runs import run_step
 
 RETRY = dict(bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=3)
+
+
+@worker_ready.connect
+def run_due_steps_at_start(sender=None, **kwargs):
+    # sender: the worker's consumer. Sent by `celery worker` once it consumes (not by the test
+    # worker of celery.contrib.testing, whose start the loop tests control themselves).
+    startup.run_due_steps(sender.app, timezone.now())
 
 
 def _run(task, name, step):

@@ -19,6 +19,7 @@ from scheduling.filtersets import (
     DecisionFilterSet, InstanceTypeFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet,
 )
 from scheduling.models import AuditEntry, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Pod
+from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import loop_health
 from scheduling.modes import effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
@@ -114,11 +115,19 @@ class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
         return context
 
 
+_LIMIT_UNITS = {"cpu": "CPU", "memory": "memory", "nodes": "nodes"}
+
+
 def limit_usage(limits: dict, cpu_millicores: int, memory_bytes: int, nodes: int) -> list[dict]:
-    """[{resource, used, limit}] for display, with the NodePool's limit strings as set."""
-    used = {"cpu": f"{cpu_millicores / 1000:g}", "memory": f"{memory_bytes / 2**30:.0f}Gi", "nodes": str(nodes)}
+    """[{resource, used, limit, text}] for display: "215.2 of 1000 CPU", "1.5Ti of 2Ti memory", with
+    the NodePool's limit strings as set."""
+    used = {"cpu": f"{cpu_millicores / 1000:g}", "memory": format_resource(MEMORY, memory_bytes), "nodes": str(nodes)}
     rows = [{"resource": key, "used": used.get(key, "—"), "limit": value} for key, value in sorted(limits.items())]
-    return rows or [{"resource": "cpu", "used": used["cpu"], "limit": "no limit"}]
+    rows = rows or [{"resource": "cpu", "used": used["cpu"], "limit": "no limit"}]
+    for row in rows:
+        unit = _LIMIT_UNITS.get(row["resource"], row["resource"])
+        row["text"] = f"{row['used']} {unit} (no limit)" if row["limit"] == "no limit" else f"{row['used']} of {row['limit']} {unit}"
+    return rows
 
 
 class NodePoolModeView(OperatorRequiredMixin, View):

@@ -98,16 +98,31 @@ def parse_resource(name: str, value: object) -> int:
 
 
 def format_resource(name: str, amount: int) -> str:
-    """Render an amount in the unit an operator would write (`1500m`, `96`, `4Gi`, `100Mi`)."""
+    """Render an amount as Kubernetes people read it: cpu in cores or millicores (`96`, `250m`,
+    `1500m`); memory and storage with a binary suffix (`4Gi`, `256Mi`), a decimal one when that is
+    exact and the binary is not (`1G`), else about three digits of the largest binary unit
+    (`1.85Ti`); other resources as plain counts."""
     if name == CPU:
         return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
     if name in (MEMORY, EPHEMERAL_STORAGE) and amount:
-        for suffix in ("Ti", "Gi", "Mi", "Ki"):
-            unit = _BINARY[suffix]
-            if amount % unit == 0:
+        return _format_bytes(amount)
+    return str(amount)
+
+
+_BINARY_DESCENDING = sorted(_BINARY.items(), key=lambda item: -item[1])
+_DECIMAL_DESCENDING = [(suffix, int(factor)) for suffix, factor in _DECIMAL.items() if factor >= 1000][::-1]
+_MAX_EXACT_DIGITS = 4  # 7577Mi reads well; 1938410Mi does not, 1.85Ti does
+
+
+def _format_bytes(amount: int) -> str:
+    for units in (_BINARY_DESCENDING, _DECIMAL_DESCENDING):
+        for suffix, unit in units:
+            if amount % unit == 0 and amount // unit < 10**_MAX_EXACT_DIGITS:
                 return f"{amount // unit}{suffix}"
-        if amount > _BINARY["Mi"]:
-            return f"{amount / _BINARY['Gi']:.2f}Gi"
+    for suffix, unit in _BINARY_DESCENDING:
+        if amount >= unit:
+            # '#' keeps trailing zeros, so a rounded 3.00Gi does not pass for an exact 3Gi.
+            return f"{format(amount / unit, '#.3g').rstrip('.')}{suffix}"
     return str(amount)
 
 

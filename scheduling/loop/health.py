@@ -22,6 +22,7 @@ class StepHealth:
     last: TaskRun | None
     last_success: datetime.datetime | None
     problem: str = ""
+    note: str = ""  # not a problem, but the row says something other than "ok"
 
 
 def loop_health(now: datetime.datetime) -> list[StepHealth]:
@@ -34,15 +35,21 @@ def loop_health(now: datetime.datetime) -> list[StepHealth]:
                        last_id=Subquery(runs.values("pk")[:1]),
                        last_success=Subquery(runs.filter(status=TaskRun.Status.SUCCEEDED).values("finished_at")[:1])))
     last = TaskRun.objects.in_bulk([entry.last_id for entry in entries if entry.last_id])
+    worker_seen = max((run.started_at for run in last.values()), default=None)
     return sorted((_health(entry.task.removeprefix(TASK_PREFIX), entry.interval.every, last.get(entry.last_id),
-                           entry.last_success, now) for entry in entries), key=lambda health: health.step)
+                           entry.last_success, now, worker_seen) for entry in entries), key=lambda health: health.step)
 
 
-def _health(step, every, last, last_success, now) -> StepHealth:
+def _health(step, every, last, last_success, now, worker_seen=None) -> StepHealth:
     health = StepHealth(step, every, last, last_success)
     stale_after = datetime.timedelta(seconds=every * STALE_AFTER_INTERVALS)
     if last is None:
-        health.problem = "has not run yet: is the Celery worker (and beat) running?"
+        # A worker runs every step once when it starts (scheduling.loop.startup): a step that has
+        # never run while others run is about to, not late.
+        if worker_seen is not None and now - worker_seen <= stale_after:
+            health.note = "waiting for its first run"
+        else:
+            health.problem = "has not run yet: is the Celery worker (and beat) running?"
     elif last.status == TaskRun.Status.FAILED:
         health.problem = f"the last run failed: {(last.error or 'no error recorded').splitlines()[0][:200]}"
     elif last_success is None or now - last_success > stale_after:

@@ -3,6 +3,8 @@ import datetime
 from django import template
 from django.utils import timezone
 
+from scheduling.engine.quantities import CPU, MEMORY, format_resource
+
 register = template.Library()
 
 
@@ -46,3 +48,15 @@ def dollars(value: float | None) -> str:
 @register.filter
 def condition_badge(status: str) -> str:
     return {"True": "ok", "False": "bad"}.get(status, "unknown")
+
+
+@register.filter
+def cpu(millicores: int | None) -> str:
+    """`96`, `250m`: CPU as a pod spec writes it."""
+    return "—" if millicores is None else format_resource(CPU, millicores)
+
+
+@register.filter
+def memory(amount: int | None) -> str:
+    """`256Mi`, `1Ti`: bytes with the binary suffix Kubernetes uses."""
+    return "—" if amount is None else format_resource(MEMORY, amount)

@@ -3,7 +3,10 @@
 import pytest
 from playwright.sync_api import expect
 
-from reservations.models import EC2NodeClass
+from django.urls import reverse
+
+from reservations.models import CapacityReservation, EC2NodeClass
+from tests.support.labels import LIST_PAGES, label_problems
 
 pytestmark = pytest.mark.browser
 
@@ -74,3 +77,44 @@ def test_main_pages_render_in_the_browser(demo, operator_login, live_server, art
     name = path.strip("/").replace("/", "-").replace("?from=current", "") or "root"
     page.screenshot(path=artifacts / f"{name}.png", full_page=True)
     assert errors == []
+
+
+# The filter labels and column headers as the browser lays them out: the text of each filter's own
+# label or legend (without the options inside it), and each visible column header.
+READ_LABELS = """() => {
+  const own = (el) => Array.from(el.childNodes).filter((n) => n.nodeType === Node.TEXT_NODE)
+      .map((n) => n.textContent).join(" ").trim();
+  const filters = Array.from(document.querySelectorAll("form.filters > label")).map(own)
+      .concat(Array.from(document.querySelectorAll("form.filters > fieldset > legend")).map((l) => l.innerText.trim()));
+  const headers = Array.from(document.querySelectorAll("#table thead th")).map((th) => th.innerText.trim());
+  const unknown = Array.from(document.querySelectorAll("form.filters option")).some((o) => o.textContent === "Unknown");
+  return {filters, headers, unknown};
+}"""
+
+
+@pytest.mark.parametrize("page_name", LIST_PAGES)
+def test_every_list_page_reads_in_words(demo, operator_login, live_server, artifacts, page_name):
+    page = operator_login
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_server.url}{reverse(page_name)}")
+    expect(page.locator("h1")).to_be_visible()
+    seen = page.evaluate(READ_LABELS)
+    page.screenshot(path=artifacts / f"list-{page_name.replace(':', '-')}.png", full_page=True)
+    assert seen["filters"] and label_problems(seen["filters"]) == []
+    assert seen["headers"] and label_problems(seen["headers"]) == []
+    assert not seen["unknown"] and errors == []
+
+
+def test_the_state_filter_shows_every_choice_and_what_is_chosen(demo, operator_login, live_server, artifacts):
+    page = operator_login
+    page.goto(f"{live_server.url}/reservations/")
+    boxes = page.locator("fieldset.choices input[name=state]")
+    assert boxes.count() == len(CapacityReservation.State.values)
+    for index in range(boxes.count()):
+        expect(boxes.nth(index)).to_be_visible()
+    page.get_by_label("Expired", exact=True).check()  # htmx reloads the table on change
+    page.wait_for_url("**state=expired**")
+    expect(page.locator("#table tbody tr")).to_have_count(CapacityReservation.objects.filter(state="expired").count())
+    expect(page.get_by_label("Expired", exact=True)).to_be_checked()
+    page.screenshot(path=artifacts / "reservations-state-filter.png", full_page=True)

@@ -70,3 +70,18 @@ def test_formatting():
     assert format_resource("memory", 4 * 2**30) == "4Gi"
     assert format_resource("memory", 100 * 2**20) == "100Mi"
     assert ResourceList({"memory": 2**30, "cpu": 250, "pods": 0}).format() == "cpu=250m, memory=1Gi"
+
+
+def test_display_as_kubernetes_people_read_it():
+    show = format_resource
+    assert [show("cpu", m) for m in (0, 250, 1000, 96000, 2**53)] == ["0", "250m", "1", "96", f"{2**53}m"]
+    # Binary first, with a count a person reads at a glance; a decimal suffix only when exact.
+    assert show("memory", 2**40) == "1Ti" and show("memory", 256 * 2**20) == "256Mi"
+    assert show("memory", 7577 * 2**20) == "7577Mi"  # an m5.large node's memory, as kubectl shows it
+    assert show("memory", 10**9) == "1G" and show("ephemeral-storage", 20 * 10**9) == "20G"
+    # Not exact in any unit: three figures of the largest binary unit, zeros kept so it reads rounded.
+    assert show("memory", 1938410 * 2**20) == "1.85Ti"
+    assert show("memory", 3 * 2**30 + 1) == "3.00Gi"
+    assert show("memory", 1500) == "1.46Ki" and show("memory", 512) == "512" and show("memory", 0) == "0"
+    assert show("memory", 2**63) == "8Ei" and show("memory", 2**63 - 1) == "8.00Ei"
+    assert show("pods", 110) == "110" and show("nvidia.com/gpu", 8) == "8"

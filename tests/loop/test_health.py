@@ -3,12 +3,15 @@ is wrong (never ran, failing, or no success for three intervals)."""
 
 import datetime
 import importlib
+import time
 
 import pytest
+import time_machine
 from django.apps import apps
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduling.loop import startup
 from scheduling.loop.health import loop_health
 from scheduling.models import TaskRun
 
@@ -40,7 +43,8 @@ def test_each_step_says_what_is_wrong(schedules):
     assert health["provision"].problem == "" and health["provision"].every == 10
     assert health["sync_ec2"].problem == "no successful run for 199 s (it runs every 30 s)"  # finished 1 s after it started
     assert health["lifecycle"].problem == "the last run failed: WorldError: something"
-    assert health["sync_kubernetes"].problem.startswith("has not run yet")
+    # Never ran, while the worker runs other steps: about to run (a starting worker runs each due step).
+    assert health["sync_kubernetes"].problem == "" and health["sync_kubernetes"].note == "waiting for its first run"
     assert health["lifecycle"].last_success == now - 120 * S + S
 
 
@@ -49,4 +53,53 @@ def test_the_overview_shows_the_loop(viewer_client, schedules):
     page = viewer_client.get(reverse("scheduling:overview"), HTTP_HX_REQUEST="true").content.decode()
     section = page.split('id="loop-health"')[1].split("</section>")[0]
     assert "the last run failed: ClusterError: 503 from the API server" in section
-    assert section.count('class="error"') == 5  # nothing else has run either
+    # provision (every 10 s) is past three intervals since the worker was last seen; the slower steps
+    # that never ran are waiting for their first run, not late.
+    assert section.count('class="error"') == 2
+    assert section.count("waiting for its first run") == 3
+
+
+def test_no_worker_at_all_is_a_problem_for_every_step(schedules):
+    health = loop_health(timezone.now())
+    assert {step.problem for step in health} == {"has not run yet: is the Celery worker (and beat) running?"}
+
+
+def test_a_starting_worker_runs_every_due_step_once_and_none_is_late(demo, schedules, celery_worker):
+    # `celery worker` sends worker_ready once it consumes; celery.contrib.testing's worker does not,
+    # so the test sends it as the real worker would, with the worker's consumer app.
+    from celery.signals import worker_ready
+
+    class Consumer:  # what the signal's sender offers the handler: the worker's app
+        app = celery_worker
+
+    worker_ready.send(sender=Consumer())
+    steps = {"provision", "sync_ec2", "sync_kubernetes", "lifecycle", "sync_catalogue"}
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        done = set(TaskRun.objects.filter(finished_at__isnull=False).values_list("task", flat=True))
+        if done >= steps:
+            break
+        time.sleep(0.5)
+    runs = TaskRun.objects.exclude(status="skipped")
+    assert sorted(runs.values_list("task", flat=True)) == sorted(steps)  # each once
+    assert set(runs.values_list("status", flat=True)) == {"succeeded"}
+    start = timezone.now()
+    assert [(step.step, step.problem, step.note) for step in loop_health(start) if step.problem or step.note] == []
+    # 40 minutes on with no beat: the 10 s to 60 s steps are due again and late; the hourly catalogue
+    # sync is neither.
+    with time_machine.travel(start + datetime.timedelta(minutes=40)):
+        later = timezone.now()
+        assert startup.due_steps(later) == sorted(f"karpweb.{step}" for step in steps - {"sync_catalogue"})
+        late = {step.step for step in loop_health(later) if step.problem}
+    assert late == steps - {"sync_catalogue"}
+
+
+def test_due_steps_at_start(schedules):
+    now = timezone.now()
+    assert startup.due_steps(now) == sorted(["karpweb.lifecycle", "karpweb.provision", "karpweb.sync_catalogue",
+                                             "karpweb.sync_ec2", "karpweb.sync_kubernetes"])
+    run("sync_catalogue", 59 * 60 * S, now=now)  # hourly: not due for another minute
+    run("sync_ec2", 31 * S, now=now)  # every 30 s: due
+    run("provision", 2 * S, status="failed", now=now)  # ran (and failed) 2 s ago: the retry handles it
+    run("lifecycle", 1 * S, status="skipped", now=now)  # another worker held the lease: not a run
+    assert startup.due_steps(now) == ["karpweb.lifecycle", "karpweb.sync_ec2", "karpweb.sync_kubernetes"]
