@@ -168,6 +168,10 @@ KARPWEB_CLUSTER = env_choice("KARPWEB_CLUSTER", "simulated", ("simulated", "kube
 # A real cluster starts in observe; the simulated world acts, so that the demo shows the loop working.
 _SIMULATED = KARPWEB_PROVIDER == "simulated" and KARPWEB_CLUSTER == "simulated"
 KARPWEB_MODE = env_choice("KARPWEB_MODE", "control" if _SIMULATED else "observe", ("observe", "control"))
+# Is Karpenter the cluster's controller? auto: found from its leader-election Lease and Deployment at
+# every Kubernetes sync; present / absent: declared. While it is, karpweb only recommends.
+KARPWEB_KARPENTER = env_choice("KARPWEB_KARPENTER", "auto", ("auto", "present", "absent"))
+KARPWEB_KARPENTER_LEASE_NAME = env_str("KARPWEB_KARPENTER_LEASE_NAME", "karpenter-leader-election")
 KARPWEB_FEATURE_RESERVED_CAPACITY = env_bool("KARPWEB_FEATURE_RESERVED_CAPACITY", True)
 # Upstream's VM_MEMORY_OVERHEAD_PERCENT: the share of an instance type's memory a node does not report.
 KARPWEB_VM_MEMORY_OVERHEAD_PERCENT = env_float("KARPWEB_VM_MEMORY_OVERHEAD_PERCENT", 0.075, minimum=0, below=1)

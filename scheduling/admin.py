@@ -1,10 +1,12 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.admin_forms import NodePoolAdminForm
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.modes import control_refusal
 from scheduling.models import (
     AuditEntry,
+    ControllerGuard,
     Decision,
     InstanceType,
     Lease,
@@ -75,6 +77,9 @@ class NodePoolAdmin(AuditedAdmin):
 
     @admin.action(description="Set mode: control (act on decisions)")
     def set_mode_control(self, request, queryset):
+        if refusal := control_refusal():
+            self.message_user(request, f"Control is refused: {refusal}.", level=messages.ERROR)
+            return
         self.record_bulk_change(request, queryset, "mode", Mode.CONTROL)
 
     @admin.action(description="Follow the global mode")
@@ -149,6 +154,14 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "object_repr", "object_id")
     list_select_related = ("content_type",)
     date_hierarchy = "created_at"
+
+
+@admin.register(ControllerGuard)
+class ControllerGuardAdmin(ReadOnlyAdmin):
+    """What the last Kubernetes sync found about Karpenter; operators allow control from the overview."""
+
+    list_display = ("__str__", "karpenter_live", "reason", "checked_at", "last_live_at", "control_allowed_at",
+                    "control_allowed_by")
 
 
 @admin.register(TaskRun)

@@ -74,6 +74,14 @@ def _field_for(path: str, prefix: str, paths: dict) -> str | None:
 
 
 class NodePoolAdminForm(forms.ModelForm):
+    def clean_mode(self):
+        from scheduling.modes import control_refusal
+
+        mode = self.cleaned_data.get("mode")
+        if mode == "control" and mode != self.instance.mode and (refusal := control_refusal()):
+            raise ValidationError(f"control is refused: {refusal}")
+        return mode
+
     def clean(self):
         cleaned = super().clean()
         from scheduling.world import node_pool_object

@@ -315,6 +315,28 @@ class Decision(models.Model):
         return f"{self.get_kind_display()}: {self.subject} ({self.outcome})"
 
 
+class ControllerGuard(models.Model):
+    """One row: whether Karpenter controls the cluster, as the last Kubernetes sync found it, and
+    whether an operator has let karpweb control since Karpenter was last seen (scheduling.modes)."""
+
+    karpenter_live = models.BooleanField(default=False)
+    reason = models.TextField(blank=True, help_text="What the last check found, in words.")
+    checked_at = models.DateTimeField(null=True, blank=True)
+    last_live_at = models.DateTimeField(null=True, blank=True, help_text="When Karpenter was last seen running.")
+    control_allowed_at = models.DateTimeField(null=True, blank=True)
+    control_allowed_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        verbose_name = "controller guard"
+
+    def __str__(self):
+        return "Karpenter coexistence"
+
+    @classmethod
+    def current(cls) -> "ControllerGuard":
+        return cls.objects.get_or_create(pk=1)[0]
+
+
 class AuditEntry(models.Model):
     """A manual change made by a person (admin, UI, API): who, when, what changed."""
 

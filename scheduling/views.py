@@ -21,7 +21,8 @@ from scheduling.filtersets import (
 from scheduling.models import AuditEntry, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import loop_health
-from scheduling.modes import effective_mode, global_mode
+from scheduling.loop.coexistence import ControlNotAllowed, allow_control
+from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import DecisionTable, InstanceTypeTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
@@ -62,6 +63,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
             loop=loop_health(now),
+            **controller_status(),
         )
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
             context["chart"] = utilization_chart(now)
@@ -109,8 +111,10 @@ class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
             reservations=reservations,
             limits=limit_usage(pool.limits, used_cpu, used_memory, len(nodes)),
             mode=effective_mode(pool),
+            pool_mode=pool.mode,
             global_mode=global_mode(),
             modes=Mode.choices,
+            **controller_status(),
         )
         return context
 
@@ -130,6 +134,19 @@ def limit_usage(limits: dict, cpu_millicores: int, memory_bytes: int, nodes: int
     return rows
 
 
+class AllowControlView(OperatorRequiredMixin, View):
+    """Karpenter went away: an operator lets karpweb control the cluster again (audited)."""
+
+    def post(self, request):
+        try:
+            allow_control(request.user, AuditEntry.Source.UI, timezone.now())
+        except ControlNotAllowed as exc:
+            messages.error(request, f"Control not allowed: {exc}.")
+        else:
+            messages.success(request, "karpweb may now control the cluster; NodePools in control mode act from the next run.")
+        return redirect("scheduling:overview")
+
+
 class NodePoolModeView(OperatorRequiredMixin, View):
     """Operators switch a NodePool between observe, control and following the global mode."""
 
@@ -138,6 +155,9 @@ class NodePoolModeView(OperatorRequiredMixin, View):
         new_mode = request.POST.get("mode", "")
         if new_mode not in {"", Mode.OBSERVE, Mode.CONTROL}:
             messages.error(request, f'mode: "{printable(new_mode)}" is not one of observe, control or blank (follow global)')
+            return redirect(pool)
+        if new_mode == Mode.CONTROL and (refusal := control_refusal()):
+            messages.error(request, f"mode: control is refused: {refusal}.")
             return redirect(pool)
         if new_mode != pool.mode:
             changes = diff({"mode": pool.mode}, {"mode": new_mode})

@@ -10,7 +10,7 @@ from reservations.api.serializers import ConditionsField, StringMapField, ro, wh
 from scheduling.api.base import StrictInputMixin
 from scheduling.engine.requirements import OPERATORS
 from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
-from scheduling.modes import effective_mode
+from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import node_memory_bytes
 
 RESERVATION_LINK = {"view_name": "reservations-api:capacityreservation-detail", "lookup_field": "reservation_id"}
@@ -104,7 +104,32 @@ class NodePoolSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=Mode.choices))
     def get_effectiveMode(self, pool) -> str:
-        return effective_mode(pool)
+        if "control_refusal" not in self.context:  # once per response, however many pools
+            self.context["control_refusal"] = control_refusal()
+        return effective_mode(pool, self.context["control_refusal"])
+
+
+class KarpenterSerializer(serializers.Serializer):
+    live = serializers.BooleanField(source="karpenter_live", help_text="Karpenter is the active controller, as last checked.")
+    reason = serializers.CharField(help_text="What the last check found, in words.")
+    checkedAt = serializers.DateTimeField(source="checked_at", allow_null=True)
+    lastLiveAt = serializers.DateTimeField(source="last_live_at", allow_null=True,
+                                           help_text="When Karpenter was last seen running.")
+
+
+class ControllerSerializer(serializers.Serializer):
+    """Who controls the cluster: karpweb, or Karpenter (then karpweb only recommends)."""
+
+    karpenter = KarpenterSerializer(source="guard")
+    override = serializers.CharField(help_text="KARPWEB_KARPENTER: auto (detected), present or absent (declared).")
+    configuredMode = serializers.CharField(source="configured_mode", help_text="KARPWEB_MODE as set.")
+    globalMode = serializers.CharField(source="global_mode", help_text="The mode the loop applies by default now.")
+    controlRefused = serializers.CharField(source="control_refusal", allow_null=True,
+                                           help_text="Why karpweb may not act now; null when it may.")
+    mayAllowControl = serializers.BooleanField(source="may_allow_control",
+                                               help_text="Karpenter went away: an operator may POST allow-control/.")
+    controlAllowedAt = serializers.DateTimeField(source="guard.control_allowed_at", allow_null=True)
+    controlAllowedBy = serializers.CharField(source="guard.control_allowed_by")
 
 
 class NodePoolModeSerializer(StrictInputMixin, serializers.Serializer):

@@ -20,6 +20,8 @@ urlpatterns = [
     path("pods/<str:namespace>/<str:name>/", views.PodViewSet.as_view({"get": "retrieve"}), name="pod-detail"),
     path("simulate/", views.SimulateView.as_view(), name="simulate"),
     path("world/", views.WorldView.as_view(), name="world"),
+    path("controller/", views.ControllerView.as_view(), name="controller"),
+    path("controller/allow-control/", views.AllowControlView.as_view(), name="allow-control"),
     *router.urls,
     # Last under /api/v1/ (after the reservations API too): unknown paths get a JSON 404.
     re_path(r"^", views.not_found, name="not-found"),

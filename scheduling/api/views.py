@@ -1,7 +1,9 @@
 """NodePools (read, plus the mode operators switch), NodeClaims, nodes, pods, instance types with
 their offerings, decisions and task runs (read-only), and the simulate contract over HTTP."""
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django.db.models import Count, Prefetch
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from django.urls import Resolver404, resolve
@@ -13,6 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduling.api.base import (
+    Conflict,
+    ErrorSerializer,
     ReadOnlyViewSet,
     RequestTooLarge,
     detail_schema,
@@ -20,8 +24,9 @@ from scheduling.api.base import (
     get_or_404,
     list_schema,
 )
-from scheduling.api.permissions import IsViewer
+from scheduling.api.permissions import IsOperatorOrReadOnly, IsViewer
 from scheduling.api.serializers import (
+    ControllerSerializer,
     DECISIONS_SCHEMA,
     WORLD_SCHEMA,
     DecisionSerializer,
@@ -46,12 +51,18 @@ from scheduling.filtersets import (
     PodFilterSet,
     TaskRunFilterSet,
 )
-from scheduling.models import AuditEntry, Decision, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+from scheduling.loop.coexistence import ControlNotAllowed, allow_control
+from scheduling.models import (
+    AuditEntry, ControllerGuard, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
+)
+from scheduling.modes import control_refusal, controller_status, global_mode
 from scheduling.queries import pod_count
 from scheduling.whatif import MAX_WORLD_BYTES, run_world_text
 from scheduling.world import current_world
 
 ID_IN_PATH = r"[0-9]+"
+CONTROL_REFUSED = ("Control is refused: Karpenter is the active controller of the cluster (or was, and no operator has "
+                   "allowed karpweb to control since); `detail` says why.")
 
 
 @extend_schema_view(
@@ -73,7 +84,8 @@ class NodePoolViewSet(ReadOnlyViewSet):
         description="`observe` records decisions as recommendations, `control` acts on them, null or \"\" follows "
                     "the global mode. Recorded in the audit log.",
         request=NodePoolModeSerializer,
-        responses={200: NodePoolSerializer, **error_responses(400, 401, 403, 404)},
+        responses={200: NodePoolSerializer, **error_responses(400, 401, 403, 404),
+                   409: OpenApiResponse(ErrorSerializer, description=CONTROL_REFUSED)},
         examples=[OpenApiExample("Act on this pool", value={"mode": "control"}, request_only=True)],
     )
     def partial_update(self, request, name=None):
@@ -81,6 +93,8 @@ class NodePoolViewSet(ReadOnlyViewSet):
         body = NodePoolModeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         new_mode = body.validated_data["mode"]
+        if new_mode == Mode.CONTROL and (refusal := control_refusal()):
+            raise Conflict(f"mode: control is refused: {refusal}")
         with transaction.atomic():
             pool = NodePool.objects.select_for_update().get(pk=pool.pk)
             if new_mode != pool.mode:
@@ -90,6 +104,44 @@ class NodePoolViewSet(ReadOnlyViewSet):
                 record_change(user=request.user, source=AuditEntry.Source.API, obj=pool,
                               action=AuditEntry.Action.CHANGE, changes=changes)
         return Response(self.get_serializer(self.get_queryset().get(pk=pool.pk)).data)
+
+
+def controller_data() -> dict:
+    status_ = controller_status()
+    return ControllerSerializer({
+        **status_, "guard": ControllerGuard.objects.filter(pk=1).first() or ControllerGuard(),
+        "override": settings.KARPWEB_KARPENTER, "global_mode": global_mode(),
+        "control_refusal": status_["control_refusal"] or None}).data
+
+
+class ControllerView(APIView):
+    """Who controls the cluster: karpweb, or Karpenter (then karpweb only recommends)."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(summary="Who controls the cluster", responses={200: ControllerSerializer, **error_responses(401, 403)},
+                   description="Whether Karpenter is the active controller (its leader-election Lease, its Deployment; "
+                               "checked at every Kubernetes sync) and so whether karpweb may act or only recommends.")
+    def get(self, request):
+        return Response(controller_data())
+
+
+class AllowControlView(APIView):
+    permission_classes = [IsOperatorOrReadOnly]
+
+    @extend_schema(
+        summary="Let karpweb control again after Karpenter went away",
+        description="Karpenter going away never switches karpweb to control by itself. An operator does it here "
+                    "(audited). Refused with 409 while Karpenter runs, before karpweb has checked, or when nothing "
+                    "is refused.",
+        request=None, responses={200: ControllerSerializer, **error_responses(401, 403),
+                                 409: OpenApiResponse(ErrorSerializer, description=CONTROL_REFUSED)})
+    def post(self, request):
+        try:
+            allow_control(request.user, AuditEntry.Source.API, timezone.now())
+        except ControlNotAllowed as exc:
+            raise Conflict(f"control not allowed: {exc}") from None
+        return Response(controller_data())
 
 
 @extend_schema_view(

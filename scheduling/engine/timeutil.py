@@ -5,6 +5,16 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 
+def parse_optional_time(value: object) -> datetime | None:
+    """parse_time for a field that may be missing or malformed in an object read from an API: None."""
+    if not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
 def parse_time(value: object) -> datetime:
     """Parse RFC 3339 / ISO 8601 (`2026-11-21T12:00:00Z`, `...+00:00`, fractional seconds) or
     accept a datetime (boto3 returns those). A naive value is taken to be UTC. Raises ValueError."""

@@ -1,6 +1,7 @@
 """The loop's steps, each a function returning counts for its TaskRun."""
 
 import datetime
+import logging
 
 from django.conf import settings
 from django.utils import timezone
@@ -14,10 +15,13 @@ from scheduling.adapters.kube.interface import Condition
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
+from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun
-from scheduling.modes import global_mode
+from scheduling.modes import configured_mode, control_refusal, global_mode
 from scheduling.world import current_world
+
+log = logging.getLogger(__name__)
 
 
 def sync_ec2(now=None) -> dict:
@@ -73,14 +77,19 @@ def sync_kubernetes(now=None) -> dict:
     if settings.KARPWEB_CLUSTER == "kubernetes":
         from scheduling.adapters.kube.sync import ClusterSync
 
-        stats = ClusterSync(backends.cluster()).sync_once()
-        return {"lists": stats.lists, "errors": len(getattr(stats, "errors", []) or [])}
+        cluster = backends.cluster()
+        # First: whether this sync may be followed by acting at all (scheduling.modes reads it).
+        counts = check_karpenter(cluster, now)
+        stats = ClusterSync(cluster).sync_once()
+        return {**counts, "lists": stats.lists, "errors": len(getattr(stats, "errors", []) or [])}
     counts = simulated.tick_workloads(now)
     counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))
     return counts
 
 
 def provision(now=None) -> dict:
+    if configured_mode() == Mode.CONTROL and (refusal := control_refusal()):
+        log.warning("control mode refused, recommending only: %s", refusal)
     return provisioning.provision(backends.cloud(), backends.cluster(), now)
 
 

@@ -70,7 +70,7 @@ def test_every_operation_documents_its_errors(schema):
         assert operation.get("summary"), (method, path)
         if "{" in path:
             assert "404" in codes, (method, path)
-        if method == "get" and not path.endswith("}/") and path not in ("/api/v1/world/",):
+        if method == "get" and not path.endswith("}/") and path not in ("/api/v1/world/", "/api/v1/controller/"):
             assert "400" in codes, f"list {path} documents its filter errors"
         for code, response in operation["responses"].items():
             if code != "200":
@@ -87,14 +87,15 @@ def test_writes_document_conflicts_and_validation(schema):
     assert "ETag" in node_class["get"]["responses"]["200"]["headers"]
     simulate = schema["paths"]["/api/v1/simulate/"]["post"]
     assert {"400", "413", "415"} <= set(simulate["responses"])
-    assert schema["paths"]["/api/v1/nodepools/{name}/"]["patch"]["responses"].keys() >= {"400", "404"}
+    assert schema["paths"]["/api/v1/nodepools/{name}/"]["patch"]["responses"].keys() >= {"400", "404", "409"}
+    assert "409" in schema["paths"]["/api/v1/controller/allow-control/"]["post"]["responses"]
     writable = {
         (path, method) for path, method, _ in operations(schema) if method != "get"
     }
     assert writable == {
         ("/api/v1/ec2nodeclasses/{name}/", "put"), ("/api/v1/ec2nodeclasses/{name}/", "patch"),
         ("/api/v1/ec2nodeclasses/{name}/preview/", "post"), ("/api/v1/nodepools/{name}/", "patch"),
-        ("/api/v1/simulate/", "post"),
+        ("/api/v1/simulate/", "post"), ("/api/v1/controller/allow-control/", "post"),
     }, "everything else is read-only"
 
 

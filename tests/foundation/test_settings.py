@@ -28,6 +28,7 @@ def run_check(*command, **env_overrides):
         ("REDIS_URL", "http://localhost:6379", "REDIS_URL"),
         ("TIME_ZONE", "Europe/Paris", "TIME_ZONE='Europe/Paris'"),
         ("KARPWEB_MODE", "yolo", "KARPWEB_MODE='yolo' must be one of: observe, control"),
+        ("KARPWEB_KARPENTER", "maybe", "KARPWEB_KARPENTER='maybe' must be one of: auto, present, absent"),
         ("KARPWEB_PROVIDER", "gcp", "KARPWEB_PROVIDER"),
         ("KARPWEB_SAMPLE_RETENTION_DAYS", "ten", "KARPWEB_SAMPLE_RETENTION_DAYS='ten' is not an integer"),
         ("KARPWEB_HOURLY_RETENTION_DAYS", "1", "KARPWEB_HOURLY_RETENTION_DAYS"),

@@ -25,9 +25,12 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scheduling.engine import labels as L
+from scheduling.engine.coexistence import (
+    DEPLOYMENT_SELECTOR, LEASE_NAME, DeploymentSignal, KarpenterSignals, LeaseSignal,
+)
 from scheduling.engine.groups import GROUPS_ANNOTATION, annotation_value, merge_terms, split_terms
 from scheduling.engine.selectors import parse_terms
-from scheduling.engine.timeutil import format_time, parse_time
+from scheduling.engine.timeutil import format_time, parse_optional_time, parse_time
 
 from .errors import ClusterError, ResourceVersionExpired, describe_api_error
 from .interface import (
@@ -40,7 +43,9 @@ from .interface import (
     ObjectList,
     WatchEvent,
 )
-from .resources import ACTIVE_PODS_SELECTOR, EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, POD, Resource, resource_for
+from .resources import (
+    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, Resource, resource_for,
+)
 from .rest import KubeRest
 
 log = logging.getLogger(__name__)
@@ -205,6 +210,28 @@ class KubeClusterAdapter:
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
         resource = resource_for(kind)
         return self._call("get", resource, name, lambda: self.rest.get(resource, name, namespace), namespace)
+
+    def karpenter_signals(self, lease_name: str = LEASE_NAME) -> KarpenterSignals:
+        """Karpenter's leader-election Leases (any namespace) and its Deployments, as plain data; a
+        failure to read them is the signals' error, for the caller to treat as "present"."""
+        try:
+            leases = self._call("list", LEASE, None,
+                                lambda: self.rest.list(LEASE, field_selector=f"metadata.name={lease_name}"))["items"]
+            deployments = self._call("list", DEPLOYMENT, None,
+                                     lambda: self.rest.list(DEPLOYMENT, label_selector=DEPLOYMENT_SELECTOR))["items"]
+        except ClusterError as exc:
+            return KarpenterSignals(error=str(exc))
+        return KarpenterSignals(
+            leases=tuple(LeaseSignal(
+                namespace=_meta(lease).get("namespace", ""), name=_meta(lease).get("name", ""),
+                holder=(lease.get("spec") or {}).get("holderIdentity") or "",
+                renewed_at=parse_optional_time((lease.get("spec") or {}).get("renewTime")),
+                duration_seconds=(lease.get("spec") or {}).get("leaseDurationSeconds")) for lease in leases),
+            deployments=tuple(DeploymentSignal(
+                namespace=_meta(deployment).get("namespace", ""), name=_meta(deployment).get("name", ""),
+                ready_replicas=int((deployment.get("status") or {}).get("readyReplicas") or 0))
+                for deployment in deployments),
+        )
 
     # --- provisioning --------------------------------------------------------------------------
     def create_nodeclaim(self, request: NodeClaimRequest) -> dict:

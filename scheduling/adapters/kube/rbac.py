@@ -21,6 +21,9 @@ RULES = [
     # Pods: mirror (pending and bound), and evict through the Eviction API (never delete directly).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # Is Karpenter the active controller? Its leader-election Lease and its Deployment, read only.
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
 ]
 
 

@@ -47,6 +47,9 @@ NODECLAIM = Resource("NodeClaim", "karpenter.sh", "v1", "nodeclaims")
 NODE = Resource("Node", "", "v1", "nodes")
 POD = Resource("Pod", "", "v1", "pods", namespaced=True)
 CRD = Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions")
+# Read only to tell whether Karpenter runs in the cluster (its leader-election Lease, its Deployment).
+LEASE = Resource("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True)
+DEPLOYMENT = Resource("Deployment", "apps", "v1", "deployments", namespaced=True)
 
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.

@@ -35,7 +35,7 @@ from reservations.models import OPEN_RESERVATIONS_ANNOTATION, CapacityReservatio
 from scheduling.engine import labels as L
 from scheduling.engine.groups import merge_terms
 from scheduling.engine.quantities import QuantityError, parse_quantity
-from scheduling.engine.timeutil import parse_time
+from scheduling.engine.timeutil import parse_optional_time
 from scheduling.models import Node, NodeClaim, NodePool, Pod
 
 from .errors import ClusterError, ResourceVersionExpired
@@ -81,14 +81,6 @@ def _meta(obj: dict) -> dict:
     return obj.get("metadata") or {}
 
 
-def _time(value) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
 
 def _clip(value, length: int) -> str:
     return str(value or "")[:length]
@@ -112,7 +104,7 @@ def _capacity_type(labels: dict) -> str:
 def _condition_time(conditions: list[dict], condition_type: str) -> datetime | None:
     for condition in conditions or []:
         if condition.get("type") == condition_type and condition.get("status") == "True":
-            return _time(condition.get("lastTransitionTime"))
+            return parse_optional_time(condition.get("lastTransitionTime"))
     return None
 
 
@@ -365,7 +357,7 @@ class ClusterSync:
             "annotations": annotations,
             "open_reservations": annotations.get(OPEN_RESERVATIONS_ANNOTATION) == "true",
             "status_capacity_reservations": reservations, "conditions": status.get("conditions") or [],
-            "created_at": _time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
             "selected_reservation_ids": [r.get("id") for r in reservations if r.get("id")],
         }
 
@@ -389,7 +381,7 @@ class ClusterSync:
             "budgets": disruption.get("budgets") if disruption.get("budgets") is not None else [{"nodes": "10%"}],
             "expire_after": _clip(template_spec.get("expireAfter") or "720h", 32),
             "conditions": status.get("conditions") or [], "status_resources": status.get("resources") or {},
-            "created_at": _time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
         }
 
     def _row_nodeclaim(self, obj: dict, links: _Links, now: datetime) -> dict:
@@ -411,11 +403,11 @@ class ClusterSync:
             "resources": (spec.get("resources") or {}).get("requests") or {},
             "provider_id": _clip(status.get("providerID"), 255), "node_name": _clip(status.get("nodeName"), 253),
             "image_id": _clip(status.get("imageID"), 64), "conditions": conditions,
-            "created_at": _time(meta.get("creationTimestamp")),
+            "created_at": parse_optional_time(meta.get("creationTimestamp")),
             "launched_at": _condition_time(conditions, "Launched"),
             "registered_at": _condition_time(conditions, "Registered"),
             "initialized_at": _condition_time(conditions, "Initialized"),
-            "deleting_since": _time(meta.get("deletionTimestamp")), "synced_at": now,
+            "deleting_since": parse_optional_time(meta.get("deletionTimestamp")), "synced_at": now,
         }
 
     def _row_node(self, obj: dict, links: _Links, now: datetime) -> dict:
@@ -440,7 +432,7 @@ class ClusterSync:
             "allocatable_extended": {k: _quantity(v) for k, v in sorted(allocatable.items()) if "/" in k},
             "provider_id": _clip(spec.get("providerID"), 255), "ready": ready,
             "unschedulable": bool(spec.get("unschedulable")),
-            "created_at": _time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
         }
 
     def _row_pod(self, obj: dict, links: _Links, now: datetime) -> dict:
@@ -456,7 +448,7 @@ class ClusterSync:
             "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
             "spec": _pod_spec(spec), "owner_kind": owner_kind, "owner_name": owner_name,
             "priority": int(spec.get("priority") or 0),
-            "created_at": _time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
         }
 
     # --- links ---------------------------------------------------------------------------------
