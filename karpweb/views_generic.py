@@ -12,6 +12,7 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
     """Subclasses set queryset, filterset_class, table_class and title."""
 
     template_name = "generic/object_list.html"
+    table_template = "htmx/table.html"  # what htmx swaps in when a filter changes
     queryset = None
     filterset_class = None
     table_class = None
@@ -23,7 +24,7 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
     def get_template_names(self):
         # htmx asks for the table alone when a filter changes or a page is turned.
         if self.request.htmx:
-            return ["htmx/table.html"]
+            return [self.table_template]
         return [self.template_name]
 
     def get_context_data(self, **kwargs):
@@ -31,5 +32,5 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
         filterset = self.filterset_class(self.request.GET or None, queryset=self.get_queryset(), request=self.request)
         table = self.table_class(filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset())
         RequestConfig(self.request, paginate={"per_page": PAGE_SIZE}).configure(table)
-        context.update(filterset=filterset, table=table, title=self.title)
+        context.update(filterset=filterset, table=table, title=self.title, table_template=self.table_template)
         return context

@@ -9,6 +9,7 @@ from scheduling.models import (
     ControllerGuard,
     Decision,
     InstanceType,
+    KarpenterLaunch,
     Lease,
     Mode,
     Node,
@@ -154,6 +155,17 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "object_repr", "object_id")
     list_select_related = ("content_type",)
     date_hierarchy = "created_at"
+
+
+@admin.register(KarpenterLaunch)
+class KarpenterLaunchAdmin(ReadOnlyAdmin):
+    """The Karpenter audit, written by the loop only."""
+
+    list_display = ("launched_at", "claim_name", "node_pool_name", "instance_type", "zone", "capacity_type", "outcome",
+                    "reservation_label", "missed_dollars")
+    list_filter = ("outcome", "capacity_type", "zone")
+    search_fields = ("claim_name", "reservation_label", "node_pool_name", "reason")
+    date_hierarchy = "launched_at"
 
 
 @admin.register(ControllerGuard)

@@ -8,7 +8,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django_filters.fields import IsoDateTimeField
 
-from scheduling.models import CapacityType, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+from scheduling.models import (
+    CapacityType, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
+)
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
@@ -173,3 +175,19 @@ class TaskRunFilterSet(FilterSet):
     class Meta:
         model = TaskRun
         fields = ["task", "status", "since"]
+
+
+class KarpenterLaunchFilterSet(FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    outcome = django_filters.MultipleChoiceFilter(choices=KarpenterLaunch.Outcome.choices, label="Outcome")
+    reservation = django_filters.CharFilter(field_name="reservation_label", label="Reservation")
+    node_pool = django_filters.CharFilter(field_name="node_pool_name", label="NodePool")
+    day = django_filters.DateFilter(field_name="launched_at", lookup_expr="date", label="Day (UTC)")
+    since = UtcDateTimeFilter(field_name="launched_at", lookup_expr="gte", label="Since")
+
+    class Meta:
+        model = KarpenterLaunch
+        fields = ["q", "outcome", "reservation", "node_pool", "day", "since"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(claim_name__icontains=value) | Q(reason__icontains=value))

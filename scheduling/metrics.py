@@ -6,7 +6,7 @@ Karpenter publishes nothing per reservation; these are the series operators ask 
 import hmac
 
 from django.conf import settings
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation
-from scheduling.models import Decision, TaskRun
+from scheduling.models import ControllerGuard, Decision, KarpenterLaunch, TaskRun
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
@@ -26,6 +26,7 @@ class KarpwebCollector:
         yield from self.reservations(now)
         yield from self.decisions()
         yield from self.task_runs(now)
+        yield from self.karpenter()
 
     def reservations(self, now):
         labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]
@@ -80,6 +81,24 @@ class KarpwebCollector:
         for row in successes:
             lag.add_metric([row["task"]], (now - row["at"]).total_seconds())
         yield from (runs, last, lag)
+
+
+    def karpenter(self):
+        missed = CounterMetricFamily(
+            "karpweb_missed_reservation_dollars",
+            "List-price dollars Karpenter's paid nodes cost while a compatible reserved unit sat free (the audit).",
+            labels=["reservation_id", "nodepool"])
+        rows = (KarpenterLaunch.objects.filter(outcome=KarpenterLaunch.Outcome.MISSED)
+                .values("reservation_label", "node_pool_name").annotate(dollars=Sum("missed_dollars")))
+        for row in rows:
+            missed.add_metric([row["reservation_label"], row["node_pool_name"]], row["dollars"] or 0.0)
+        yield missed
+        guard = ControllerGuard.objects.filter(pk=1).first()
+        live = GaugeMetricFamily("karpweb_karpenter_live",
+                                 "1 while Karpenter is the cluster's active controller (karpweb then only recommends).")
+        if guard is not None and guard.checked_at is not None:
+            live.add_metric([], int(guard.karpenter_live))
+        yield live
 
 
 def metrics_view(request):

@@ -315,6 +315,46 @@ class Decision(models.Model):
         return f"{self.get_kind_display()}: {self.subject} ({self.outcome})"
 
 
+class KarpenterLaunch(models.Model):
+    """The audit of one NodeClaim karpweb did not create (Karpenter's): did it use a reservation, or
+    miss a free compatible one, and what did the paid node cost while the unit sat idle."""
+
+    class Outcome(models.TextChoices):
+        MISSED = "missed-reservation", "missed a free reservation"
+        USED = "used-reservation", "used a reservation"
+        NO_FREE_UNIT = "no-free-unit", "no free unit"
+        NOT_COMPATIBLE = "no-compatible-reservation", "no compatible reservation"
+
+    claim_name = models.CharField(max_length=253, unique=True)
+    node_claim = models.OneToOneField(NodeClaim, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="karpenter_launch")
+    node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    node_pool_name = models.CharField(max_length=253, blank=True)
+    instance_type = models.CharField(max_length=64)
+    zone = models.CharField(max_length=32)
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices)
+    launched_at = models.DateTimeField(db_index=True, help_text="When the NodeClaim appeared.")
+    outcome = models.CharField(max_length=32, choices=Outcome.choices, db_index=True)
+    reason = models.TextField()
+    reservation = models.ForeignKey(
+        "reservations.CapacityReservation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reservation_label = models.CharField(max_length=64, blank=True)
+    ec2_sync_at = models.DateTimeField(null=True, blank=True, help_text="The EC2 sync the verdict relied on.")
+    free_units = models.PositiveIntegerField(default=0)
+    price_per_hour = models.FloatField(null=True, blank=True, help_text="The paid instance's list price.")
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When its NodeClaim went away.")
+    idle_hours = models.FloatField(default=0, help_text="Hours it ran while the reservation had a free unit.")
+    missed_dollars = models.FloatField(default=0, help_text="price_per_hour x idle_hours, at list price.")
+    audited_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-launched_at", "-id"]
+        indexes = [models.Index(fields=["outcome", "-launched_at"])]
+
+    def __str__(self):
+        return f"{self.claim_name}: {self.get_outcome_display()}"
+
+
 class ControllerGuard(models.Model):
     """One row: whether Karpenter controls the cluster, as the last Kubernetes sync found it, and
     whether an operator has let karpweb control since Karpenter was last seen (scheduling.modes)."""

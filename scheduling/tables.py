@@ -9,7 +9,7 @@ from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
     INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_LOCAL_NVME, INSTANCE_NETWORK_BANDWIDTH,
 )
-from scheduling.models import Decision, InstanceType, Node, NodeClaim, NodePool, Pod
+from scheduling.models import Decision, InstanceType, KarpenterLaunch, Node, NodeClaim, NodePool, Pod
 
 
 def _reservation_url(record):
@@ -147,3 +147,35 @@ class InstanceTypeTable(tables.Table):
 
     def render_accelerators(self, value):
         return ", ".join(f"{name} {count}" for name, count in sorted(value.items()) if name != "vpc.amazonaws.com/pod-eni") or "—"
+
+
+def _claim_url(record):
+    return detail_url("scheduling:nodeclaim", record.claim_name) if record.node_claim_id else None
+
+
+def _launch_reservation_url(record):
+    return detail_url("reservations:detail", record.reservation_label) if record.reservation_id else None
+
+
+class KarpenterLaunchTable(tables.Table):
+    """The audit: one row per NodeClaim karpweb did not create."""
+
+    launched_at = tables.Column(verbose_name="Launched")
+    claim_name = tables.Column(verbose_name="NodeClaim", linkify=_claim_url)
+    node_pool_name = tables.Column(verbose_name="NodePool")
+    reservation_label = tables.Column(verbose_name="Reservation", linkify=_launch_reservation_url)
+    price_per_hour = tables.Column(verbose_name="Price per hour")
+    missed_dollars = tables.Column(verbose_name="Missed (list price)")
+
+    class Meta:
+        model = KarpenterLaunch
+        fields = ("launched_at", "claim_name", "node_pool_name", "instance_type", "zone", "capacity_type", "outcome",
+                  "reservation_label", "price_per_hour", "missed_dollars", "reason")
+        attrs = {"class": "table"}
+        order_by = ("-launched_at",)
+
+    def render_price_per_hour(self, value):
+        return f"${value:,.4f}"
+
+    def render_missed_dollars(self, value, record):
+        return f"${value:,.2f}" if record.outcome == KarpenterLaunch.Outcome.MISSED else "—"

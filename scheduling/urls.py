@@ -19,6 +19,7 @@ urlpatterns = [
     path("pods/", views.PodListView.as_view(), name="pods"),
     path("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), name="pod"),
     path("decisions/", views.DecisionListView.as_view(), name="decisions"),
+    path("karpenter-audit/", views.KarpenterAuditView.as_view(), name="karpenter_audit"),
     path("what-if/", views.WhatIfView.as_view(), name="whatif"),
     path("healthz", views.healthz, name="healthz"),
 ]

@@ -2,7 +2,8 @@ import json
 
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
@@ -16,15 +17,18 @@ from reservations.models import CapacityReservation, UtilizationHour, hour_of
 from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
 from scheduling.filtersets import (
-    DecisionFilterSet, InstanceTypeFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet,
+    DecisionFilterSet, InstanceTypeFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet,
+    PodFilterSet,
 )
-from scheduling.models import AuditEntry, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Pod
+from scheduling.models import AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import loop_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
-from scheduling.tables import DecisionTable, InstanceTypeTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable
+from scheduling.tables import (
+    DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
+)
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
 from scheduling.world import current_world, extended_resources, node_memory_bytes
 
@@ -277,6 +281,34 @@ class DecisionListView(ObjectListView):
         return context
 
 
+
+
+class KarpenterAuditView(ObjectListView):
+    title = "Karpenter audit"
+    filterset_class = KarpenterLaunchFilterSet
+    table_class = KarpenterLaunchTable
+    template_name = "scheduling/karpenter_audit.html"
+    table_template = "scheduling/karpenter_audit_table.html"
+
+    def get_queryset(self):
+        return KarpenterLaunch.objects.order_by("-launched_at", "-id")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        filterset = context["filterset"]
+        rows = filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset()
+        missed = rows.filter(outcome=KarpenterLaunch.Outcome.MISSED)
+        totals = missed.aggregate(n=Count("id"), dollars=Sum("missed_dollars"), running=Count("id", filter=Q(ended_at__isnull=True)))
+        labels = dict(KarpenterLaunch.Outcome.choices)
+        context.update(
+            missed_count=totals["n"], missed_dollars=totals["dollars"] or 0.0, running_missed=totals["running"],
+            outcomes=[{"label": labels[row["outcome"]], "n": row["n"]}
+                      for row in rows.order_by().values("outcome").annotate(n=Count("id")).order_by("outcome")],
+            by_day=list(missed.annotate(day=TruncDate("launched_at")).order_by()
+                        .values("day", "reservation_label", "node_pool_name")
+                        .annotate(n=Count("id"), dollars=Sum("missed_dollars")).order_by("-day", "-dollars")[:20]),
+        )
+        return context
 
 
 class WhatIfView(ViewerRequiredMixin, TemplateView):

@@ -9,7 +9,9 @@ from rest_framework import serializers
 from reservations.api.serializers import ConditionsField, StringMapField, ro, when
 from scheduling.api.base import StrictInputMixin
 from scheduling.engine.requirements import OPERATORS
-from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun
+from scheduling.models import (
+    Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
+)
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import node_memory_bytes
 
@@ -292,6 +294,32 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
 
     def get_nodeMemoryBytes(self, obj) -> int:
         return node_memory_bytes(obj)
+
+
+# --- the Karpenter audit -----------------------------------------------------------------------
+
+class KarpenterLaunchSerializer(serializers.ModelSerializer):
+    """One NodeClaim karpweb did not create, judged against the reservations its class selects."""
+
+    nodeClaim = ro("claim_name", help_text="The NodeClaim's name (it may be gone).")
+    nodePool = ro("node_pool_name")
+    instanceType = ro("instance_type")
+    capacityType = ro("capacity_type")
+    launchedAt = when("launched_at", null=False)
+    reservationID = ro("reservation_label", help_text="The reservation it used, missed, or was compared with.")
+    ec2SyncAt = when("ec2_sync_at")
+    freeUnits = ro("free_units", help_text="Free compatible units at that sync, less reserved launches since.")
+    pricePerHour = ro("price_per_hour", help_text="The paid instance's list price, dollars per hour.")
+    endedAt = when("ended_at")
+    idleHours = ro("idle_hours", help_text="Hours it ran while the reservation had a free unit.")
+    missedDollars = ro("missed_dollars", help_text="pricePerHour x idleHours: list-price dollars, labelled as such.")
+
+    class Meta:
+        model = KarpenterLaunch
+        fields = ["id", "nodeClaim", "nodePool", "instanceType", "zone", "capacityType", "launchedAt", "outcome",
+                  "reason", "reservationID", "ec2SyncAt", "freeUnits", "pricePerHour", "endedAt", "idleHours",
+                  "missedDollars"]
+        read_only_fields = fields
 
 
 # --- decisions and task runs ------------------------------------------------------------------

@@ -12,6 +12,7 @@ router.register("nodes", views.NodeViewSet, basename="node")
 router.register("instance-types", views.InstanceTypeViewSet, basename="instancetype")
 router.register("offerings", views.OfferingViewSet, basename="offering")
 router.register("decisions", views.DecisionViewSet, basename="decision")
+router.register("karpenter-launches", views.KarpenterLaunchViewSet, basename="karpenterlaunch")
 router.register("task-runs", views.TaskRunViewSet, basename="taskrun")
 
 urlpatterns = [

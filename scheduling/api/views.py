@@ -27,6 +27,7 @@ from scheduling.api.base import (
 from scheduling.api.permissions import IsOperatorOrReadOnly, IsViewer
 from scheduling.api.serializers import (
     ControllerSerializer,
+    KarpenterLaunchSerializer,
     DECISIONS_SCHEMA,
     WORLD_SCHEMA,
     DecisionSerializer,
@@ -44,6 +45,7 @@ from scheduling.audit import diff, record_change
 from scheduling.filtersets import (
     DecisionFilterSet,
     InstanceTypeFilterSet,
+    KarpenterLaunchFilterSet,
     NodeClaimFilterSet,
     NodeFilterSet,
     NodePoolFilterSet,
@@ -53,7 +55,7 @@ from scheduling.filtersets import (
 )
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.models import (
-    AuditEntry, ControllerGuard, Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
+    AuditEntry, ControllerGuard, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
 )
 from scheduling.modes import control_refusal, controller_status, global_mode
 from scheduling.queries import pod_count
@@ -213,6 +215,23 @@ class OfferingViewSet(ReadOnlyViewSet):
     ordering_fields = ["price", "zone", "capacity_type", "instance_type__name", "updated_at"]
     ordering = ["instance_type__name", "capacity_type", "zone"]
     queryset = Offering.objects.select_related("instance_type", "reservation")
+
+
+@extend_schema_view(
+    list=list_schema(KarpenterLaunchSerializer, summary="The Karpenter audit",
+                     description="Every NodeClaim karpweb did not create, newest first: `missed-reservation` when it "
+                                 "launched paid capacity while a compatible reserved unit was free at the last EC2 sync "
+                                 "before it, with the list-price dollars the paid node cost while the unit sat idle."),
+    retrieve=detail_schema(KarpenterLaunchSerializer, summary="One audited launch"),
+)
+class KarpenterLaunchViewSet(ReadOnlyViewSet):
+    serializer_class = KarpenterLaunchSerializer
+    filterset_class = KarpenterLaunchFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = ID_IN_PATH
+    ordering_fields = ["launched_at", "missed_dollars", "outcome"]
+    ordering = ["-launched_at", "-id"]
+    queryset = KarpenterLaunch.objects.all()
 
 
 @extend_schema_view(

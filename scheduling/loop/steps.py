@@ -16,6 +16,7 @@ from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
+from scheduling.loop.karpenter_audit import audit_launches
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun
 from scheduling.modes import configured_mode, control_refusal, global_mode
@@ -81,9 +82,11 @@ def sync_kubernetes(now=None) -> dict:
         # First: whether this sync may be followed by acting at all (scheduling.modes reads it).
         counts = check_karpenter(cluster, now)
         stats = ClusterSync(cluster).sync_once()
-        return {**counts, "lists": stats.lists, "errors": len(getattr(stats, "errors", []) or [])}
-    counts = simulated.tick_workloads(now)
-    counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))
+        counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
+    else:
+        counts = simulated.tick_workloads(now)
+        counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))
+    counts.update(audit_launches(now))  # NodeClaims karpweb did not create: did they miss a reservation?
     return counts
 
 

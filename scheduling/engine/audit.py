@@ -1,0 +1,130 @@
+"""The Karpenter audit's comparison, pure: a NodeClaim karpweb did not create, against the
+reservations its EC2NodeClass selects as the last EC2 sync before the claim saw them. Did Karpenter
+launch paid capacity while a compatible reserved unit sat free?
+
+Compatible: the same instance type and zone, a reservation the claim's EC2NodeClass selects, and a
+NodePool whose requirements admit the reserved offering's labels. Free: the unit was available at
+the last sync before the claim appeared, less the reserved launches made since that sync (a unit
+taken meanwhile was not there to use; a unit freed after that sync was not known to be free, so it
+is not counted as missed).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from scheduling.engine import labels as L
+from scheduling.engine.requirements import Requirement, RequirementError
+
+MISSED = "missed-reservation"
+USED = "used-reservation"
+NO_FREE_UNIT = "no-free-unit"
+NOT_COMPATIBLE = "no-compatible-reservation"
+OUTCOMES = (MISSED, USED, NO_FREE_UNIT, NOT_COMPATIBLE)
+PAID = ("on-demand", "spot")
+
+
+@dataclass(frozen=True)
+class Launch:
+    claim: str
+    node_pool: str
+    node_class: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    created_at: datetime.datetime
+    pool_requirements: tuple[dict, ...] = ()
+    reservation_id: str = ""  # what a reserved launch used
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A reservation the claim's EC2NodeClass selects, as the last sync before the claim saw it."""
+
+    reservation_id: str
+    instance_type: str
+    zone: str
+    reservation_type: str  # default | capacity-block
+    free_at_sync: int
+    sync_at: datetime.datetime | None  # None: no sync before the claim appeared
+    taken_since_sync: int = 0
+    interruptible: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str
+    reason: str
+    reservation_id: str = ""
+    sync_at: datetime.datetime | None = None
+    free_units: int = 0
+
+
+def judge(launch: Launch, candidates: list[Candidate]) -> Verdict:
+    what = (f"NodeClaim {launch.claim} ({launch.capacity_type} {launch.instance_type} in {launch.zone}, "
+            f"NodePool {launch.node_pool or '—'})")
+    if launch.capacity_type == "reserved":
+        return Verdict(USED, f"{what} runs in reservation {launch.reservation_id or '(unknown)'}",
+                       launch.reservation_id)
+    matching = [c for c in candidates if c.instance_type == launch.instance_type and c.zone == launch.zone]
+    if not matching:
+        return Verdict(NOT_COMPATIBLE, f"{what}: EC2NodeClass {launch.node_class or '—'} selects no reservation of "
+                                       f"{launch.instance_type} in {launch.zone}")
+    blocked = {c.reservation_id: _pool_blocks(launch.pool_requirements, c) for c in matching}
+    admitted = [c for c in matching if not blocked[c.reservation_id]]
+    if not admitted:
+        first = matching[0]
+        return Verdict(NOT_COMPATIBLE, f"{what}: reservation {first.reservation_id} matches, but the NodePool's "
+                                       f"requirement {blocked[first.reservation_id]} rules it out", first.reservation_id)
+    known = [c for c in admitted if c.sync_at is not None]
+    free = sorted((c for c in known if c.free_at_sync - c.taken_since_sync > 0),
+                  key=lambda c: (-(c.free_at_sync - c.taken_since_sync), c.reservation_id))
+    if free:
+        best = free[0]
+        units = best.free_at_sync - best.taken_since_sync
+        since = f" ({best.taken_since_sync} taken by reserved launches since)" if best.taken_since_sync else ""
+        return Verdict(MISSED, f"{what} was launched while reservation {best.reservation_id} "
+                               f"({best.reservation_type}, selected by EC2NodeClass {launch.node_class}) had "
+                               f"{best.free_at_sync} free unit{'s' if best.free_at_sync != 1 else ''} at the EC2 sync of "
+                               f"{best.sync_at:%Y-%m-%d %H:%M:%S} UTC{since}; NodePool {launch.node_pool} admits reserved "
+                               "capacity", best.reservation_id, best.sync_at, units)
+    if not known:
+        return Verdict(NO_FREE_UNIT, f"{what}: no EC2 sync before it appeared, so no unit was known to be free",
+                       admitted[0].reservation_id)
+    last = max(known, key=lambda c: c.sync_at)
+    return Verdict(NO_FREE_UNIT, f"{what}: reservation {last.reservation_id} had no free unit at the EC2 sync of "
+                                 f"{last.sync_at:%Y-%m-%d %H:%M:%S} UTC before it appeared", last.reservation_id, last.sync_at)
+
+
+def _pool_blocks(requirements: tuple[dict, ...], candidate: Candidate) -> str:
+    """The NodePool requirement that rules out this reservation's offering, in words; "" if none."""
+    offering = {
+        L.CAPACITY_TYPE: L.RESERVED, L.INSTANCE_TYPE: candidate.instance_type, L.ZONE: candidate.zone,
+        L.RESERVATION_ID: candidate.reservation_id,
+        L.RESERVATION_TYPE: candidate.reservation_type,
+        L.RESERVATION_INTERRUPTIBLE: str(candidate.interruptible).lower(),
+    }
+    for entry in requirements:
+        key = entry.get("key")
+        if key not in offering:
+            continue
+        try:
+            requirement = Requirement.of(key, entry.get("operator", ""), entry.get("values") or [])
+        except RequirementError:
+            continue  # the world's own validation reports a bad requirement
+        if not requirement.has(offering[key]):
+            return f"{key} {entry.get('operator')} {', '.join(entry.get('values') or [])}".strip()
+    return ""
+
+
+def hours_overlapping(start: datetime.datetime, end: datetime.datetime,
+                      idle_hours: list[tuple[datetime.datetime, float]]) -> float:
+    """Hours of [start, end) that fall in an hour whose mean free count was at least one unit."""
+    total = 0.0
+    for hour, mean_free in idle_hours:
+        if mean_free < 1:
+            continue
+        overlap = min(end, hour + datetime.timedelta(hours=1)) - max(start, hour)
+        total += max(0.0, overlap.total_seconds() / 3600)
+    return total

@@ -1,0 +1,89 @@
+"""The Karpenter audit, after every Kubernetes sync: each NodeClaim karpweb did not create is judged
+once (scheduling.engine.audit) against the reservations its EC2NodeClass selects as the last EC2
+sync before the claim saw them; a missed reservation then accrues its cost, at list price, for the
+hours the paid node runs while the reservation still has a free unit."""
+
+import datetime
+
+from django.db.models import Q
+
+from reservations.models import CapacityReservation, UtilizationHour, UtilizationSample
+from scheduling.engine.audit import MISSED, Candidate, Launch, hours_overlapping, judge
+from scheduling.loop.provisioning import PROVISIONER_LABEL
+from scheduling.models import CapacityType, KarpenterLaunch, NodeClaim, Offering
+
+
+def audit_launches(now) -> dict:
+    return {"claims_audited": audit_new_claims(now), "missed_reservations_accruing": accrue_missed(now)}
+
+
+def audit_new_claims(now) -> int:
+    claims = (NodeClaim.objects.exclude(labels__has_key=PROVISIONER_LABEL)
+              .exclude(name__in=KarpenterLaunch.objects.values("claim_name"))
+              .filter(created_at__isnull=False).exclude(instance_type="").exclude(zone="").exclude(capacity_type="")
+              .select_related("node_pool", "node_class", "reservation"))
+    rows = [_judged(claim, now) for claim in claims]
+    # Two workers auditing the same claim: the unique claim name keeps the first.
+    KarpenterLaunch.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def _judged(claim: NodeClaim, now) -> KarpenterLaunch:
+    pool = claim.node_pool
+    launch = Launch(claim=claim.name, node_pool=pool.name if pool else "", node_class=claim.node_class.name if claim.node_class else "",
+                    instance_type=claim.instance_type, zone=claim.zone, capacity_type=claim.capacity_type,
+                    created_at=claim.created_at, pool_requirements=tuple(pool.requirements or ()) if pool else (),
+                    reservation_id=claim.reservation_label)
+    verdict = judge(launch, _candidates(claim))
+    reservation = CapacityReservation.objects.filter(reservation_id=verdict.reservation_id).first() \
+        if verdict.reservation_id else None
+    return KarpenterLaunch(
+        claim_name=claim.name, node_claim=claim, node_pool=pool, node_pool_name=launch.node_pool,
+        instance_type=claim.instance_type, zone=claim.zone, capacity_type=claim.capacity_type,
+        launched_at=claim.created_at, outcome=verdict.outcome, reason=verdict.reason, reservation=reservation,
+        reservation_label=verdict.reservation_id, ec2_sync_at=verdict.sync_at, free_units=verdict.free_units,
+        price_per_hour=_price(claim), audited_at=now)
+
+
+def _candidates(claim: NodeClaim) -> list[Candidate]:
+    if claim.node_class is None:
+        return []
+    candidates = []
+    for reservation in claim.node_class.selected_reservations.filter(instance_type=claim.instance_type,
+                                                                     availability_zone=claim.zone):
+        sample = UtilizationSample.objects.filter(reservation=reservation, sampled_at__lte=claim.created_at).first()
+        taken = 0
+        if sample is not None:
+            taken = NodeClaim.objects.filter(
+                Q(reservation=reservation) | Q(reservation_label=reservation.reservation_id),
+                created_at__gt=sample.sampled_at, created_at__lte=claim.created_at).exclude(pk=claim.pk).count()
+        candidates.append(Candidate(
+            reservation_id=reservation.reservation_id, instance_type=reservation.instance_type,
+            zone=reservation.availability_zone, reservation_type=reservation.reservation_type,
+            free_at_sync=sample.available if sample else 0, sync_at=sample.sampled_at if sample else None,
+            taken_since_sync=taken, interruptible=reservation.interruptible))
+    return candidates
+
+
+def _price(claim: NodeClaim) -> float | None:
+    if claim.capacity_type not in (CapacityType.ON_DEMAND, CapacityType.SPOT):
+        return None
+    return Offering.objects.filter(instance_type__name=claim.instance_type, zone=claim.zone,
+                                   capacity_type=claim.capacity_type, reservation__isnull=True) \
+        .values_list("price", flat=True).first()
+
+
+def accrue_missed(now) -> int:
+    """Bring each running missed reservation's cost up to now; close the ones whose claim is gone."""
+    running = list(KarpenterLaunch.objects.filter(outcome=MISSED, ended_at__isnull=True).select_related("node_claim"))
+    for row in running:
+        if row.node_claim is None:
+            row.ended_at = now
+        end = row.ended_at or now
+        hours = UtilizationHour.objects.filter(
+            reservation_id=row.reservation_id, hour__gte=row.launched_at - datetime.timedelta(hours=1), hour__lt=end,
+        ).values_list("hour", "available")
+        row.idle_hours = hours_overlapping(row.launched_at, end, list(hours))
+        row.missed_dollars = (row.price_per_hour or 0) * row.idle_hours
+    KarpenterLaunch.objects.bulk_update(running, ["ended_at", "idle_hours", "missed_dollars"])
+    return len(running)

@@ -1,0 +1,65 @@
+"""The audit's comparison on its own: a launch karpweb did not make, against the reservations its
+EC2NodeClass selects as the last EC2 sync before it saw them."""
+
+import datetime
+
+from hypothesis import given, strategies as st
+
+from scheduling.engine.audit import Candidate, Launch, hours_overlapping, judge
+
+UTC = datetime.timezone.utc
+SYNC = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+LAUNCH = Launch(claim="web-abcde", node_pool="web", node_class="default", instance_type="m5.large", zone="us-east-1a",
+                capacity_type="on-demand", created_at=SYNC + datetime.timedelta(minutes=5),
+                pool_requirements=({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]},))
+
+
+def candidate(free=1, taken=0, rid="cr-0a1", sync_at=SYNC, **changes):
+    return Candidate(**{"reservation_id": rid, "instance_type": "m5.large", "zone": "us-east-1a",
+                        "reservation_type": "default", "free_at_sync": free, "sync_at": sync_at,
+                        "taken_since_sync": taken, **changes})
+
+
+def test_a_paid_launch_beside_a_free_unit_is_missed():
+    verdict = judge(LAUNCH, [candidate(free=0, rid="cr-0a0"), candidate(free=3, taken=1, rid="cr-0a1")])
+    assert (verdict.outcome, verdict.reservation_id, verdict.free_units, verdict.sync_at) == ("missed-reservation", "cr-0a1", 2, SYNC)
+    assert "had 3 free units at the EC2 sync of 2026-11-25 12:00:00 UTC (1 taken by reserved launches since)" in verdict.reason
+
+
+def test_units_taken_since_the_sync_or_unknown_are_not_missed():
+    assert judge(LAUNCH, [candidate(free=1, taken=1)]).outcome == "no-free-unit"
+    no_sync = judge(LAUNCH, [candidate(free=5, sync_at=None)])
+    assert no_sync.outcome == "no-free-unit" and "no EC2 sync before it appeared" in no_sync.reason
+
+
+def test_compatibility_type_zone_and_the_pools_requirements():
+    assert judge(LAUNCH, [candidate(instance_type="m5.xlarge")]).outcome == "no-compatible-reservation"
+    assert judge(LAUNCH, [candidate(zone="us-east-1b")]).outcome == "no-compatible-reservation"
+    for requirement in ({"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["reserved"]},
+                        {"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "In", "values": ["capacity-block"]},
+                        {"key": "karpenter.k8s.aws/capacity-reservation-id", "operator": "In", "values": ["cr-other"]}):
+        launch = Launch(**{**LAUNCH.__dict__, "pool_requirements": (requirement,)})
+        verdict = judge(launch, [candidate()])
+        assert verdict.outcome == "no-compatible-reservation" and requirement["key"] in verdict.reason
+    # A requirement on a label the reserved offering does not decide (category) does not rule it out.
+    launch = Launch(**{**LAUNCH.__dict__, "pool_requirements": (
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c"]},)})
+    assert judge(launch, [candidate()]).outcome == "missed-reservation"
+
+
+def test_reserved_launches_used_their_reservation():
+    launch = Launch(**{**LAUNCH.__dict__, "capacity_type": "reserved", "reservation_id": "cr-0a1"})
+    assert judge(launch, [candidate()]).outcome == "used-reservation"
+
+
+@given(st.lists(st.tuples(st.integers(0, 48), st.floats(0, 4)), max_size=60), st.integers(0, 3600 * 48),
+       st.integers(0, 3600 * 48))
+def test_idle_hours_never_exceed_the_running_time(hours, start_s, length_s):
+    start = SYNC + datetime.timedelta(seconds=start_s)
+    end = start + datetime.timedelta(seconds=length_s)
+    idle = [(SYNC + datetime.timedelta(hours=h), free) for h, free in dict(hours).items()]
+    total = hours_overlapping(start, end, idle)
+    assert 0 <= total <= length_s / 3600 + 1e-9
+    covered = {h for h, _ in hours} >= set(range(49)) and end <= SYNC + datetime.timedelta(hours=49)
+    if covered and all(free >= 1 for _, free in idle):
+        assert abs(total - length_s / 3600) < 1e-9

@@ -1,0 +1,123 @@
+"""The Karpenter audit replayed through the EC2 test server and the real API server: a reservation
+with free units, then Karpenter-style NodeClaims (made by "another controller": no karpweb label)
+mirrored by the Kubernetes sync. One paid launch beside a free unit is one missed reservation with
+its price and accrued cost; a launch after the unit was taken, or after a sync that saw none free,
+is not."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from reservations import utilization
+from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
+from scheduling.adapters.kube.sync import ClusterSync
+from scheduling.loop.karpenter_audit import audit_launches
+from scheduling.models import KarpenterLaunch, NodeClaim
+from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.ec2_fixtures import T0
+
+from . import helpers as h
+
+pytestmark = [pytest.mark.kube, pytest.mark.django_db]
+ZONE = "us-east-1a"
+M5_ON_DEMAND = 0.096  # the bundled list price the catalogue sync gives m5.large in us-east-1a
+
+
+@pytest.fixture(autouse=True)
+def _aws(aws_test_credentials):
+    pass
+
+
+def karpenter_status(rest, node_class, reservation_id):
+    rest.patch(h.EC2NODECLASS, node_class, {"status": {"capacityReservations": [{
+        "id": reservation_id, "availabilityZone": ZONE, "instanceType": "m5.large", "instanceMatchCriteria": "targeted",
+        "ownerID": "123456789012", "reservationType": "default", "state": "active"}]}}, subresource="status")
+
+
+def karpenter_claim(rest, name, pool, node_class, capacity_type, reservation_id=""):
+    labels = {"karpenter.sh/capacity-type": capacity_type, "node.kubernetes.io/instance-type": "m5.large",
+              "topology.kubernetes.io/zone": ZONE}
+    if reservation_id:
+        labels.update({"karpenter.k8s.aws/capacity-reservation-id": reservation_id,
+                       "karpenter.k8s.aws/capacity-reservation-type": "default"})
+    h.nodeclaim(rest, name, pool, labels=labels, node_name=f"node-{name}", node_class=node_class)
+
+
+def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, viewer):
+    sync_catalogue(provider, now=clock())
+    reservation = world.add_reservation("m5.large", ZONE, 2, tags={"team": f"ml-{unique}"})
+    full = world.add_reservation("m5.large", ZONE, 1, tags={"team": f"full-{unique}"})
+    world.set_available(full, 0)
+    h.ec2nodeclass(rest, f"nc-{unique}", terms=[{"tags": {"team": f"ml-{unique}"}}])
+    h.ec2nodeclass(rest, f"full-{unique}", terms=[{"tags": {"team": f"full-{unique}"}}])
+    h.nodepool(rest, f"pool-{unique}", node_class=f"nc-{unique}")
+    h.nodepool(rest, f"fullpool-{unique}", node_class=f"full-{unique}")
+    h.nodepool(rest, f"odonly-{unique}", node_class=f"nc-{unique}")
+    rest.patch(h.NODEPOOL, f"odonly-{unique}", {"spec": {"template": {"spec": {"requirements": [
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}}})
+    for node_class, selected in ((f"nc-{unique}", reservation), (f"full-{unique}", full)):
+        karpenter_status(rest, node_class, selected)  # what Karpenter writes: the reservations each class selects
+    sync = ClusterSync(adapter)
+    sync.sync_once()
+    sync_reservations(provider, now=clock())  # T0: 2 free in one, none in the full one
+
+    # After that sync, in this order: a reserved launch takes one of the two units, a paid launch
+    # beside the other, a paid launch in the full reservation's pool, one in a pool that allows only
+    # on-demand.
+    karpenter_claim(rest, f"r-{unique}", f"pool-{unique}", f"nc-{unique}", "reserved", reservation_id=reservation)
+    karpenter_claim(rest, f"od-{unique}", f"pool-{unique}", f"nc-{unique}", "on-demand")
+    karpenter_claim(rest, f"full-{unique}", f"fullpool-{unique}", f"full-{unique}", "on-demand")
+    karpenter_claim(rest, f"odonly-{unique}", f"odonly-{unique}", f"nc-{unique}", "on-demand")
+    world.set_available(full, 1)  # freed after the last sync before its claim: not known to be free
+    sync.sync_once()
+    launched_at = NodeClaim.objects.get(name=f"od-{unique}").created_at
+    assert launched_at > T0  # the cluster's clock is the wall clock, EC2's the test clock at T0
+
+    counts = audit_launches(launched_at)
+    assert counts["claims_audited"] >= 4
+    ours = {row.claim_name: row for row in KarpenterLaunch.objects.filter(claim_name__endswith=unique)}
+    assert {name: row.outcome for name, row in ours.items()} == {
+        f"r-{unique}": "used-reservation", f"od-{unique}": "missed-reservation",
+        f"full-{unique}": "no-free-unit", f"odonly-{unique}": "no-compatible-reservation"}
+    missed = ours[f"od-{unique}"]
+    assert missed.reservation_label == reservation and missed.free_units == 1 and missed.ec2_sync_at == T0
+    assert missed.price_per_hour == M5_ON_DEMAND
+    assert missed.reason == (
+        f"NodeClaim od-{unique} (on-demand m5.large in {ZONE}, NodePool pool-{unique}) was launched while reservation "
+        f"{reservation} (default, selected by EC2NodeClass nc-{unique}) had 2 free units at the EC2 sync of "
+        f"{T0:%Y-%m-%d %H:%M:%S} UTC (1 taken by reserved launches since); NodePool pool-{unique} admits reserved capacity")
+    assert "had no free unit at the EC2 sync" in ours[f"full-{unique}"].reason
+    assert "requirement karpenter.sh/capacity-type In on-demand rules it out" in ours[f"odonly-{unique}"].reason
+    assert audit_launches(launched_at)["claims_audited"] == 0  # each claim once
+
+    # Syncs every 20 minutes with the unit still free: for three hours the paid node accrues its price.
+    clock.advance(seconds=(launched_at - clock()).total_seconds() + 60)
+    for _ in range(10):  # every hour from the launch to its end has samples
+        sync_reservations(provider, now=clock())
+        utilization.roll_up_recent(clock())
+        clock.advance(minutes=20)
+    end = launched_at + timedelta(hours=3)
+    audit_launches(end)
+    missed.refresh_from_db()
+    assert missed.idle_hours == pytest.approx(3.0, abs=0.02)
+    assert missed.missed_dollars == pytest.approx(M5_ON_DEMAND * missed.idle_hours)
+    assert missed.ended_at is None
+
+    # The page and the API show it, with totals in list-price dollars.
+    client = APIClient()
+    client.force_authenticate(viewer)
+    rows = client.get(reverse("scheduling-api:karpenterlaunch-list"),
+                      {"outcome": "missed-reservation", "reservation": reservation}).json()["results"]
+    assert [(r["nodeClaim"], r["missedDollars"]) for r in rows] == [(f"od-{unique}", missed.missed_dollars)]
+    bad = client.get(reverse("scheduling-api:karpenterlaunch-list"), {"day": "yesterday"})
+    assert bad.status_code == 400 and "day" in bad.json()
+    client.logout()
+
+    # The claim goes away: its cost stops there.
+    rest.delete(h.NODECLAIM, f"od-{unique}")
+    sync.sync_once()
+    audit_launches(end + timedelta(hours=1))
+    missed.refresh_from_db()
+    assert missed.ended_at == end + timedelta(hours=1) and missed.node_claim is None

@@ -1,0 +1,63 @@
+"""The Karpenter audit page and its metric: totals in list-price dollars by day, reservation and
+NodePool, filters shared with the API, a query count that does not grow with rows."""
+
+import datetime
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from scheduling.models import KarpenterLaunch
+from tests.factories.reservations import CapacityReservationFactory
+from tests.ui.test_views import query_count
+
+pytestmark = pytest.mark.django_db
+DAY = datetime.timedelta(days=1)
+
+
+def launch(name, outcome="missed-reservation", dollars=0.0, reservation=None, pool="web", at=None, ended=False):
+    at = at or timezone.now()
+    return KarpenterLaunch.objects.create(
+        claim_name=name, node_pool_name=pool, instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand",
+        launched_at=at, outcome=outcome, reason=f"NodeClaim {name} was launched while ...", missed_dollars=dollars,
+        price_per_hour=0.096, reservation=reservation, reservation_label=reservation.reservation_id if reservation else "",
+        ended_at=at + DAY if ended else None)
+
+
+def test_totals_by_day_reservation_and_pool(viewer_client):
+    reservation = CapacityReservationFactory(reservation_id="cr-0audit1")
+    today = timezone.now()
+    launch("a", dollars=1.5, reservation=reservation, at=today)
+    launch("b", dollars=2.25, reservation=reservation, at=today, ended=True)
+    launch("c", dollars=4.0, reservation=reservation, at=today - DAY, pool="batch")
+    launch("d", outcome="used-reservation", reservation=reservation)
+    launch("e", outcome="no-compatible-reservation")
+    page = viewer_client.get(reverse("scheduling:karpenter_audit")).content.decode()
+    assert "<strong>3</strong> launches missed a free reservation, costing <strong>$7.75</strong>" in page
+    assert "(2 still running and accruing)" in page
+    assert "missed a free reservation: 3" in page and "used a reservation: 1" in page
+    assert f"<td>{today:%Y-%m-%d}</td><td>cr-0audit1</td><td>web</td><td>2</td><td>$3.75</td>" in page
+    # Filters narrow the totals too (htmx swaps summary and table together).
+    filtered = viewer_client.get(reverse("scheduling:karpenter_audit"), {"node_pool": "batch"},
+                                 HTTP_HX_REQUEST="true").content.decode()
+    assert "costing <strong>$4.00</strong>" in filtered and 'id="audit-summary"' in filtered
+    bad = viewer_client.get(reverse("scheduling:karpenter_audit"), {"day": "someday"}).content.decode()
+    assert "day: Enter a valid date." in bad
+
+
+def test_query_count_does_not_grow(viewer_client):
+    reservation = CapacityReservationFactory(reservation_id="cr-0audit2")
+    launch("first", dollars=1, reservation=reservation)
+    before = query_count(viewer_client, reverse("scheduling:karpenter_audit"))
+    for index in range(30):
+        launch(f"more-{index}", dollars=1, reservation=reservation, at=timezone.now() - index * DAY)
+    assert query_count(viewer_client, reverse("scheduling:karpenter_audit")) == before <= 12
+
+
+def test_missed_dollars_metric(client, settings):
+    reservation = CapacityReservationFactory(reservation_id="cr-0audit3")
+    launch("x", dollars=1.25, reservation=reservation)
+    launch("y", dollars=0.5, reservation=reservation)
+    launch("z", outcome="used-reservation", dollars=9, reservation=reservation)
+    text = client.get("/metrics").content.decode()
+    assert 'karpweb_missed_reservation_dollars_total{nodepool="web",reservation_id="cr-0audit3"} 1.75' in text
