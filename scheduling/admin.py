@@ -18,6 +18,7 @@ from scheduling.models import (
     Offering,
     Pod,
     SimulatedInstance,
+    StandingOpportunity,
     TaskRun,
 )
 
@@ -166,6 +167,11 @@ class KarpenterLaunchAdmin(ReadOnlyAdmin):
     list_filter = ("outcome", "capacity_type", "zone")
     search_fields = ("claim_name", "reservation_label", "node_pool_name", "reason")
     date_hierarchy = "launched_at"
+
+
+@admin.register(StandingOpportunity)
+class StandingOpportunityAdmin(ReadOnlyAdmin):
+    list_display = ("computed_at", "__str__", "capacity_type", "node_pool_name", "savings_per_hour")
 
 
 @admin.register(ControllerGuard)

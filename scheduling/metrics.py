@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation
-from scheduling.models import ControllerGuard, Decision, KarpenterLaunch, TaskRun
+from scheduling.models import ControllerGuard, Decision, KarpenterLaunch, StandingOpportunity, TaskRun
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
@@ -93,6 +93,14 @@ class KarpwebCollector:
         for row in rows:
             missed.add_metric([row["reservation_label"], row["node_pool_name"]], row["dollars"] or 0.0)
         yield missed
+        standing = GaugeMetricFamily(
+            "karpweb_standing_savings_dollars_per_hour",
+            "List-price dollars per hour that moving paid nodes into free reserved units would save now.",
+            labels=["reservation_id", "nodepool"])
+        for row in StandingOpportunity.objects.values("reservation_label", "node_pool_name").annotate(
+                per_hour=Sum("savings_per_hour")):
+            standing.add_metric([row["reservation_label"], row["node_pool_name"]], row["per_hour"] or 0.0)
+        yield standing
         guard = ControllerGuard.objects.filter(pk=1).first()
         live = GaugeMetricFamily("karpweb_karpenter_live",
                                  "1 while Karpenter is the cluster's active controller (karpweb then only recommends).")

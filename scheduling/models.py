@@ -355,6 +355,27 @@ class KarpenterLaunch(models.Model):
         return f"{self.claim_name}: {self.get_outcome_display()}"
 
 
+class StandingOpportunity(models.Model):
+    """Paid nodes whose pods fit into free reserved units right now: what consolidation into the
+    reservation would save. Replaced by every lifecycle pass (the engine's consolidation plan)."""
+
+    computed_at = models.DateTimeField(db_index=True)
+    nodes = models.JSONField(default=list, help_text="The paid nodes the plan replaces.")
+    node_pool_name = models.CharField(max_length=253, blank=True)
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, help_text="What the nodes run as now.")
+    reservation_label = models.CharField(max_length=64)
+    replacement_instance_type = models.CharField(max_length=64)
+    savings_per_hour = models.FloatField(help_text="The nodes' list price less the reserved replacement's.")
+    reason = models.TextField()
+
+    class Meta:
+        ordering = ["-savings_per_hour", "id"]
+        verbose_name_plural = "standing opportunities"
+
+    def __str__(self):
+        return f"{', '.join(self.nodes)} -> {self.reservation_label}"
+
+
 class ControllerGuard(models.Model):
     """One row: whether Karpenter controls the cluster, as the last Kubernetes sync found it, and
     whether an operator has let karpweb control since Karpenter was last seen (scheduling.modes)."""

@@ -20,7 +20,9 @@ from scheduling.filtersets import (
     DecisionFilterSet, InstanceTypeFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet,
     PodFilterSet,
 )
-from scheduling.models import AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod
+from scheduling.models import (
+    AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod, StandingOpportunity,
+)
 from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import loop_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
@@ -34,6 +36,7 @@ from scheduling.world import current_world, extended_resources, node_memory_byte
 
 RECENT_DECISIONS = 10
 CHART_HOURS = 48
+STANDING_SHOWN = 10
 
 
 class OverviewView(ViewerRequiredMixin, TemplateView):
@@ -304,6 +307,8 @@ class KarpenterAuditView(ObjectListView):
             missed_count=totals["n"], missed_dollars=totals["dollars"] or 0.0, running_missed=totals["running"],
             outcomes=[{"label": labels[row["outcome"]], "n": row["n"]}
                       for row in rows.order_by().values("outcome").annotate(n=Count("id")).order_by("outcome")],
+            standing=StandingOpportunity.objects.all()[:STANDING_SHOWN],
+            standing_totals=StandingOpportunity.objects.aggregate(n=Count("id"), per_hour=Sum("savings_per_hour")),
             by_day=list(missed.annotate(day=TruncDate("launched_at")).order_by()
                         .values("day", "reservation_label", "node_pool_name")
                         .annotate(n=Count("id"), dollars=Sum("missed_dollars")).order_by("-day", "-dollars")[:20]),

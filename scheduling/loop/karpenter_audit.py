@@ -1,16 +1,19 @@
 """The Karpenter audit, after every Kubernetes sync: each NodeClaim karpweb did not create is judged
 once (scheduling.engine.audit) against the reservations its EC2NodeClass selects as the last EC2
 sync before the claim saw them; a missed reservation then accrues its cost, at list price, for the
-hours the paid node runs while the reservation still has a free unit."""
+hours the paid node runs while the reservation still has a free unit. After every lifecycle pass,
+the standing opportunities: paid nodes the engine would consolidate into free reserved units now."""
 
 import datetime
 
+from django.db import transaction
 from django.db.models import Q
 
 from reservations.models import CapacityReservation, UtilizationHour, UtilizationSample
 from scheduling.engine.audit import MISSED, Candidate, Launch, hours_overlapping, judge
+from scheduling.loop.disruption import CONSOLIDATION, disruption_reason
 from scheduling.loop.provisioning import PROVISIONER_LABEL
-from scheduling.models import CapacityType, KarpenterLaunch, NodeClaim, Offering
+from scheduling.models import CapacityType, KarpenterLaunch, Node, NodeClaim, Offering, StandingOpportunity
 
 
 def audit_launches(now) -> dict:
@@ -87,3 +90,30 @@ def accrue_missed(now) -> int:
         row.missed_dollars = (row.price_per_hour or 0) * row.idle_hours
     KarpenterLaunch.objects.bulk_update(running, ["ended_at", "idle_hours", "missed_dollars"])
     return len(running)
+
+
+def record_standing_opportunities(decisions: dict, now) -> int:
+    """From the lifecycle pass's engine run: every consolidation that replaces paid nodes with a
+    reserved one, as it stands now (the previous pass's list is replaced)."""
+    rows = []
+    consolidations = [d for d in decisions.get("disruptions", []) if d.get("reason") == CONSOLIDATION
+                      and d.get("action") == "replace"
+                      and (d.get("replacement") or {}).get("launch", {}).get("capacityType") == CapacityType.RESERVED]
+    names = {name for d in consolidations for name in d["nodes"]}
+    nodes = {n.name: n for n in Node.objects.filter(name__in=names).select_related("node_pool")}
+    for disruption in consolidations:
+        members = [nodes[name] for name in disruption["nodes"] if name in nodes]
+        paid = {n.capacity_type for n in members} & {CapacityType.ON_DEMAND, CapacityType.SPOT}
+        if not members or len(paid) != 1 or any(n.capacity_type == CapacityType.RESERVED for n in members):
+            continue
+        launch = disruption["replacement"]["launch"]
+        rows.append(StandingOpportunity(
+            computed_at=now, nodes=list(disruption["nodes"]), capacity_type=paid.pop(),
+            node_pool_name=members[0].node_pool.name if members[0].node_pool else "",
+            reservation_label=launch.get("reservationID") or "", replacement_instance_type=launch["instanceType"],
+            savings_per_hour=float(disruption.get("savingsPerHour") or 0.0),
+            reason=disruption_reason(disruption, members, now)))
+    with transaction.atomic():
+        StandingOpportunity.objects.all().delete()
+        StandingOpportunity.objects.bulk_create(rows)
+    return len(rows)

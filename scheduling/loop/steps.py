@@ -16,7 +16,7 @@ from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
-from scheduling.loop.karpenter_audit import audit_launches
+from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun
 from scheduling.modes import configured_mode, control_refusal, global_mode
@@ -125,6 +125,7 @@ def lifecycle(now=None) -> dict:
         "consolidate": disruption.act_on_disruptions(cloud, cluster, {disruption.CONSOLIDATION, disruption.DRIFT}, now,
                                                      decisions),
         "status": status(now, decisions),
+        "standing": {"opportunities": record_standing_opportunities(decisions, now)},
     }
     return {f"{part}_{key}": value for part, counts in parts.items() for key, value in counts.items()}
 
