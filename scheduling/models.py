@@ -324,6 +324,7 @@ class KarpenterLaunch(models.Model):
         USED = "used-reservation", "used a reservation"
         NO_FREE_UNIT = "no-free-unit", "no free unit"
         NOT_COMPATIBLE = "no-compatible-reservation", "no compatible reservation"
+        DISRUPTED = "reserved-node-disrupted", "reserved node disrupted beside paid nodes"
 
     claim_name = models.CharField(max_length=253, unique=True)
     node_claim = models.OneToOneField(NodeClaim, null=True, blank=True, on_delete=models.SET_NULL,

@@ -21,7 +21,8 @@ MISSED = "missed-reservation"
 USED = "used-reservation"
 NO_FREE_UNIT = "no-free-unit"
 NOT_COMPATIBLE = "no-compatible-reservation"
-OUTCOMES = (MISSED, USED, NO_FREE_UNIT, NOT_COMPATIBLE)
+DISRUPTED = "reserved-node-disrupted"
+OUTCOMES = (MISSED, USED, NO_FREE_UNIT, NOT_COMPATIBLE, DISRUPTED)
 PAID = ("on-demand", "spot")
 
 
@@ -95,6 +96,22 @@ def judge(launch: Launch, candidates: list[Candidate]) -> Verdict:
     last = max(known, key=lambda c: c.sync_at)
     return Verdict(NO_FREE_UNIT, f"{what}: reservation {last.reservation_id} had no free unit at the EC2 sync of "
                                  f"{last.sync_at:%Y-%m-%d %H:%M:%S} UTC before it appeared", last.reservation_id, last.sync_at)
+
+
+def judge_disruption(claim: str, reservation_id: str, instance_type: str, zone: str, reservation_active: bool,
+                     paid_nodes: list[tuple[str, float | None]], at: datetime.datetime) -> Verdict | None:
+    """A reserved NodeClaim went away while its reservation was still active and paid nodes of the
+    same type and zone, under an EC2NodeClass that selects it, kept running: the unit it freed could
+    have held one of them. None when that is not so (an expiring block, no paid node to move)."""
+    if not reservation_active or not paid_nodes:
+        return None
+    names = ", ".join(name for name, _ in paid_nodes[:5]) + (f" and {len(paid_nodes) - 5} more" if len(paid_nodes) > 5 else "")
+    price = min((p for _, p in paid_nodes if p is not None), default=None)
+    cost = f"; the cheapest costs ${price:.4f}/h at list price" if price is not None else ""
+    return Verdict(DISRUPTED, f"reserved NodeClaim {claim} in {reservation_id} went away at {at:%Y-%m-%d %H:%M:%S} UTC "
+                              f"while the reservation was active and paid node{'s' if len(paid_nodes) > 1 else ''} "
+                              f"{names} ({instance_type} in {zone}, under an EC2NodeClass that selects it) kept "
+                              f"running{cost}", reservation_id)
 
 
 def _pool_blocks(requirements: tuple[dict, ...], candidate: Candidate) -> str:

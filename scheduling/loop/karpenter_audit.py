@@ -10,14 +10,15 @@ from django.db import transaction
 from django.db.models import Q
 
 from reservations.models import CapacityReservation, UtilizationHour, UtilizationSample
-from scheduling.engine.audit import MISSED, Candidate, Launch, hours_overlapping, judge
+from scheduling.engine.audit import MISSED, USED, Candidate, Launch, hours_overlapping, judge, judge_disruption
 from scheduling.loop.disruption import CONSOLIDATION, disruption_reason
 from scheduling.loop.provisioning import PROVISIONER_LABEL
 from scheduling.models import CapacityType, KarpenterLaunch, Node, NodeClaim, Offering, StandingOpportunity
 
 
 def audit_launches(now) -> dict:
-    return {"claims_audited": audit_new_claims(now), "missed_reservations_accruing": accrue_missed(now)}
+    return {"claims_audited": audit_new_claims(now), "missed_reservations_accruing": accrue_missed(now),
+            "reserved_nodes_disrupted": note_disrupted_reserved(now)}
 
 
 def audit_new_claims(now) -> int:
@@ -90,6 +91,33 @@ def accrue_missed(now) -> int:
         row.missed_dollars = (row.price_per_hour or 0) * row.idle_hours
     KarpenterLaunch.objects.bulk_update(running, ["ended_at", "idle_hours", "missed_dollars"])
     return len(running)
+
+
+def note_disrupted_reserved(now) -> int:
+    """Karpenter's reserved NodeClaims that went away since the last sync: a disruption that left
+    paid nodes running where the freed unit could have held one is recorded as such."""
+    gone = list(KarpenterLaunch.objects.filter(outcome=USED, ended_at__isnull=True, node_claim__isnull=True)
+                .select_related("reservation"))
+    disrupted = 0
+    for row in gone:
+        row.ended_at = now
+        reservation = row.reservation
+        if reservation is None:
+            continue
+        paid = list(Node.objects.filter(
+            capacity_type__in=(CapacityType.ON_DEMAND, CapacityType.SPOT), instance_type=row.instance_type, zone=row.zone,
+            node_pool__node_class__in=reservation.node_classes.all()).order_by("name").values_list("name", "capacity_type"))
+        prices = dict(Offering.objects.filter(instance_type__name=row.instance_type, zone=row.zone, reservation__isnull=True)
+                      .values_list("capacity_type", "price"))
+        active = reservation.state == reservation.State.ACTIVE and (reservation.end_date is None or reservation.end_date > now)
+        verdict = judge_disruption(row.claim_name, reservation.reservation_id, row.instance_type, row.zone, active,
+                                   [(name, prices.get(kind)) for name, kind in paid], now)
+        if verdict is not None:
+            row.outcome, row.reason = verdict.outcome, verdict.reason
+            row.price_per_hour = min((p for _, kind in paid if (p := prices.get(kind)) is not None), default=None)
+            disrupted += 1
+    KarpenterLaunch.objects.bulk_update(gone, ["ended_at", "outcome", "reason", "price_per_hour"])
+    return disrupted
 
 
 def record_standing_opportunities(decisions: dict, now) -> int:

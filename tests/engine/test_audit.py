@@ -63,3 +63,14 @@ def test_idle_hours_never_exceed_the_running_time(hours, start_s, length_s):
     covered = {h for h, _ in hours} >= set(range(49)) and end <= SYNC + datetime.timedelta(hours=49)
     if covered and all(free >= 1 for _, free in idle):
         assert abs(total - length_s / 3600) < 1e-9
+
+
+def test_a_reserved_node_disrupted_beside_paid_nodes():
+    from scheduling.engine.audit import judge_disruption
+
+    at = SYNC + datetime.timedelta(hours=1)
+    verdict = judge_disruption("r-1", "cr-0a1", "m5.large", "us-east-1a", True, [("od-1", 0.096), ("spot-1", 0.04)], at)
+    assert verdict.outcome == "reserved-node-disrupted" and "paid nodes od-1, spot-1" in verdict.reason
+    assert verdict.reason.endswith("the cheapest costs $0.0400/h at list price")
+    assert judge_disruption("r-1", "cr-0a1", "m5.large", "us-east-1a", False, [("od-1", 0.096)], at) is None  # expired
+    assert judge_disruption("r-1", "cr-0a1", "m5.large", "us-east-1a", True, [], at) is None  # nothing could move in

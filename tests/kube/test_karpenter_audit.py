@@ -115,6 +115,19 @@ def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, view
     assert bad.status_code == 400 and "day" in bad.json()
     client.logout()
 
+    # Karpenter disrupts its reserved node while the paid one (same type and zone, same class) runs on.
+    h.node(rest, f"node-od-{unique}", labels={"karpenter.sh/capacity-type": "on-demand", "karpenter.sh/nodepool": f"pool-{unique}",
+                                            "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": ZONE})
+    rest.delete(h.NODECLAIM, f"r-{unique}")
+    sync.sync_once()
+    assert audit_launches(end)["reserved_nodes_disrupted"] == 1
+    disrupted = KarpenterLaunch.objects.get(claim_name=f"r-{unique}")
+    assert disrupted.outcome == "reserved-node-disrupted" and disrupted.ended_at == end
+    assert disrupted.reason == (
+        f"reserved NodeClaim r-{unique} in {reservation} went away at {end:%Y-%m-%d %H:%M:%S} UTC while the reservation "
+        f"was active and paid node node-od-{unique} (m5.large in {ZONE}, under an EC2NodeClass that selects it) kept "
+        f"running; the cheapest costs $0.0960/h at list price")
+
     # The claim goes away: its cost stops there.
     rest.delete(h.NODECLAIM, f"od-{unique}")
     sync.sync_once()
