@@ -26,6 +26,7 @@ from scheduling.models import (
 from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import loop_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
+from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import (
@@ -308,6 +309,7 @@ class KarpenterAuditView(ObjectListView):
             outcomes=[{"label": labels[row["outcome"]], "n": row["n"]}
                       for row in rows.order_by().values("outcome").annotate(n=Count("id")).order_by("outcome")],
             standing=StandingOpportunity.objects.all()[:STANDING_SHOWN],
+            side_by_side=plans_beside_karpenter(),
             standing_totals=StandingOpportunity.objects.aggregate(n=Count("id"), per_hour=Sum("savings_per_hour")),
             by_day=list(missed.annotate(day=TruncDate("launched_at")).order_by()
                         .values("day", "reservation_label", "node_pool_name")

@@ -145,3 +145,34 @@ def hours_overlapping(start: datetime.datetime, end: datetime.datetime,
         overlap = min(end, hour + datetime.timedelta(hours=1)) - max(start, hour)
         total += max(0.0, overlap.total_seconds() / 3600)
     return total
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the pods of one plan actually went: one of Karpenter's NodeClaims, as audited."""
+
+    claim: str
+    instance_type: str
+    capacity_type: str
+    reservation_id: str
+    price_per_hour: float | None
+
+
+def compare_plan(plan: dict, placements: list[Placement]) -> dict:
+    """karpweb's plan for some pods (a DECISIONS.json nodeClaim's `launch`) beside the claims Karpenter
+    launched for the same pods: whether they agree, and what Karpenter's choice costs more per hour
+    at list price (a reserved unit counts as prepaid: nothing more)."""
+    if not placements:
+        return {"same": None, "extra_per_hour": None, "words": "Karpenter has not launched for these pods (yet)"}
+    planned = (plan.get("instanceType"), plan.get("capacityType"), plan.get("reservationID") or "")
+    same = all((p.instance_type, p.capacity_type, p.reservation_id) == planned for p in placements)
+    actual = sum(0.0 if p.capacity_type == "reserved" else (p.price_per_hour or 0.0) for p in placements)
+    planned_price = 0.0 if plan.get("capacityType") == "reserved" else float(plan.get("price") or 0.0)
+    extra = actual - planned_price
+    if same:
+        words = "Karpenter did the same"
+    elif plan.get("capacityType") == "reserved" and any(p.capacity_type != "reserved" for p in placements):
+        words = f"karpweb would have used reservation {plan.get('reservationID')}; Karpenter paid ${extra:.4f}/h more"
+    else:
+        words = f"Karpenter chose differently ({'+' if extra >= 0 else '-'}${abs(extra):.4f}/h at list price)"
+    return {"same": same, "extra_per_hour": extra, "words": words}

@@ -10,10 +10,14 @@ from django.db import transaction
 from django.db.models import Q
 
 from reservations.models import CapacityReservation, UtilizationHour, UtilizationSample
-from scheduling.engine.audit import MISSED, USED, Candidate, Launch, hours_overlapping, judge, judge_disruption
+from scheduling.engine.audit import (
+    MISSED, USED, Candidate, Launch, Placement, compare_plan, hours_overlapping, judge, judge_disruption,
+)
 from scheduling.loop.disruption import CONSOLIDATION, disruption_reason
 from scheduling.loop.provisioning import PROVISIONER_LABEL
-from scheduling.models import CapacityType, KarpenterLaunch, Node, NodeClaim, Offering, StandingOpportunity
+from scheduling.models import (
+    CapacityType, Decision, KarpenterLaunch, Node, NodeClaim, Offering, Pod, StandingOpportunity,
+)
 
 
 def audit_launches(now) -> dict:
@@ -145,3 +149,29 @@ def record_standing_opportunities(decisions: dict, now) -> int:
         StandingOpportunity.objects.all().delete()
         StandingOpportunity.objects.bulk_create(rows)
     return len(rows)
+
+
+def plans_beside_karpenter(limit: int = 20) -> list[dict]:
+    """The latest launches karpweb recommended (observe mode), each beside the claims Karpenter
+    launched for the same pods, in four queries whatever the count."""
+    plans = list(Decision.objects.filter(kind=Decision.Kind.LAUNCH, outcome=Decision.Outcome.RECOMMENDED)
+                 .order_by("-created_at", "-id")[:limit])
+    keys = {key for plan in plans for key in (plan.objects_involved or {}).get("pods", [])}
+    names = {key.split("/", 1)[-1] for key in keys}
+    pods = Pod.objects.filter(name__in=names).select_related("node__node_claim__karpenter_launch")
+    placed = {f"{pod.namespace}/{pod.name}": pod for pod in pods}
+    rows = []
+    for plan in plans:
+        claims = {}
+        for key in (plan.objects_involved or {}).get("pods", []):
+            pod = placed.get(key)
+            audited = getattr(getattr(getattr(pod, "node", None), "node_claim", None), "karpenter_launch", None) \
+                if pod else None
+            if audited is not None:
+                claims[audited.claim_name] = Placement(audited.claim_name, audited.instance_type, audited.capacity_type,
+                                                       audited.reservation_label if audited.capacity_type == "reserved" else "",
+                                                       audited.price_per_hour)
+        launch = (plan.details or {}).get("launch", {})
+        rows.append({"decision": plan, "plan": launch, "karpenter": list(claims.values()),
+                     **compare_plan(launch, list(claims.values()))})
+    return rows

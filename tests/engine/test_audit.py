@@ -74,3 +74,17 @@ def test_a_reserved_node_disrupted_beside_paid_nodes():
     assert verdict.reason.endswith("the cheapest costs $0.0400/h at list price")
     assert judge_disruption("r-1", "cr-0a1", "m5.large", "us-east-1a", False, [("od-1", 0.096)], at) is None  # expired
     assert judge_disruption("r-1", "cr-0a1", "m5.large", "us-east-1a", True, [], at) is None  # nothing could move in
+
+
+def test_a_plan_beside_karpenters_claims():
+    from scheduling.engine.audit import Placement, compare_plan
+
+    reserved_plan = {"instanceType": "m5.large", "capacityType": "reserved", "reservationID": "cr-0a1", "price": 1e-8}
+    paid = [Placement("k-1", "m5.large", "on-demand", "", 0.096), Placement("k-2", "m5.large", "spot", "", 0.04)]
+    compared = compare_plan(reserved_plan, paid)
+    assert compared["same"] is False and abs(compared["extra_per_hour"] - 0.136) < 1e-9
+    assert compared["words"] == "karpweb would have used reservation cr-0a1; Karpenter paid $0.1360/h more"
+    assert compare_plan(reserved_plan, [Placement("k-3", "m5.large", "reserved", "cr-0a1", None)])["same"] is True
+    cheaper = compare_plan({"instanceType": "m5.xlarge", "capacityType": "on-demand", "price": 0.192}, paid[:1])
+    assert cheaper["words"] == "Karpenter chose differently (-$0.0960/h at list price)"
+    assert compare_plan(reserved_plan, [])["same"] is None

@@ -61,3 +61,40 @@ def test_missed_dollars_metric(client, settings):
     launch("z", outcome="used-reservation", dollars=9, reservation=reservation)
     text = client.get("/metrics").content.decode()
     assert 'karpweb_missed_reservation_dollars_total{nodepool="web",reservation_id="cr-0audit3"} 1.75' in text
+
+
+def test_plans_beside_karpenters_launches(viewer_client):
+    from scheduling.models import Decision
+    from tests.factories.scheduling import NodeClaimFactory, NodeFactory, PodFactory
+
+    def planned(pods, capacity_type, reservation="", price=0.096):
+        Decision.objects.create(kind="launch", outcome="recommended", mode="observe", subject=f"pods {pods}",
+                                reason="...", objects_involved={"pods": [f"default/{p}" for p in pods]},
+                                details={"launch": {"instanceType": "m5.large", "capacityType": capacity_type,
+                                                    "zone": "us-east-1a", "reservationID": reservation or None,
+                                                    "price": price}})
+
+    def karpenter_placed(pod_names, claim_name, capacity_type, reservation=""):
+        claim = NodeClaimFactory(name=claim_name)
+        node = NodeFactory(node_claim=claim)
+        for name in pod_names:
+            PodFactory(name=name, node=node, node_name=node.name)
+        row = launch(claim_name, outcome="used-reservation" if reservation else "missed-reservation")
+        row.node_claim, row.capacity_type, row.reservation_label = claim, capacity_type, reservation
+        row.save()
+
+    planned(["a-1", "a-2"], "reserved", "cr-0plan", price=1e-8)
+    karpenter_placed(["a-1", "a-2"], "karp-a", "on-demand")
+    planned(["b-1"], "reserved", "cr-0plan", price=1e-8)
+    karpenter_placed(["b-1"], "karp-b", "reserved", reservation="cr-0plan")
+    planned(["c-1"], "on-demand")
+    before = query_count(viewer_client, reverse("scheduling:karpenter_audit"))
+    page = viewer_client.get(reverse("scheduling:karpenter_audit")).content.decode()
+    section = page.split('id="side-by-side"')[1].split("</section>")[0]
+    assert "karpweb would have used reservation cr-0plan; Karpenter paid $0.0960/h more" in section
+    assert "karp-b: m5.large reserved in cr-0plan" in section and "Karpenter did the same" in section
+    assert "Karpenter has not launched for these pods (yet)" in section
+    for index in range(10):
+        planned([f"d-{index}"], "on-demand")
+        karpenter_placed([f"d-{index}"], f"karp-d-{index}", "on-demand")
+    assert query_count(viewer_client, reverse("scheduling:karpenter_audit")) == before
