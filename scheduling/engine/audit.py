@@ -167,7 +167,8 @@ def compare_plan(plan: dict, placements: list[Placement]) -> dict:
     planned = (plan.get("instanceType"), plan.get("capacityType"), plan.get("reservationID") or "")
     same = all((p.instance_type, p.capacity_type, p.reservation_id) == planned for p in placements)
     actual = sum(0.0 if p.capacity_type == "reserved" else (p.price_per_hour or 0.0) for p in placements)
-    planned_price = 0.0 if plan.get("capacityType") == "reserved" else float(plan.get("price") or 0.0)
+    price = plan.get("price")
+    planned_price = price if isinstance(price, (int, float)) and plan.get("capacityType") != "reserved" else 0.0
     extra = actual - planned_price
     if same:
         words = "Karpenter did the same"

@@ -42,7 +42,10 @@ def percent(value: float | None) -> str:
 
 @register.filter
 def dollars(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.2f}"
+    # Anything but a number (a missing key in a decision's details renders as "") is no price.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—"
+    return f"${value:,.2f}"
 
 
 @register.filter

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from reservations.models import UtilizationSample
 from reservations.utilization import roll_up
-from scheduling.models import CapacityType, Decision, TaskRun
+from scheduling.models import CapacityType, Decision, KarpenterLaunch, TaskRun
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory, UtilizationSampleFactory
 from tests.factories.scheduling import (
     DecisionFactory,
@@ -104,6 +104,15 @@ def task_runs(n):
         TaskRun.objects.create(task="provision", finished_at=timezone.now(), counts={"launched": 1})
 
 
+def karpenter_launches(n):
+    start = KarpenterLaunch.objects.count()
+    for index in range(start, start + n):
+        KarpenterLaunch.objects.create(
+            claim_name=f"karpenter-{index}", node_claim=NodeClaimFactory(), node_pool=NodePoolFactory(),
+            instance_type="m5.large", zone="us-east-1a", capacity_type="on-demand", launched_at=timezone.now(),
+            outcome="missed-reservation", reason="...", reservation=CapacityReservationFactory(), missed_dollars=1.0)
+
+
 LISTS = [
     ("/api/v1/capacity-reservations/", reservations),
     ("/api/v1/capacity-reservations/cr-0fixed/samples/", samples),
@@ -117,6 +126,7 @@ LISTS = [
     ("/api/v1/offerings/", offerings),
     ("/api/v1/decisions/", decisions),
     ("/api/v1/task-runs/", task_runs),
+    ("/api/v1/karpenter-launches/", karpenter_launches),
 ]
 
 

@@ -13,6 +13,7 @@ from reservations.filtersets import (
 )
 from scheduling.filtersets import (
     DecisionFilterSet,
+    KarpenterLaunchFilterSet,
     InstanceTypeFilterSet,
     NodeClaimFilterSet,
     NodeFilterSet,
@@ -41,6 +42,7 @@ LISTS = [
     ("/api/v1/offerings/", OfferingFilterSet),
     ("/api/v1/decisions/", DecisionFilterSet),
     ("/api/v1/task-runs/", TaskRunFilterSet),
+    ("/api/v1/karpenter-launches/", KarpenterLaunchFilterSet),
 ]
 PAGING = ["limit", "offset", "ordering"]
 

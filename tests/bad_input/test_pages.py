@@ -9,7 +9,9 @@ from django_filters import BooleanFilter
 
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet
 from reservations.models import EC2NodeClass
-from scheduling.filtersets import DecisionFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet
+from scheduling.filtersets import (
+    DecisionFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet, PodFilterSet,
+)
 from scheduling.models import AuditEntry, NodePool
 
 from .conftest import FILTER_VALUES, HOSTILE_STRINGS, SCRIPT, assert_escaped
@@ -24,6 +26,7 @@ LIST_PAGES = [
     ("/nodeclaims/", NodeClaimFilterSet),
     ("/pods/", PodFilterSet),
     ("/decisions/", DecisionFilterSet),
+    ("/karpenter-audit/", KarpenterLaunchFilterSet),
 ]
 EDITOR_FIELDS = ["term-0-id", "term-0-ownerID", "term-0-instanceMatchCriteria", "term-0-tag-0-key", "term-0-tag-0-value"]
 
