@@ -131,3 +131,22 @@ def _redact(url: str) -> str:
     if parsed.password:
         return url.replace(parsed.password, "***")
     return url
+
+
+# What a secret key must not look like: a placeholder from a manifest or a tutorial.
+PLACEHOLDER_WORDS = ("change-me", "changeme", "change_me", "replace-me", "replaceme", "your-secret", "secret-key-here",
+                     "django-insecure")
+MIN_SECRET_KEY_LENGTH = 50
+MIN_SECRET_KEY_CHARACTERS = 5
+
+
+def secret_key_problem(value: str) -> str:
+    """Why a secret key is unfit to sign production sessions ("" if it is fit); never shows the key."""
+    lowered = value.lower()
+    if any(word in lowered for word in PLACEHOLDER_WORDS):
+        return "is a placeholder, not a secret"
+    if len(value) < MIN_SECRET_KEY_LENGTH:
+        return f"is {len(value)} characters long; use at least {MIN_SECRET_KEY_LENGTH}"
+    if len(set(value)) < MIN_SECRET_KEY_CHARACTERS:
+        return f"has {len(set(value))} distinct characters; use at least {MIN_SECRET_KEY_CHARACTERS}"
+    return ""

@@ -3,7 +3,7 @@ settings that production must set."""
 
 import os
 
-os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789-abcdefghij")
 # Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls there otherwise.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # The loop's tests run Celery on a real Redis (CI starts one; so do these machines).

@@ -20,6 +20,7 @@ from karpweb.env import (
     env_rate,
     env_str,
     env_url,
+    secret_key_problem,
 )
 
 # Set by manage.py for the commands that serve no web page (see WEB_COMMANDS there).
@@ -37,6 +38,15 @@ if not SECRET_KEY:
         SECRET_KEY = secrets.token_urlsafe(50)
     else:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+# Keys that still verify sessions and signatures while a new SECRET_KEY takes over (rotation,
+# docs/operations.md); each must be as strong as the key itself.
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", []) if os.environ.get("SECRET_KEY_FALLBACKS") else []
+if not DEBUG and os.environ.get(CLI_MARKER) != "true":
+    # The web and the workers sign with it: a manifest's placeholder would sign with a public key.
+    for _name, _key in (("SECRET_KEY", SECRET_KEY), *(("SECRET_KEY_FALLBACKS", k) for k in SECRET_KEY_FALLBACKS)):
+        if problem := secret_key_problem(_key):
+            raise ImproperlyConfigured(f"{_name} {problem} (generate one: python -c 'import secrets; "
+                                       "print(secrets.token_urlsafe(50))')")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

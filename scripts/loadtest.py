@@ -31,7 +31,7 @@ ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 TYPES = ["m5.large", "m5.xlarge", "c6a.large", "r5.large", "g5.12xlarge", "p5.48xlarge"]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "karpweb.settings")
-os.environ.setdefault("SECRET_KEY", "load-test-only-secret")
+os.environ.setdefault("SECRET_KEY", "load-test-only-secret-key-0123456789-abcdefghijklmnop")
 os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
 # The load is one user's: the API's rate limit would answer 429 instead of measuring the pages.
 os.environ.setdefault("KARPWEB_API_RATE", "off")

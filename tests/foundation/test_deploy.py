@@ -39,3 +39,19 @@ def test_production_settings_pass_the_deploy_checks():
 
 def test_healthz(client, db):
     assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_the_manifests_ship_no_secret_value():
+    """The Secret comes from a file the operator writes (secretGenerator); nothing in the manifests
+    holds a value, and the example file holds none either."""
+    kustomization = yaml.safe_load((ROOT / "deploy/kustomize/kustomization.yaml").read_text())
+    assert kustomization["secretGenerator"] == [{"name": "karpweb", "envs": ["secret.env"]}]
+    assert kustomization["generatorOptions"] == {"disableNameSuffixHash": True}  # the Deployments name "karpweb"
+    for path in (ROOT / "deploy/kustomize").glob("*.yaml"):
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind") == "Secret":
+                raise AssertionError(f"{path.name} ships a Secret")
+    example = (ROOT / "deploy/kustomize/secret.env.example").read_text().splitlines()
+    values = [line.split("=", 1)[1] for line in example if line and not line.startswith("#")]
+    assert values and all(value == "" for value in values)
+    assert "/deploy/kustomize/secret.env" in (ROOT / ".gitignore").read_text().splitlines()

@@ -54,6 +54,36 @@ def test_secret_key_required_to_serve_pages_when_debug_off():
     assert wsgi.returncode != 0 and "SECRET_KEY must be set when DEBUG is off" in wsgi.stderr
 
 
+STRONG_KEY = "Zq8-vN3rTw_pL6yXc2bH9mKe4sJd7fGa1uRo5iWt0hYbV-nC8xEq_3zMl6kP"
+
+
+@pytest.mark.parametrize(("key", "problem"), [
+    ("CHANGE-ME", "SECRET_KEY is a placeholder, not a secret"),
+    ("django-insecure-" + STRONG_KEY, "SECRET_KEY is a placeholder, not a secret"),
+    ("s3cr3t-but-short", "SECRET_KEY is 16 characters long; use at least 50"),
+    ("abab" * 20, "SECRET_KEY has 2 distinct characters; use at least 5"),
+])
+def test_a_weak_secret_key_stops_the_web_and_the_workers(key, problem):
+    for command in (("-c", "import karpweb.wsgi"), ("-m", "celery", "-A", "karpweb", "worker", "--pool=solo")):
+        result = run_check(*command, SECRET_KEY=key, DEBUG="false")
+        assert result.returncode != 0 and problem in result.stderr, (command, result.stderr[-500:])
+        if len(key) > 12:
+            assert key not in result.stderr  # the message never shows the key
+    assert run_check("-c", "import karpweb.wsgi", SECRET_KEY=STRONG_KEY, DEBUG="false").returncode == 0
+    # The manifests' placeholder never signs anything, but commands that serve no page still run.
+    assert run_check("manage.py", "simulate", "examples/reserved-first.json", SECRET_KEY=key, DEBUG="false").returncode == 0
+
+
+def test_rotation_keeps_old_keys_as_fallbacks_only_if_they_are_strong():
+    old = STRONG_KEY[::-1]
+    script = "from django.conf import settings as s; print(s.SECRET_KEY_FALLBACKS == [%r])" % old
+    ok = run_check("-c", f"import django; django.setup(); {script}", SECRET_KEY=STRONG_KEY, SECRET_KEY_FALLBACKS=old,
+                   DEBUG="false")
+    assert ok.returncode == 0 and ok.stdout.strip() == "True", ok.stderr
+    weak = run_check("-c", "import karpweb.wsgi", SECRET_KEY=STRONG_KEY, SECRET_KEY_FALLBACKS="CHANGE-ME", DEBUG="false")
+    assert weak.returncode != 0 and "SECRET_KEY_FALLBACKS is a placeholder" in weak.stderr
+
+
 def test_commands_that_serve_no_page_run_in_a_fresh_shell(tmp_path):
     """The README's `simulate` line, in a shell with none of karpweb's variables set."""
     fresh = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}

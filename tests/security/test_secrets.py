@@ -158,7 +158,8 @@ def test_a_bad_url_setting_is_named_without_its_password(monkeypatch, name, url,
 
 def test_production_settings_secure_cookies_hsts_and_csrf():
     env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
-    env.update(SECRET_KEY="x" * 64, ALLOWED_HOSTS="karpweb.example.com", DJANGO_SETTINGS_MODULE="karpweb.settings")
+    env.update(SECRET_KEY="production-like-" + "0123456789abcdef" * 4, ALLOWED_HOSTS="karpweb.example.com",
+               DJANGO_SETTINGS_MODULE="karpweb.settings")
     script = (
         "import json; from django.conf import settings as s; print(json.dumps({k: getattr(s, k) for k in ("
         "'DEBUG', 'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SESSION_COOKIE_HTTPONLY', 'SECURE_HSTS_SECONDS', "
