@@ -3,6 +3,7 @@
 See karpweb/env.py for the strict readers; README.md lists every variable.
 """
 
+import datetime
 import os
 import secrets
 from pathlib import Path
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's assets from local static files, no CDN
     "django_celery_beat",
+    "axes",
     "reservations",
     "scheduling",
 ]
@@ -81,7 +83,18 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out sign-in
 ]
+
+# Local sign-in: django-axes counts failures per username and, separately, per client address, and
+# locks either out after KARPWEB_LOGIN_FAILURE_LIMIT failures for KARPWEB_LOGIN_LOCKOUT_MINUTES (an
+# administrator unlocks earlier by deleting the access attempt in the admin; both are audited).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("KARPWEB_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = datetime.timedelta(minutes=env_int("KARPWEB_LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username"], ["ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 ROOT_URLCONF = "karpweb.urls"
 

@@ -1,8 +1,11 @@
+from axes.admin import AccessAttemptAdmin as AxesAccessAttemptAdmin
+from axes.models import AccessAttempt
 from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.admin_forms import NodePoolAdminForm
 from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.audit import record_change
 from scheduling.modes import control_refusal
 from scheduling.models import (
     AuditEntry,
@@ -206,3 +209,25 @@ class SimulatedInstanceAdmin(ReadOnlyAdmin):
     list_display = ("instance_id", "instance_type", "zone", "capacity_type", "reservation_id", "state", "launched_at")
     list_filter = ("capacity_type", "state", "zone")
     search_fields = ("instance_id", "client_token", "reservation_id")
+
+
+# django-axes' access attempts, with every unlock (deleting an attempt) in the audit log.
+admin.site.unregister(AccessAttempt)
+
+
+@admin.register(AccessAttempt)
+class AuditedAccessAttemptAdmin(AxesAccessAttemptAdmin):
+    def delete_model(self, request, obj):
+        _audit_unlock(request, obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            _audit_unlock(request, obj)
+        super().delete_queryset(request, queryset)
+
+
+def _audit_unlock(request, attempt):
+    record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=attempt, action=AuditEntry.Action.DELETE,
+                  changes={"locked_out": [True, False], "username": [attempt.username, None],
+                           "ip_address": [attempt.ip_address, None]})
