@@ -271,7 +271,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))},
     # Never below INFO, whatever LOG_LEVEL says: at DEBUG these log request headers (AWS signatures
     # with the access key id, Kubernetes bearer tokens) and bodies.
-    "loggers": {name: {"level": "INFO"} for name in ("botocore", "boto3", "urllib3", "kubernetes", "s3transfer")},
+    "loggers": {
+        **{name: {"level": "INFO"} for name in ("botocore", "boto3", "urllib3", "kubernetes", "s3transfer")},
+        # django-axes announces itself at every start and each failed sign-in at INFO; lock-outs are WARNING.
+        "axes": {"level": "WARNING"},
+    },
 }
 
 if not DEBUG:

@@ -103,3 +103,10 @@ def test_database_password_is_not_echoed():
 def test_good_values_start():
     result = run_check(DEBUG="true", SECRET_KEY=None, ALLOWED_HOSTS="karpweb.example.com")
     assert result.returncode == 0, result.stderr
+
+
+def test_commands_print_no_library_chatter():
+    """A newcomer's first commands print what they are for, not libraries announcing themselves."""
+    result = run_check("manage.py", "check")
+    assert result.returncode == 0
+    assert result.stderr.strip() == "" and result.stdout.strip() == "System check identified no issues (0 silenced)."
