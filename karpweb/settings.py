@@ -95,6 +95,7 @@ AXES_COOLOFF_TIME = datetime.timedelta(minutes=env_int("KARPWEB_LOGIN_LOCKOUT_MI
 AXES_LOCKOUT_PARAMETERS = [["username"], ["ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_USERNAME_CALLABLE = "karpweb.signin.username_for_axes"
 
 ROOT_URLCONF = "karpweb.urls"
 

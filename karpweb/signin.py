@@ -13,6 +13,18 @@ from django.utils import timezone
 from scheduling.models import AuditEntry
 
 
+# Django's usernames are at most 150 characters; axes stores what it is given in a 255-character
+# column, so a hostile, longer username would fail the sign-in with a database error instead of
+# counting as a wrong one.
+USERNAME_LENGTH = 150
+
+
+def username_for_axes(request, credentials=None) -> str:
+    """AXES_USERNAME_CALLABLE: the username tried, as axes counts it (cut to a real username's length)."""
+    source = credentials if credentials else getattr(request, "POST", {})
+    return str(source.get(settings.AXES_USERNAME_FORM_FIELD, "") or "")[:USERNAME_LENGTH]
+
+
 @receiver(user_locked_out, dispatch_uid="karpweb-audit-lockout")
 def audit_lockout(sender, request=None, username=None, ip_address=None, **kwargs):
     """One entry per lock-out: further attempts while locked (axes signals each) add none."""
