@@ -196,6 +196,8 @@ KARPWEB_MODE = env_choice("KARPWEB_MODE", "control" if _SIMULATED else "observe"
 # every Kubernetes sync; present / absent: declared. While it is, karpweb only recommends.
 KARPWEB_KARPENTER = env_choice("KARPWEB_KARPENTER", "auto", ("auto", "present", "absent"))
 KARPWEB_KARPENTER_LEASE_NAME = env_str("KARPWEB_KARPENTER_LEASE_NAME", "karpenter-leader-election")
+# Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
+KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 KARPWEB_FEATURE_RESERVED_CAPACITY = env_bool("KARPWEB_FEATURE_RESERVED_CAPACITY", True)
 # Upstream's VM_MEMORY_OVERHEAD_PERCENT: the share of an instance type's memory a node does not report.
 KARPWEB_VM_MEMORY_OVERHEAD_PERCENT = env_float("KARPWEB_VM_MEMORY_OVERHEAD_PERCENT", 0.075, minimum=0, below=1)

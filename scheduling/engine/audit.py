@@ -2,8 +2,10 @@
 reservations its EC2NodeClass selects as the last EC2 sync before the claim saw them. Did Karpenter
 launch paid capacity while a compatible reserved unit sat free?
 
-Compatible: the same instance type and zone, a reservation the claim's EC2NodeClass selects, and a
-NodePool whose requirements admit the reserved offering's labels. Free: the unit was available at
+Compatible: the same instance type and zone, a reservation the claim's EC2NodeClass selects, a
+NodePool whose requirements admit the reserved offering's labels, and pods (those that landed on the
+claim's node) whose nodeSelector and required node affinity would have accepted the same node in
+the reservation: its labels with the reserved offering's capacity type and reservation labels. Free: the unit was available at
 the last sync before the claim appeared, less the reserved launches made since that sync (a unit
 taken meanwhile was not there to use; a unit freed after that sync was not known to be free, so it
 is not counted as missed).
@@ -15,7 +17,7 @@ import datetime
 from dataclasses import dataclass
 
 from scheduling.engine import labels as L
-from scheduling.engine.requirements import Requirement, RequirementError
+from scheduling.engine.requirements import Requirement, RequirementError, Requirements
 
 MISSED = "missed-reservation"
 USED = "used-reservation"
@@ -24,6 +26,15 @@ NOT_COMPATIBLE = "no-compatible-reservation"
 DISRUPTED = "reserved-node-disrupted"
 OUTCOMES = (MISSED, USED, NO_FREE_UNIT, NOT_COMPATIBLE, DISRUPTED)
 PAID = ("on-demand", "spot")
+
+
+@dataclass(frozen=True)
+class PodNeeds:
+    """A pod on the claim's node: its required node selection, as the engine reads it (nodeSelector
+    AND each required node-affinity term; any one term will do)."""
+
+    key: str  # namespace/name
+    alternatives: tuple[Requirements, ...]
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,9 @@ class Launch:
     created_at: datetime.datetime
     pool_requirements: tuple[dict, ...] = ()
     reservation_id: str = ""  # what a reserved launch used
+    node_labels: tuple[tuple[str, str], ...] = ()  # the registered node's (the claim's until then)
+    pods: tuple[PodNeeds, ...] = ()
+    pods_note: str = ""  # why the pods were not checked, in words ("" when they were)
 
 
 @dataclass(frozen=True)
@@ -72,12 +86,19 @@ def judge(launch: Launch, candidates: list[Candidate]) -> Verdict:
     if not matching:
         return Verdict(NOT_COMPATIBLE, f"{what}: EC2NodeClass {launch.node_class or '—'} selects no reservation of "
                                        f"{launch.instance_type} in {launch.zone}")
-    blocked = {c.reservation_id: _pool_blocks(launch.pool_requirements, c) for c in matching}
+    blocked = {c.reservation_id: pool_refuses(launch.pool_requirements, c) for c in matching}
     admitted = [c for c in matching if not blocked[c.reservation_id]]
     if not admitted:
         first = matching[0]
         return Verdict(NOT_COMPATIBLE, f"{what}: reservation {first.reservation_id} matches, but the NodePool's "
                                        f"requirement {blocked[first.reservation_id]} rules it out", first.reservation_id)
+    refused = {c.reservation_id: pods_refuse(dict(launch.node_labels), launch.pods, c) for c in admitted}
+    wanted = [c for c in admitted if not refused[c.reservation_id]]
+    if not wanted:
+        first = admitted[0]
+        return Verdict(NOT_COMPATIBLE, f"{what}: reservation {first.reservation_id} matches, but "
+                                       f"{refused[first.reservation_id]}", first.reservation_id)
+    admitted = wanted
     known = [c for c in admitted if c.sync_at is not None]
     free = sorted((c for c in known if c.free_at_sync - c.taken_since_sync > 0),
                   key=lambda c: (-(c.free_at_sync - c.taken_since_sync), c.reservation_id))
@@ -89,7 +110,7 @@ def judge(launch: Launch, candidates: list[Candidate]) -> Verdict:
                                f"({best.reservation_type}, selected by EC2NodeClass {launch.node_class}) had "
                                f"{best.free_at_sync} free unit{'s' if best.free_at_sync != 1 else ''} at the EC2 sync of "
                                f"{best.sync_at:%Y-%m-%d %H:%M:%S} UTC{since}; NodePool {launch.node_pool} admits reserved "
-                               "capacity", best.reservation_id, best.sync_at, units)
+                               f"capacity{_pods_words(launch)}", best.reservation_id, best.sync_at, units)
     if not known:
         return Verdict(NO_FREE_UNIT, f"{what}: no EC2 sync before it appeared, so no unit was known to be free",
                        admitted[0].reservation_id)
@@ -102,7 +123,9 @@ def judge_disruption(claim: str, reservation_id: str, instance_type: str, zone: 
                      paid_nodes: list[tuple[str, float | None]], at: datetime.datetime) -> Verdict | None:
     """A reserved NodeClaim went away while its reservation was still active and paid nodes of the
     same type and zone, under an EC2NodeClass that selects it, kept running: the unit it freed could
-    have held one of them. None when that is not so (an expiring block, no paid node to move)."""
+    have held one of them. None when that is not so (an expiring block, no paid node to move).
+    `paid_nodes` are only those that could have moved: their NodePool and their pods admit the
+    reservation (`movable`)."""
     if not reservation_active or not paid_nodes:
         return None
     names = ", ".join(name for name, _ in paid_nodes[:5]) + (f" and {len(paid_nodes) - 5} more" if len(paid_nodes) > 5 else "")
@@ -114,14 +137,42 @@ def judge_disruption(claim: str, reservation_id: str, instance_type: str, zone: 
                               f"running{cost}", reservation_id)
 
 
-def _pool_blocks(requirements: tuple[dict, ...], candidate: Candidate) -> str:
-    """The NodePool requirement that rules out this reservation's offering, in words; "" if none."""
-    offering = {
+def reserved_labels(candidate: Candidate) -> dict[str, str]:
+    """The labels a node in this reservation carries that a paid node of the same type does not."""
+    return {
         L.CAPACITY_TYPE: L.RESERVED, L.INSTANCE_TYPE: candidate.instance_type, L.ZONE: candidate.zone,
         L.RESERVATION_ID: candidate.reservation_id,
         L.RESERVATION_TYPE: candidate.reservation_type,
         L.RESERVATION_INTERRUPTIBLE: str(candidate.interruptible).lower(),
     }
+
+
+def pods_refuse(node_labels: dict[str, str], pods: tuple[PodNeeds, ...] | list[PodNeeds], candidate: Candidate) -> str:
+    """The first pod that would not have run on the same node in this reservation, and the
+    requirement that says so, in words; "" if every pod would have. A pod none of whose terms match
+    the node it runs on (labels changed since it landed) tells nothing and is passed over."""
+    reserved = {**node_labels, **reserved_labels(candidate)}
+    for pod in pods:
+        if not pod.alternatives or not any(term.matches_labels(node_labels) for term in pod.alternatives):
+            continue
+        if any(term.matches_labels(reserved) for term in pod.alternatives):
+            continue
+        needs = [term.first_mismatch(reserved) for term in pod.alternatives]
+        words = " or ".join(dict.fromkeys(str(req) for req in needs if req is not None))
+        return f"its pod {pod.key} requires {words}"
+    return ""
+
+
+def _pods_words(launch: Launch) -> str:
+    if launch.pods_note:
+        return f"; {launch.pods_note}"
+    count = len(launch.pods)
+    return f", and its {count} pod{'s' if count != 1 else ''} would have run there" if count else ""
+
+
+def pool_refuses(requirements: tuple[dict, ...], candidate: Candidate) -> str:
+    """The NodePool requirement that rules out this reservation's offering, in words; "" if none."""
+    offering = reserved_labels(candidate)
     for entry in requirements:
         key = entry.get("key")
         if key not in offering:
@@ -133,6 +184,13 @@ def _pool_blocks(requirements: tuple[dict, ...], candidate: Candidate) -> str:
         if not requirement.has(offering[key]):
             return f"{key} {entry.get('operator')} {', '.join(entry.get('values') or [])}".strip()
     return ""
+
+
+def movable(candidate: Candidate, pool_requirements: tuple[dict, ...], node_labels: dict[str, str],
+            pods: tuple[PodNeeds, ...] | list[PodNeeds]) -> bool:
+    """Could a paid node (its NodePool's requirements, its labels, its pods) have run in this
+    reservation instead?"""
+    return not pool_refuses(pool_requirements, candidate) and not pods_refuse(node_labels, pods, candidate)
 
 
 def hours_overlapping(start: datetime.datetime, end: datetime.datetime,

@@ -76,6 +76,15 @@ def parse_world(data: Any, now: datetime | None = None) -> World:
     return world
 
 
+def parse_pod(item: Any, path: str = "pod") -> Pod | None:
+    """One Pod as Kubernetes writes it (None for a finished one); a WorldError names what is wrong."""
+    reader = _Reader()
+    pod = reader.pod(item, path) if isinstance(item, dict) else reader.problem(path, "expected an object")
+    if reader.problems:
+        raise WorldError(reader.problems)
+    return pod
+
+
 class _Reader:
     def __init__(self) -> None:
         self.problems: list[tuple[str, str]] = []

@@ -1,23 +1,31 @@
 """The Karpenter audit, after every Kubernetes sync: each NodeClaim karpweb did not create is judged
 once (scheduling.engine.audit) against the reservations its EC2NodeClass selects as the last EC2
 sync before the claim saw them; a missed reservation then accrues its cost, at list price, for the
-hours the paid node runs while the reservation still has a free unit. After every lifecycle pass,
+hours the paid node runs while the reservation still has a free unit. A paid claim is judged once
+its pods have landed on its node (their own requirements may rule the reservation out), or, if
+none has within the registration TTL, without them. After every lifecycle pass,
 the standing opportunities: paid nodes the engine would consolidate into free reserved units now."""
 
 import datetime
+from types import SimpleNamespace
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
 from reservations.models import CapacityReservation, UtilizationHour, UtilizationSample
 from scheduling.engine.audit import (
-    MISSED, USED, Candidate, Launch, Placement, compare_plan, hours_overlapping, judge, judge_disruption,
+    MISSED, USED, Candidate, Launch, PodNeeds, Placement, compare_plan, hours_overlapping, judge, judge_disruption,
+    movable,
 )
+from scheduling.engine.labels import NODE_NAME_FIELD
+from scheduling.engine.world import WorldError, parse_pod
 from scheduling.loop.disruption import CONSOLIDATION, disruption_reason
 from scheduling.loop.provisioning import PROVISIONER_LABEL
 from scheduling.models import (
     CapacityType, Decision, KarpenterLaunch, Node, NodeClaim, Offering, Pod, StandingOpportunity,
 )
+from scheduling.world import POD_FIELDS, pod_object
 
 
 def audit_launches(now) -> dict:
@@ -29,19 +37,57 @@ def audit_new_claims(now) -> int:
     claims = (NodeClaim.objects.exclude(labels__has_key=PROVISIONER_LABEL)
               .exclude(name__in=KarpenterLaunch.objects.values("claim_name"))
               .filter(created_at__isnull=False).exclude(instance_type="").exclude(zone="").exclude(capacity_type="")
-              .select_related("node_pool", "node_class", "reservation"))
-    rows = [_judged(claim, now) for claim in claims]
+              .select_related("node_pool", "node_class", "reservation", "node"))
+    claims = list(claims)
+    pods = _workload_pods([claim.node.pk for claim in claims if getattr(claim, "node", None) is not None])
+    wait = datetime.timedelta(minutes=settings.KARPWEB_REGISTRATION_TTL_MINUTES)
+    rows = []
+    for claim in claims:
+        node = getattr(claim, "node", None)
+        landed = pods.get(node.pk, []) if node is not None else []
+        if claim.capacity_type == CapacityType.RESERVED or landed:
+            rows.append(_judged(claim, now, node, landed, ""))
+        elif now - claim.created_at >= wait:
+            rows.append(_judged(claim, now, node, [], _unknown_pods(node, wait)))
     # Two workers auditing the same claim: the unique claim name keeps the first.
     KarpenterLaunch.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 
 
-def _judged(claim: NodeClaim, now) -> KarpenterLaunch:
+def _workload_pods(node_ids: list[int]) -> dict[int, list[PodNeeds]]:
+    """The pods on these nodes that a workload placed there (not DaemonSets'), as the engine reads
+    their node selection; one query."""
+    found: dict[int, list[PodNeeds]] = {}
+    rows = (Pod.objects.filter(node_id__in=node_ids).exclude(owner_kind="DaemonSet")
+            .order_by("namespace", "name").values("node_id", *POD_FIELDS))
+    for row in rows:
+        node_id = row.pop("node_id")
+        try:
+            pod = parse_pod(pod_object(SimpleNamespace(**row)))
+        except WorldError:
+            continue  # the loop's own run reports a pod the engine cannot read
+        if pod is not None:
+            found.setdefault(node_id, []).append(PodNeeds(f"{pod.namespace}/{pod.name}", pod.strict_alternatives))
+    return found
+
+
+def _unknown_pods(node: Node | None, wait: datetime.timedelta) -> str:
+    minutes = int(wait.total_seconds() // 60)
+    if node is None:
+        return f"its node did not register within {minutes} minutes, so its pods' own requirements were not checked"
+    return f"no pod landed on its node within {minutes} minutes, so no pod's own requirements were checked"
+
+
+def _judged(claim: NodeClaim, now, node: Node | None, pods: list[PodNeeds], pods_note: str) -> KarpenterLaunch:
     pool = claim.node_pool
+    labels = {**(claim.labels or {}), **((node.labels or {}) if node is not None else {})}
+    if node is not None:
+        labels[NODE_NAME_FIELD] = node.name
     launch = Launch(claim=claim.name, node_pool=pool.name if pool else "", node_class=claim.node_class.name if claim.node_class else "",
                     instance_type=claim.instance_type, zone=claim.zone, capacity_type=claim.capacity_type,
                     created_at=claim.created_at, pool_requirements=tuple(pool.requirements or ()) if pool else (),
-                    reservation_id=claim.reservation_label)
+                    reservation_id=claim.reservation_label, node_labels=tuple(sorted(labels.items())),
+                    pods=tuple(pods), pods_note=pods_note)
     verdict = judge(launch, _candidates(claim))
     reservation = CapacityReservation.objects.filter(reservation_id=verdict.reservation_id).first() \
         if verdict.reservation_id else None
@@ -108,9 +154,16 @@ def note_disrupted_reserved(now) -> int:
         reservation = row.reservation
         if reservation is None:
             continue
-        paid = list(Node.objects.filter(
+        nodes = list(Node.objects.filter(
             capacity_type__in=(CapacityType.ON_DEMAND, CapacityType.SPOT), instance_type=row.instance_type, zone=row.zone,
-            node_pool__node_class__in=reservation.node_classes.all()).order_by("name").values_list("name", "capacity_type"))
+            node_pool__node_class__in=reservation.node_classes.all()).order_by("name").select_related("node_pool"))
+        pods = _workload_pods([n.pk for n in nodes])
+        unit = Candidate(reservation_id=reservation.reservation_id, instance_type=row.instance_type, zone=row.zone,
+                         reservation_type=reservation.reservation_type, free_at_sync=1, sync_at=None,
+                         interruptible=reservation.interruptible)
+        paid = [(n.name, n.capacity_type) for n in nodes
+                if movable(unit, tuple(n.node_pool.requirements or ()), {**(n.labels or {}), NODE_NAME_FIELD: n.name},
+                           pods.get(n.pk, []))]
         prices = dict(Offering.objects.filter(instance_type__name=row.instance_type, zone=row.zone, reservation__isnull=True)
                       .values_list("capacity_type", "price"))
         active = reservation.state == reservation.State.ACTIVE and (reservation.end_date is None or reservation.end_date > now)

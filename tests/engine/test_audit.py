@@ -5,7 +5,8 @@ import datetime
 
 from hypothesis import given, strategies as st
 
-from scheduling.engine.audit import Candidate, Launch, hours_overlapping, judge
+from scheduling.engine.audit import Candidate, Launch, PodNeeds, hours_overlapping, judge
+from scheduling.engine.world import WorldError, parse_pod
 
 UTC = datetime.timezone.utc
 SYNC = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -45,6 +46,76 @@ def test_compatibility_type_zone_and_the_pools_requirements():
     launch = Launch(**{**LAUNCH.__dict__, "pool_requirements": (
         {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c"]},)})
     assert judge(launch, [candidate()]).outcome == "missed-reservation"
+
+
+NODE_LABELS = (("karpenter.sh/capacity-type", "on-demand"), ("node.kubernetes.io/instance-type", "m5.large"),
+               ("topology.kubernetes.io/zone", "us-east-1a"), ("kubernetes.io/hostname", "ip-10-0-1-7"))
+
+
+def needs(name, node_selector=None, terms=None):
+    """A pod as Kubernetes writes it, read by the engine's own parser."""
+    spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "1"}}}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if terms is not None:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    pod = parse_pod({"metadata": {"name": name, "namespace": "team"}, "spec": spec})
+    return PodNeeds(f"team/{name}", pod.strict_alternatives)
+
+
+def with_pods(*pods):
+    return Launch(**{**LAUNCH.__dict__, "node_labels": NODE_LABELS, "pods": pods})
+
+
+def test_the_pods_own_requirements_can_rule_a_reservation_out():
+    plain = with_pods(needs("web"), needs("zonal", {"topology.kubernetes.io/zone": "us-east-1a"}))
+    verdict = judge(plain, [candidate()])
+    assert verdict.outcome == "missed-reservation" and verdict.reason.endswith(", and its 2 pods would have run there")
+
+    pinned = with_pods(needs("web"), needs("batch", {"karpenter.sh/capacity-type": "on-demand"}))
+    verdict = judge(pinned, [candidate()])
+    assert verdict.outcome == "no-compatible-reservation"
+    assert verdict.reason.endswith("reservation cr-0a1 matches, but its pod team/batch requires "
+                                   "karpenter.sh/capacity-type In [on-demand]")
+
+    # Required node affinity: one term that admits reserved capacity is enough; none, and it is ruled out.
+    paid_only = [{"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]}]}]
+    either = paid_only + [{"matchExpressions": [{"key": "karpenter.k8s.aws/capacity-reservation-id", "operator": "Exists"}]}]
+    assert judge(with_pods(needs("a", terms=paid_only)), [candidate()]).outcome == "no-compatible-reservation"
+    assert judge(with_pods(needs("b", terms=either)), [candidate()]).outcome == "missed-reservation"
+    # A pod that keeps off default ODCRs (it ran on on-demand, where the label is absent) would not
+    # have taken this one; a Capacity Block would have been fine for it.
+    no_odcr = [{"matchExpressions": [{"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "NotIn",
+                                      "values": ["default"]}]}]
+    assert judge(with_pods(needs("c", terms=no_odcr)), [candidate()]).outcome == "no-compatible-reservation"
+    assert judge(with_pods(needs("c", terms=no_odcr)), [candidate(reservation_type="capacity-block")]).outcome \
+        == "missed-reservation"
+    # A pod none of whose terms match the node it runs on (labels changed since) tells nothing.
+    blocks_only = [{"matchExpressions": [{"key": "karpenter.k8s.aws/capacity-reservation-type", "operator": "In",
+                                          "values": ["capacity-block"]}]}]
+    assert judge(with_pods(needs("d", terms=blocks_only)), [candidate()]).outcome == "missed-reservation"
+
+
+def test_one_reservation_a_pod_refuses_and_another_it_accepts():
+    pod = needs("gpu", terms=[{"matchExpressions": [{"key": "karpenter.k8s.aws/capacity-reservation-id",
+                                                     "operator": "NotIn", "values": ["cr-0a1"]}]}])
+    verdict = judge(with_pods(pod), [candidate(rid="cr-0a1", free=4), candidate(rid="cr-0a2", free=1)])
+    assert (verdict.outcome, verdict.reservation_id, verdict.free_units) == ("missed-reservation", "cr-0a2", 1)
+
+
+def test_a_launch_judged_without_its_pods_says_so():
+    note = "its node did not register within 15 minutes, so its pods' own requirements were not checked"
+    verdict = judge(Launch(**{**LAUNCH.__dict__, "pods_note": note}), [candidate()])
+    assert verdict.outcome == "missed-reservation" and verdict.reason.endswith(f"admits reserved capacity; {note}")
+
+
+def test_a_pod_the_engine_cannot_read_is_named():
+    try:
+        parse_pod({"metadata": {"name": "x"}, "spec": {"containers": [], "nodeSelector": {"a": 1}}})
+    except WorldError as error:
+        assert "pod.spec.nodeSelector" in str(error)
+    else:
+        raise AssertionError("a nodeSelector value that is not a string must be refused")
 
 
 def test_reserved_launches_used_their_reservation():

@@ -96,7 +96,8 @@ def node(rest: KubeRest, name: str, labels: dict | None = None, ready: bool = Tr
 
 def pod(rest: KubeRest, ns: str, name: str, node_name: str | None = None, labels: dict | None = None,
         annotations: dict | None = None, cpu: str = "500m", memory: str = "1Gi", owner: dict | None = None,
-        phase: str | None = None) -> dict:
+        phase: str | None = None, node_selector: dict | None = None) -> dict:
+    """`node_selector` replaces the default (reserved capacity); {} for none."""
     metadata = {"name": name, "namespace": ns, "labels": labels or {}}
     if annotations:
         metadata["annotations"] = annotations
@@ -108,8 +109,10 @@ def pod(rest: KubeRest, ns: str, name: str, node_name: str | None = None, labels
         # No kubelet runs: a zero grace period lets an eviction remove the pod at once.
         "terminationGracePeriodSeconds": 0,
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "nodeSelector": {"karpenter.sh/capacity-type": "reserved"},
+        "nodeSelector": {"karpenter.sh/capacity-type": "reserved"} if node_selector is None else node_selector,
     }
+    if not spec["nodeSelector"]:
+        del spec["nodeSelector"]
     if node_name:
         spec["nodeName"] = node_name
     created = rest.create(POD, {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}, namespace=ns)

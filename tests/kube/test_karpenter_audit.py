@@ -1,8 +1,9 @@
 """The Karpenter audit replayed through the EC2 test server and the real API server: a reservation
 with free units, then Karpenter-style NodeClaims (made by "another controller": no karpweb label)
 mirrored by the Kubernetes sync. One paid launch beside a free unit is one missed reservation with
-its price and accrued cost; a launch after the unit was taken, or after a sync that saw none free,
-is not."""
+its price and accrued cost; a launch after the unit was taken, after a sync that saw none free, or
+for a pod that asked for on-demand capacity is not. A paid claim is judged once its pods have
+landed, or after the registration TTL without them."""
 
 from datetime import timedelta
 
@@ -37,12 +38,23 @@ def karpenter_status(rest, node_class, reservation_id):
 
 
 def karpenter_claim(rest, name, pool, node_class, capacity_type, reservation_id=""):
-    labels = {"karpenter.sh/capacity-type": capacity_type, "node.kubernetes.io/instance-type": "m5.large",
-              "topology.kubernetes.io/zone": ZONE}
+    h.nodeclaim(rest, name, pool, labels=claim_labels(pool, capacity_type, reservation_id), node_name=f"node-{name}",
+                node_class=node_class)
+
+
+def claim_labels(pool, capacity_type, reservation_id=""):
+    labels = {"karpenter.sh/nodepool": pool, "karpenter.sh/capacity-type": capacity_type,
+              "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": ZONE}
     if reservation_id:
         labels.update({"karpenter.k8s.aws/capacity-reservation-id": reservation_id,
                        "karpenter.k8s.aws/capacity-reservation-type": "default"})
-    h.nodeclaim(rest, name, pool, labels=labels, node_name=f"node-{name}", node_class=node_class)
+    return labels
+
+
+def registered_with_pod(rest, ns, claim, pool, node_selector):
+    """The claim's node registers and the pod it was launched for lands on it."""
+    h.node(rest, f"node-{claim}", labels=claim_labels(pool, "on-demand"))
+    h.pod(rest, ns, f"pod-{claim}", node_name=f"node-{claim}", node_selector=node_selector)
 
 
 def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, viewer):
@@ -68,6 +80,7 @@ def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, view
     # on-demand.
     karpenter_claim(rest, f"r-{unique}", f"pool-{unique}", f"nc-{unique}", "reserved", reservation_id=reservation)
     karpenter_claim(rest, f"od-{unique}", f"pool-{unique}", f"nc-{unique}", "on-demand")
+    karpenter_claim(rest, f"pin-{unique}", f"pool-{unique}", f"nc-{unique}", "on-demand")
     karpenter_claim(rest, f"full-{unique}", f"fullpool-{unique}", f"full-{unique}", "on-demand")
     karpenter_claim(rest, f"odonly-{unique}", f"odonly-{unique}", f"nc-{unique}", "on-demand")
     world.set_available(full, 1)  # freed after the last sync before its claim: not known to be free
@@ -75,22 +88,42 @@ def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, view
     launched_at = NodeClaim.objects.get(name=f"od-{unique}").created_at
     assert launched_at > T0  # the cluster's clock is the wall clock, EC2's the test clock at T0
 
-    counts = audit_launches(launched_at)
-    assert counts["claims_audited"] >= 4
-    ours = {row.claim_name: row for row in KarpenterLaunch.objects.filter(claim_name__endswith=unique)}
-    assert {name: row.outcome for name, row in ours.items()} == {
+    # Before any node registers only the reserved claim is judged: a paid one waits for its pods.
+    assert audit_launches(launched_at)["claims_audited"] >= 1
+    ours = lambda: {row.claim_name: row for row in KarpenterLaunch.objects.filter(claim_name__endswith=unique)}  # noqa: E731
+    assert {name: row.outcome for name, row in ours().items()} == {f"r-{unique}": "used-reservation"}
+
+    # Three nodes register with their pods: one asks for nothing about capacity, one for on-demand.
+    ns = h.namespace(rest, f"audit-{unique}")
+    registered_with_pod(rest, ns, f"od-{unique}", f"pool-{unique}", {"topology.kubernetes.io/zone": ZONE})
+    registered_with_pod(rest, ns, f"pin-{unique}", f"pool-{unique}", {"karpenter.sh/capacity-type": "on-demand"})
+    registered_with_pod(rest, ns, f"full-{unique}", f"fullpool-{unique}", {})
+    sync.sync_once()
+    assert audit_launches(launched_at + timedelta(minutes=1))["claims_audited"] >= 3
+    judged = ours()
+    assert {name: row.outcome for name, row in judged.items()} == {
         f"r-{unique}": "used-reservation", f"od-{unique}": "missed-reservation",
-        f"full-{unique}": "no-free-unit", f"odonly-{unique}": "no-compatible-reservation"}
+        f"pin-{unique}": "no-compatible-reservation", f"full-{unique}": "no-free-unit"}
+    assert judged[f"pin-{unique}"].reason.endswith(
+        f"reservation {reservation} matches, but its pod {ns}/pod-pin-{unique} requires karpenter.sh/capacity-type In [on-demand]")
+
+    # The claim whose node never registers is judged after the registration TTL, without its pods.
+    assert audit_launches(launched_at + timedelta(minutes=14))["claims_audited"] == 0
+    assert audit_launches(launched_at + timedelta(minutes=15))["claims_audited"] >= 1
+    ours = ours()
+    odonly = ours[f"odonly-{unique}"]
+    assert odonly.outcome == "no-compatible-reservation" and odonly.audited_at == launched_at + timedelta(minutes=15)
+    assert "requirement karpenter.sh/capacity-type In on-demand rules it out" in odonly.reason
     missed = ours[f"od-{unique}"]
     assert missed.reservation_label == reservation and missed.free_units == 1 and missed.ec2_sync_at == T0
     assert missed.price_per_hour == M5_ON_DEMAND
     assert missed.reason == (
         f"NodeClaim od-{unique} (on-demand m5.large in {ZONE}, NodePool pool-{unique}) was launched while reservation "
         f"{reservation} (default, selected by EC2NodeClass nc-{unique}) had 2 free units at the EC2 sync of "
-        f"{T0:%Y-%m-%d %H:%M:%S} UTC (1 taken by reserved launches since); NodePool pool-{unique} admits reserved capacity")
+        f"{T0:%Y-%m-%d %H:%M:%S} UTC (1 taken by reserved launches since); NodePool pool-{unique} admits reserved "
+        "capacity, and its 1 pod would have run there")
     assert "had no free unit at the EC2 sync" in ours[f"full-{unique}"].reason
-    assert "requirement karpenter.sh/capacity-type In on-demand rules it out" in ours[f"odonly-{unique}"].reason
-    assert audit_launches(launched_at)["claims_audited"] == 0  # each claim once
+    assert audit_launches(launched_at + timedelta(hours=1))["claims_audited"] == 0  # each claim once
 
     # Syncs every 20 minutes with the unit still free: for three hours the paid node accrues its price.
     clock.advance(seconds=(launched_at - clock()).total_seconds() + 60)
@@ -115,9 +148,8 @@ def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, view
     assert bad.status_code == 400 and "day" in bad.json()
     client.logout()
 
-    # Karpenter disrupts its reserved node while the paid one (same type and zone, same class) runs on.
-    h.node(rest, f"node-od-{unique}", labels={"karpenter.sh/capacity-type": "on-demand", "karpenter.sh/nodepool": f"pool-{unique}",
-                                            "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": ZONE})
+    # Karpenter disrupts its reserved node while the paid one (same type and zone, same class) runs
+    # on; the node whose pod asks for on-demand could not have moved, so it is not named.
     rest.delete(h.NODECLAIM, f"r-{unique}")
     sync.sync_once()
     assert audit_launches(end)["reserved_nodes_disrupted"] == 1
