@@ -9,6 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_
 WORKDIR /app
 
 COPY pyproject.toml ./
+COPY accounts ./accounts
 COPY karpweb ./karpweb
 COPY reservations ./reservations
 COPY scheduling ./scheduling

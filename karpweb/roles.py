@@ -46,3 +46,20 @@ def roles_context(request):
     """Template context: what the current user may do."""
     user = request.user
     return {"can_operate": can_operate(user) if user.is_authenticated else False}
+
+
+ADMIN = "admin"
+
+
+def roles_from_groups(groups, viewer_groups, operator_groups, admin_groups) -> set[str]:
+    """karpweb's roles for a person's identity-provider groups: each role whose configured groups
+    the person is in (an admin is also an operator, as a superuser can do everything)."""
+    held = set(groups)
+    roles = {role for role, wanted in ((VIEWER, viewer_groups), (OPERATOR, operator_groups), (ADMIN, admin_groups))
+             if held & set(wanted)}
+    return roles | ({OPERATOR} if ADMIN in roles else set())
+
+
+def user_roles(user) -> set[str]:
+    """The roles an account holds now, in the same words."""
+    return (_groups(user) & {VIEWER, OPERATOR}) | ({ADMIN} if user.is_superuser else set())

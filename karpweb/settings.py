@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI's assets from local static files, no CDN
     "django_celery_beat",
     "axes",
+    "mozilla_django_oidc",
+    "accounts",
     "reservations",
     "scheduling",
 ]
@@ -89,13 +91,45 @@ MIDDLEWARE = [
 # Local sign-in: django-axes counts failures per username and, separately, per client address, and
 # locks either out after KARPWEB_LOGIN_FAILURE_LIMIT failures for KARPWEB_LOGIN_LOCKOUT_MINUTES (an
 # administrator unlocks earlier by deleting the access attempt in the admin; both are audited).
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Local accounts are the break-glass way in; KARPWEB_LOCAL_LOGIN=false switches password sign-in off
+# (API tokens keep working: they are not a sign-in).
+KARPWEB_LOCAL_LOGIN = env_bool("KARPWEB_LOCAL_LOGIN", True)
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend"]
+if KARPWEB_LOCAL_LOGIN:
+    AUTHENTICATION_BACKENDS.append("django.contrib.auth.backends.ModelBackend")
 AXES_FAILURE_LIMIT = env_int("KARPWEB_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = datetime.timedelta(minutes=env_int("KARPWEB_LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username"], ["ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_USERNAME_CALLABLE = "karpweb.signin.username_for_axes"
+
+# Single sign-on (accounts/oidc.py, mozilla-django-oidc): on when KARPWEB_OIDC_ISSUER is set. The
+# provider's endpoints come from its discovery document; roles from its group claim at every sign-in.
+KARPWEB_OIDC_ISSUER = env_url("KARPWEB_OIDC_ISSUER", None, ("https", "http"))
+OIDC_RP_CLIENT_ID = env_str("KARPWEB_OIDC_CLIENT_ID", required=bool(KARPWEB_OIDC_ISSUER)) or ""
+OIDC_RP_CLIENT_SECRET = env_str("KARPWEB_OIDC_CLIENT_SECRET", required=bool(KARPWEB_OIDC_ISSUER)) or ""
+OIDC_RP_SCOPES = env_str("KARPWEB_OIDC_SCOPES", "openid email profile groups")
+OIDC_RP_SIGN_ALGO = env_choice("KARPWEB_OIDC_SIGN_ALGO", "RS256", ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512"))
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+OIDC_VERIFY_SSL = env_bool("KARPWEB_OIDC_VERIFY_TLS", True)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+LOGIN_REDIRECT_URL_FAILURE = "/login/"
+KARPWEB_OIDC_NAME = env_str("KARPWEB_OIDC_NAME", "single sign-on")
+KARPWEB_OIDC_GROUPS_CLAIM = env_str("KARPWEB_OIDC_GROUPS_CLAIM", "groups")
+KARPWEB_OIDC_USERNAME_CLAIM = env_str("KARPWEB_OIDC_USERNAME_CLAIM", "preferred_username")
+KARPWEB_OIDC_VIEWER_GROUPS = env_list("KARPWEB_OIDC_VIEWER_GROUPS", [])
+KARPWEB_OIDC_OPERATOR_GROUPS = env_list("KARPWEB_OIDC_OPERATOR_GROUPS", [])
+KARPWEB_OIDC_ADMIN_GROUPS = env_list("KARPWEB_OIDC_ADMIN_GROUPS", [])
+KARPWEB_OIDC_SESSION_HOURS = env_int("KARPWEB_OIDC_SESSION_HOURS", 8, minimum=1)
+if KARPWEB_OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS.append("accounts.oidc.KarpwebOIDCBackend")
+    if not (KARPWEB_OIDC_VIEWER_GROUPS or KARPWEB_OIDC_OPERATOR_GROUPS or KARPWEB_OIDC_ADMIN_GROUPS):
+        raise ImproperlyConfigured("KARPWEB_OIDC_ISSUER is set but none of KARPWEB_OIDC_VIEWER_GROUPS, "
+                                   "KARPWEB_OIDC_OPERATOR_GROUPS, KARPWEB_OIDC_ADMIN_GROUPS: nobody could sign in")
+elif not KARPWEB_LOCAL_LOGIN:
+    raise ImproperlyConfigured("KARPWEB_LOCAL_LOGIN=false needs KARPWEB_OIDC_ISSUER: nobody could sign in")
 
 ROOT_URLCONF = "karpweb.urls"
 

@@ -2,6 +2,10 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
+
+from accounts.oidc import CallbackView, SignInView
+from accounts.views import SignInPageView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from scheduling.metrics import metrics_view
@@ -11,9 +15,14 @@ admin.site.site_title = "karpweb admin"
 admin.site.index_title = "Manual overrides (every change is recorded in the audit log)"
 
 urlpatterns = [
+    # One sign-in page for the console and the admin: it offers single sign-on and knows when local
+    # accounts are switched off.
+    path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", SignInPageView.as_view(), name="login"),
+    path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("reservations.api.urls")),
     path("api/v1/", include("scheduling.api.urls")),

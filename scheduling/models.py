@@ -409,9 +409,11 @@ class AuditEntry(models.Model):
         CLI = "cli"
 
     class Action(models.TextChoices):
-        CREATE = "create"
-        CHANGE = "change"
-        DELETE = "delete"
+        CREATE = "create", "created"
+        CHANGE = "change", "changed"
+        DELETE = "delete", "deleted"
+        SIGN_IN = "sign-in", "signed in"
+        REFUSED = "refused", "was refused sign-in"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -429,7 +431,7 @@ class AuditEntry(models.Model):
         indexes = [models.Index(fields=["content_type", "object_id"])]
 
     def __str__(self):
-        return f"{self.actor} {self.action}d {self.object_repr} via {self.source}"
+        return f"{self.actor} {self.get_action_display()} {self.object_repr} via {self.source}"
 
 
 class TaskRun(models.Model):

@@ -12,7 +12,7 @@ from scheduling.loop import leases
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, Node, NodePool
-from scheduling.modes import effective_mode
+from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import current_world
 
 EXPIRY = "capacity-block-expiring"
@@ -48,13 +48,14 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
     nodes = {n.name: n for n in Node.objects.filter(name__in=named).select_related("node_pool", "node_claim", "reservation")}
     pools = {p.name: p for p in NodePool.objects.select_related("node_class")} if wanted else {}
     pending, counts = [], {"planned": 0, "acted": 0, "waiting": 0, "failed": 0}
+    refusal = control_refusal() if wanted else ""  # once per run
     for disruption in wanted:
         counts["planned"] += 1
         members = [nodes[name] for name in disruption["nodes"] if name in nodes]
         pool = members[0].node_pool if members else None
         decision = PendingDecision(
             kind=_kind(disruption), subject=f"node{'s' if len(members) > 1 else ''} {', '.join(disruption['nodes'])}",
-            reason=disruption_reason(disruption, members, now), mode=effective_mode(pool), node_pool=pool,
+            reason=disruption_reason(disruption, members, now), mode=effective_mode(pool, refusal), node_pool=pool,
             reservation=members[0].reservation if members else None, details=disruption,
             objects_involved={"nodes": disruption["nodes"]},
         )
@@ -146,11 +147,12 @@ def demote(cloud, cluster, now=None, decisions: dict | None = None) -> dict:
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.filter(
         reservation_id__in={d["reservationID"] for d in decisions["demotions"]})}
     pending, acted = [], 0
+    refusal = control_refusal() if decisions["demotions"] else ""  # once per run
     for demotion in decisions["demotions"]:
         node = nodes.get(demotion["node"])
         pool = node.node_pool if node else None
         decision = PendingDecision(
-            kind=Decision.Kind.DEMOTE, subject=f"node {demotion['node']}", mode=effective_mode(pool), node_pool=pool,
+            kind=Decision.Kind.DEMOTE, subject=f"node {demotion['node']}", mode=effective_mode(pool, refusal), node_pool=pool,
             reservation=reservations.get(demotion["reservationID"]), details=demotion,
             objects_involved={"nodes": [demotion["node"]]},
             reason=(f"node {demotion['node']} left reservation {demotion['reservationID'] or '(unlabelled)'}: "

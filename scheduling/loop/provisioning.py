@@ -18,7 +18,7 @@ from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.models import Decision, Mode, Node, NodeClaim, NodePool, Offering, Pod
-from scheduling.modes import effective_mode
+from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import current_world
 
 MAX_PODS_IN_SUBJECT = 3
@@ -38,9 +38,10 @@ def provision(cloud, cluster, now=None) -> dict:
     decisions = simulate_readable(current_world(now), now)
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
+    refusal = control_refusal()  # once per run: every claim of one run under the same verdict
     for claim in decisions["nodeClaims"]:
         pool = pools.get(claim["nodePool"])
-        mode = effective_mode(pool)
+        mode = effective_mode(pool, refusal)
         decision = PendingDecision(
             kind=Decision.Kind.LAUNCH, subject=claim_subject(claim), reason=launch_reason(claim, pool, reservations),
             mode=mode, node_pool=pool, reservation=reservations.get(claim["launch"].get("reservationID")),

@@ -1,18 +1,13 @@
 """A throwaway redis-server for one test: its own port and directory, started, killed and started
 again on the same port by the test (never the shared Redis other test runs use)."""
 
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port
 
 
 class ThrowawayRedis:

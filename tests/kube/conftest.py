@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -26,6 +25,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 APISERVER_VERSION = "v1.20.2"
@@ -44,12 +45,6 @@ def apiserver_binary() -> Path:
         return Path(explicit)
     script = REPO / "scripts" / "kube-apiserver.sh"
     return Path(subprocess.run([str(script), "--print-path"], check=True, capture_output=True, text=True).stdout.strip())
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _write_pki(directory: Path) -> dict[str, Path]:

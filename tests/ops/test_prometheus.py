@@ -1,17 +1,21 @@
 """karpweb's alert rules and metrics with Debian's promtool: the rules load, every alert fires and
 stays quiet where it should (karpweb-rules.test.yaml), a weakened rule is caught, the Operator's
-PrometheusRule holds the same groups, and a scrape of a seeded karpweb is clean."""
+PrometheusRule holds the same groups, a scrape of a seeded karpweb is clean, and a real Prometheus
+server scrapes it with the bearer token."""
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 from django.core.management import call_command
 from django.utils import timezone
 
 from scheduling.models import TaskRun
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus/karpweb-rules.yaml"
@@ -72,3 +76,43 @@ def test_a_scrape_of_a_seeded_karpweb_is_clean(client):
     assert "karpweb_reservation_used_instances{" in scrape and "karpweb_missed_reservation_dollars_total" in scrape
     linted = promtool("check", "metrics", stdin=scrape)
     assert linted.returncode == 0 and linted.stdout.strip() == "" and linted.stderr.strip() == "", linted.stdout + linted.stderr
+
+
+def test_a_real_prometheus_scrapes_karpweb_with_the_bearer_token(transactional_db, live_server, settings, tmp_path):
+    """Debian's Prometheus server, configured as docs/operations.md says, scrapes the live karpweb:
+    with the token the target is up and the reservation series are queryable; without it, down."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("prometheus is missing: apt-get install -y prometheus (.ci/run does this)")
+    call_command("seed_demo")
+    settings.KARPWEB_METRICS_TOKEN = token = "scrape-token-for-the-prometheus-test-0123456789"
+    target = live_server.url.removeprefix("http://")
+    (tmp_path / "token").write_text(token)
+    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [
+        {"job_name": "karpweb", "metrics_path": "/metrics", "static_configs": [{"targets": [target]}],
+         "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")}},
+        {"job_name": "karpweb-without-token", "metrics_path": "/metrics", "static_configs": [{"targets": [target]}]},
+    ]}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    server = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                               f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        health = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and set(health.values()) != {"up", "down"}:
+            time.sleep(0.5)
+            try:
+                targets = requests.get(f"http://127.0.0.1:{port}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+            except (requests.ConnectionError, ValueError, KeyError):
+                continue
+            health = {t["labels"]["job"]: t["health"] for t in targets if t["health"] != "unknown"}
+            errors = {t["labels"]["job"]: t["lastError"] for t in targets}
+        assert health == {"karpweb": "up", "karpweb-without-token": "down"}, health
+        assert "401" in errors["karpweb-without-token"]
+        series = requests.get(f"http://127.0.0.1:{port}/api/v1/query", timeout=5,
+                              params={"query": 'karpweb_reservation_total_instances{job="karpweb"}'}).json()["data"]["result"]
+        assert series and all(s["metric"]["reservation_id"].startswith("cr-") for s in series)
+    finally:
+        server.terminate()
+        server.wait(10)

@@ -54,7 +54,6 @@ import hashlib
 import json
 import logging
 import secrets
-import socket
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -70,6 +69,8 @@ from moto.ec2.responses import EC2Response
 from moto.resourcegroups import urls as resourcegroups_urls
 from moto.resourcegroups.responses import ResourceGroupsResponse
 from moto.server import ThreadedMotoServer
+
+from tests.support.ports import free_port
 
 ACCOUNT_ID = "123456789012"  # moto's default account
 DEFAULT_REGION = "us-east-1"
@@ -965,12 +966,6 @@ resourcegroups_urls.url_paths["{0}/list-group-resources$"] = ResourceGroupsRespo
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class EC2TestServer:
     """moto's EC2 server with capacity reservations, on 127.0.0.1 and a free port.
 
@@ -981,7 +976,7 @@ class EC2TestServer:
     def __init__(self, region: str = DEFAULT_REGION, account_id: str = ACCOUNT_ID) -> None:
         self.region = region
         self.account_id = account_id
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self.faults = FAULTS
         self.clock = CLOCK
