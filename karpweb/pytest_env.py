@@ -11,3 +11,9 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
 # The API's rate limits would trip over the tests' bursts of requests; the rate-limit tests set them.
 os.environ.setdefault("KARPWEB_API_RATE", "off")
 os.environ.setdefault("KARPWEB_API_ANON_RATE", "off")
+# The cluster launched nodes join (the launch tests that ask EKS DescribeCluster clear these).
+os.environ.setdefault("KARPWEB_CLUSTER_NAME", "karpweb-test")
+os.environ.setdefault("KARPWEB_CLUSTER_ENDPOINT", "https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com")
+os.environ.setdefault("KARPWEB_CLUSTER_CA_BUNDLE", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnRlc3QKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=")
+os.environ.setdefault("KARPWEB_CLUSTER_CIDR", "10.100.0.0/16")
+os.environ.setdefault("KARPWEB_KUBERNETES_VERSION", "1.31")

@@ -230,6 +230,14 @@ KARPWEB_MODE = env_choice("KARPWEB_MODE", "control" if _SIMULATED else "observe"
 # every Kubernetes sync; present / absent: declared. While it is, karpweb only recommends.
 KARPWEB_KARPENTER = env_choice("KARPWEB_KARPENTER", "auto", ("auto", "present", "absent"))
 KARPWEB_KARPENTER_LEASE_NAME = env_str("KARPWEB_KARPENTER_LEASE_NAME", "karpenter-leader-election")
+# The EKS cluster nodes join (Karpenter's CLUSTER_NAME, CLUSTER_ENDPOINT, CLUSTER_CA_BUNDLE): what is
+# not set comes from EKS DescribeCluster (docs/ec2.md, "Launching nodes that join the cluster").
+KARPWEB_CLUSTER_NAME = env_str("KARPWEB_CLUSTER_NAME", "")
+KARPWEB_CLUSTER_ENDPOINT = env_str("KARPWEB_CLUSTER_ENDPOINT", "")
+KARPWEB_CLUSTER_CA_BUNDLE = env_str("KARPWEB_CLUSTER_CA_BUNDLE", "")
+KARPWEB_CLUSTER_CIDR = env_str("KARPWEB_CLUSTER_CIDR", "")
+KARPWEB_KUBERNETES_VERSION = env_str("KARPWEB_KUBERNETES_VERSION", "")
+KARPWEB_CLUSTER_DNS = env_str("KARPWEB_CLUSTER_DNS", "")
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 KARPWEB_FEATURE_RESERVED_CAPACITY = env_bool("KARPWEB_FEATURE_RESERVED_CAPACITY", True)

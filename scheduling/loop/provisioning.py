@@ -11,13 +11,14 @@ from django.utils import timezone
 
 from reservations.groups import launch_group_arn
 from reservations.models import CapacityReservation
-from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult
+from scheduling.adapters.ec2.amis import variant_of
+from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult, NodeClassLaunch
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.engine.world import TERMINAL_PHASES
-from scheduling.models import Decision, Mode, Node, NodeClaim, NodePool, Offering, Pod
+from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, NodePool, Offering, Pod
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import current_world
 
@@ -189,10 +190,10 @@ def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
     )
     node_class = row.node_class
     request = LaunchRequest(
-        nodeclaim_name=row.name, nodeclass_name=node_class.name if node_class else "",
-        image_id=(node_class.spec or {}).get("karpweb.io/imageID", "") if node_class else "", offerings=[offering],
+        nodeclaim_name=row.name, nodeclass_name=node_class.name if node_class else "", image_id="", offerings=[offering],
         tags={"karpenter.sh/nodeclaim": row.name, "karpenter.sh/nodepool": row.node_pool.name if row.node_pool else ""},
         open_reservations=bool(node_class and node_class.open_reservations),
+        node_class=node_class_launch(row) if node_class else None,
     )
     result = (already_launched(cloud, row.name) if retry else None) or cloud.launch(request)
     if result.ok and result.reservation_id and row.reservation_label and result.reservation_id != row.reservation_label:
@@ -214,6 +215,17 @@ def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
             delete(row.name)
         mark_unavailable(result.reservations_marked_unavailable)
     return result
+
+
+def node_class_launch(row: NodeClaim) -> NodeClassLaunch:
+    """What the cloud provider resolves the launch from: the EC2NodeClass as Kubernetes has it, the
+    NodeClaim's labels, the NodePool's taints and startup taints, and the instance type's image needs."""
+    pool, node_class = row.node_pool, row.node_class
+    instance_type = InstanceType.objects.filter(name=row.instance_type).only("arch", "labels").first()
+    shapes = {row.instance_type: (instance_type.arch, variant_of(instance_type.labels or {}))} if instance_type else {}
+    return NodeClassLaunch(
+        uid=node_class.uid, spec=node_class.spec or {}, nodepool=pool.name if pool else "", labels=row.labels,
+        taints=[*(pool.taints or []), *(pool.startup_taints or [])] if pool else [], shapes=shapes)
 
 
 def record_group_member(cluster, row: NodeClaim, reservation_id: str) -> None:

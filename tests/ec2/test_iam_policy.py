@@ -9,7 +9,8 @@ import botocore.session
 from botocore import xform_name
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = {"ec2": "ec2", "pricing": "pricing", "resource-groups": "resource-groups"}  # botocore name: IAM prefix
+SERVICES = {"ec2": "ec2", "pricing": "pricing", "resource-groups": "resource-groups", "ssm": "ssm", "iam": "iam",
+            "eks": "eks"}  # botocore name: IAM prefix
 
 
 def called_actions() -> set[str]:
@@ -37,7 +38,8 @@ def test_the_adapter_calls_what_the_policy_allows():
     called = called_actions()
     # Sanity: the scan finds the calls made through helpers and over several lines.
     assert {"ec2:CreateFleet", "ec2:DescribeInstanceTypes", "ec2:DeleteLaunchTemplate", "pricing:GetProducts",
-            "resource-groups:ListGroupResources"} <= called
+            "resource-groups:ListGroupResources", "ssm:GetParameter", "iam:CreateInstanceProfile",
+            "eks:DescribeCluster"} <= called
     assert called - policy_actions() == set()
 
 

@@ -17,12 +17,21 @@ def pending_pod(name: str, cpu: str = "1500m") -> Pod:
                               owner_kind="ReplicaSet", owner_name="app-1")
 
 
+def launchable_spec(provider) -> dict:
+    """An EC2NodeClass spec as Karpenter users write it, on moto's default VPC: the image by id, the
+    zone's default subnet and the default security group by id, an existing instance profile."""
+    subnet = provider.ec2.describe_subnets(Filters=[{"Name": "availability-zone", "Values": [ZONE]}])["Subnets"][0]
+    group = provider.ec2.describe_security_groups(GroupNames=["default"])["SecurityGroups"][0]
+    return {"amiSelectorTerms": [{"id": AMI}], "subnetSelectorTerms": [{"id": subnet["SubnetId"]}],
+            "securityGroupSelectorTerms": [{"id": group["GroupId"]}], "instanceProfile": "KarpenterNodeInstanceProfile"}
+
+
 def build(world, provider, now, *, units: int = 2, pods: int = 1, pool: str = "general", node_class: str = "default") -> str:
     """The world on the server and in the database, synced once; returns the reservation id."""
     sync_catalogue(provider, now=now)
     reservation = world.add_reservation("m5.large", ZONE, units, tags={"team": "ml"})
     nc = EC2NodeClass.objects.create(
-        name=node_class, capacity_reservation_selector_terms=[{"id": reservation}], spec={"karpweb.io/imageID": AMI},
+        name=node_class, capacity_reservation_selector_terms=[{"id": reservation}], spec=launchable_spec(provider),
     )
     NodePool.objects.create(
         name=pool, node_class=nc, mode=Mode.CONTROL, requirements=[

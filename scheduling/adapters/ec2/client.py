@@ -9,6 +9,8 @@ falling back to the environment:
 * ``KARPWEB_EC2_RETRY_MODE`` (``adaptive``) and ``KARPWEB_EC2_MAX_ATTEMPTS`` (5): botocore's retries
 * ``KARPWEB_EC2_EXTRA_RETRIES`` (3): our own bounded retries of throttled calls after botocore's
 * ``KARPWEB_RESOURCE_GROUPS_ENDPOINT_URL``: for ``resourceGroupARN`` terms (default: the EC2 one)
+* ``KARPWEB_SSM_ENDPOINT_URL``, ``KARPWEB_IAM_ENDPOINT_URL``, ``KARPWEB_EKS_ENDPOINT_URL``: for launch
+  resolution (AMI aliases, instance profiles, DescribeCluster); default: the EC2 one when it is set
 * ``KARPWEB_FEATURE_RESERVED_CAPACITY`` (true): the ReservedCapacity feature gate
 * ``KARPWEB_PRICING_SOURCE``: ``api`` (the Pricing API, the default unless an EC2 endpoint URL is
   set) or ``bundled`` (the prices.json table only); ``KARPWEB_PRICING_REGION`` (``us-east-1``),
@@ -82,6 +84,9 @@ class EC2Config:
     pricing_region: str = "us-east-1"
     pricing_endpoint_url: str | None = None
     resource_groups_endpoint_url: str | None = None
+    ssm_endpoint_url: str | None = None
+    iam_endpoint_url: str | None = None
+    eks_endpoint_url: str | None = None
     reserved_capacity: bool = True  # the ReservedCapacity feature gate
 
     @classmethod
@@ -107,6 +112,9 @@ class EC2Config:
             "pricing_region": setting("KARPWEB_PRICING_REGION", "us-east-1"),
             "pricing_endpoint_url": setting("KARPWEB_PRICING_ENDPOINT_URL"),
             "resource_groups_endpoint_url": setting("KARPWEB_RESOURCE_GROUPS_ENDPOINT_URL", endpoint),
+            "ssm_endpoint_url": setting("KARPWEB_SSM_ENDPOINT_URL", endpoint),
+            "iam_endpoint_url": setting("KARPWEB_IAM_ENDPOINT_URL", endpoint),
+            "eks_endpoint_url": setting("KARPWEB_EKS_ENDPOINT_URL", endpoint),
             "reserved_capacity": _bool(setting("KARPWEB_FEATURE_RESERVED_CAPACITY", True)),
         }
         values.update(overrides)
@@ -145,6 +153,19 @@ def make_pricing_client(config: EC2Config, session: boto3.session.Session | None
         region_name=config.pricing_region,
         endpoint_url=config.pricing_endpoint_url,
         config=Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5, read_timeout=30),
+    )
+
+
+def make_client(service: str, config: EC2Config, endpoint_url: str | None,
+                session: boto3.session.Session | None = None) -> Any:
+    """A client for one of the launch-resolution services (ssm, iam, eks) with EC2's retry policy."""
+    session = session or make_session()
+    return session.client(
+        service,
+        region_name=config.region,
+        endpoint_url=endpoint_url,
+        config=Config(retries={"mode": config.retry_mode, "total_max_attempts": config.max_attempts},
+                      connect_timeout=5, read_timeout=30, user_agent_extra="karpweb"),
     )
 
 

@@ -113,6 +113,26 @@ class LaunchRequest:
     # The EC2NodeClass's open mode (karpweb.io/open-reservations): on-demand launches use
     # CapacityReservationPreference `open`, so EC2 may run them in a matching open ODCR.
     open_reservations: bool = False
+    image_ids: Mapping[str, str] = field(default_factory=dict)  # instance type -> image, where it differs
+    block_device_mappings: Sequence[Mapping[str, Any]] = ()  # EC2's shape
+    metadata_options: Mapping[str, Any] | None = None  # EC2's shape
+    detailed_monitoring: bool = False
+    associate_public_ip: bool | None = None
+    # Given, the provider resolves the rest from the EC2NodeClass as Karpenter does (image per
+    # instance type, subnets, security groups, instance profile, user data, tags).
+    node_class: NodeClassLaunch | None = None
+
+
+@dataclass(frozen=True)
+class NodeClassLaunch:
+    """What launch resolution needs beyond the offerings: the EC2NodeClass and the node to be."""
+
+    uid: str
+    spec: Mapping[str, Any]
+    nodepool: str
+    labels: Mapping[str, str]  # the NodeClaim's
+    taints: Sequence[Mapping[str, str]] = ()  # the NodePool's taints, then its startup taints
+    shapes: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # instance type -> (arch, image variant)
 
 
 @dataclass(frozen=True)

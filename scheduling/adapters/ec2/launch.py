@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from scheduling.engine.quantities import EPHEMERAL_STORAGE, parse_resource
+
 from .client import Caller
 from .interface import (
     ON_DEMAND,
@@ -147,18 +149,47 @@ def client_token(nodeclaim_name: str, attempt: int) -> str:
     return f"karpweb-{digest}"
 
 
+# The EC2NodeClass CRD's default metadataOptions (nodeadm needs IMDS; upstream's Go fallback for
+# a nil value disables the endpoint, a regression karpweb does not copy).
+DEFAULT_METADATA_OPTIONS = {"HttpEndpoint": "enabled", "HttpProtocolIpv6": "disabled", "HttpPutResponseHopLimit": 1,
+                            "HttpTokens": "required"}
+
+
+def image_of(request: LaunchRequest, instance_type: str) -> str:
+    return request.image_ids.get(instance_type) or request.image_id
+
+
+def template_key(launch_plan: LaunchPlan, request: LaunchRequest, offering: LaunchOffering) -> tuple[str | None, str]:
+    """One launch template per reservation (None for on-demand and spot) and image."""
+    reservation = offering.reservation_id if launch_plan.capacity_type == RESERVED else None
+    return reservation, image_of(request, offering.instance_type)
+
+
 def launch_template_data(
-    request: LaunchRequest, offering: LaunchOffering | None, capacity_type: str, reserved_capacity: bool = True
+    request: LaunchRequest, offering: LaunchOffering | None, capacity_type: str, reserved_capacity: bool = True,
+    image_id: str | None = None,
 ) -> dict[str, Any]:
     """Launch template data; ``offering`` is the reservation's offering for reserved launches.
     With the ReservedCapacity gate off no CapacityReservationSpecification is set (EC2's default
     ``open`` applies), as upstream."""
     data: dict[str, Any] = {
-        "ImageId": request.image_id,
-        "MetadataOptions": {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1},
+        "ImageId": image_id or request.image_id,
+        "MetadataOptions": {**DEFAULT_METADATA_OPTIONS, **(request.metadata_options or {}), "InstanceMetadataTags": "disabled"},
     }
-    if request.security_group_ids:
+    if request.associate_public_ip is not None:
+        # The public-address choice lives on the network interface, which then carries the groups.
+        data["NetworkInterfaces"] = [{"DeviceIndex": 0, "Groups": list(request.security_group_ids),
+                                      "AssociatePublicIpAddress": request.associate_public_ip}]
+    elif request.security_group_ids:
         data["SecurityGroupIds"] = list(request.security_group_ids)
+    if request.block_device_mappings:
+        data["BlockDeviceMappings"] = [dict(m) for m in request.block_device_mappings]
+    if request.detailed_monitoring:
+        data["Monitoring"] = {"Enabled": True}
+    template_tags = {k: v for k, v in request.tags.items() if k != "karpenter.sh/nodeclaim"}
+    if template_tags:  # the interfaces get the class's tags; the instance and volumes get them from CreateFleet
+        data["TagSpecifications"] = [{"ResourceType": "network-interface",
+                                      "Tags": [{"Key": k, "Value": v} for k, v in sorted(template_tags.items())]}]
     if request.user_data:
         data["UserData"] = base64.b64encode(request.user_data.encode()).decode()
     if request.instance_profile:
@@ -277,15 +308,15 @@ def reservation_target(data: Mapping[str, Any]) -> str | None:
 def fleet_request(
     request: LaunchRequest,
     launch_plan: LaunchPlan,
-    template_ids: Mapping[str | None, str],
+    template_ids: Mapping[tuple[str | None, str], str],
 ) -> dict[str, Any]:
-    """CreateFleet parameters without ``ClientToken``; ``template_ids`` maps reservation id (None for
-    on-demand/spot) to its launch template id."""
-    groups: dict[str | None, list[LaunchOffering]] = {}
+    """CreateFleet parameters without ``ClientToken``; ``template_ids`` maps (reservation id, None for
+    on-demand/spot; image) to its launch template id."""
+    groups: dict[tuple[str | None, str], list[LaunchOffering]] = {}
     for o in launch_plan.offerings:
-        groups.setdefault(o.reservation_id if launch_plan.capacity_type == RESERVED else None, []).append(o)
+        groups.setdefault(template_key(launch_plan, request, o), []).append(o)
     configs = []
-    for reservation_id, offerings in groups.items():
+    for key, offerings in groups.items():
         overrides = []
         for o in offerings:
             override: dict[str, Any] = {"InstanceType": o.instance_type, "AvailabilityZone": o.zone, "Priority": o.price}
@@ -295,7 +326,7 @@ def fleet_request(
             overrides.append(override)
         configs.append(
             {
-                "LaunchTemplateSpecification": {"LaunchTemplateId": template_ids[reservation_id], "Version": "$Latest"},
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template_ids[key], "Version": "$Latest"},
                 "Overrides": overrides,
             }
         )
@@ -322,3 +353,38 @@ def fleet_request(
     if request.context:
         params["Context"] = request.context
     return params
+
+
+# The AMI families' default volumes when spec.blockDeviceMappings is empty (upstream's defaults).
+_DEFAULT_VOLUMES = {
+    "AL2": [("/dev/xvda", 20)], "AL2023": [("/dev/xvda", 20)],
+    "Bottlerocket": [("/dev/xvda", 4), ("/dev/xvdb", 20)],
+    "Windows2019": [("/dev/sda1", 50)], "Windows2022": [("/dev/sda1", 50)], "Windows2025": [("/dev/sda1", 50)],
+}
+_EBS_FIELDS = {"volumeType": "VolumeType", "iops": "Iops", "throughput": "Throughput", "encrypted": "Encrypted",
+               "kmsKeyID": "KmsKeyId", "deleteOnTermination": "DeleteOnTermination", "snapshotID": "SnapshotId"}
+_METADATA_FIELDS = {"httpEndpoint": "HttpEndpoint", "httpProtocolIPv6": "HttpProtocolIpv6",
+                    "httpPutResponseHopLimit": "HttpPutResponseHopLimit", "httpTokens": "HttpTokens"}
+
+
+def block_device_mappings(spec_mappings: Sequence[Mapping[str, Any]] | None, family: str | None) -> list[dict[str, Any]]:
+    """EC2NodeClass ``spec.blockDeviceMappings`` in EC2's shape (sizes in GiB, rounded up), else the
+    AMI family's default: encrypted gp3 volumes."""
+    if not spec_mappings:
+        return [{"DeviceName": device, "Ebs": {"VolumeSize": size, "VolumeType": "gp3", "Encrypted": True}}
+                for device, size in _DEFAULT_VOLUMES.get(family or "AL2023", [])]
+    result = []
+    for mapping in spec_mappings:
+        ebs_spec = mapping.get("ebs") or {}
+        ebs = {ec2: ebs_spec[name] for name, ec2 in _EBS_FIELDS.items() if ebs_spec.get(name) is not None}
+        if ebs_spec.get("volumeSize") is not None:
+            size = parse_resource(EPHEMERAL_STORAGE, str(ebs_spec["volumeSize"]))
+            ebs["VolumeSize"] = -(-size // 2**30)
+        result.append({"DeviceName": mapping.get("deviceName", ""), "Ebs": ebs})
+    return result
+
+
+def metadata_options(spec_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """EC2NodeClass ``spec.metadataOptions`` in EC2's shape, over the CRD's defaults."""
+    given = {ec2: spec_options[name] for name, ec2 in _METADATA_FIELDS.items() if (spec_options or {}).get(name) is not None}
+    return {**DEFAULT_METADATA_OPTIONS, **given}

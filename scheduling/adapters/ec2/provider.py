@@ -13,7 +13,14 @@ from typing import Any
 from . import catalogue as catalogue_mod
 from . import launch as launch_mod
 from . import membership as membership_mod
-from .client import Caller, EC2Config, make_ec2_client, make_pricing_client, make_resource_groups_client
+from . import nodeclass as nodeclass_mod
+from .amis import AMIProvider, image_for
+from .client import Caller, EC2Config, make_client, make_ec2_client, make_pricing_client, make_resource_groups_client
+from .clusterinfo import ClusterInfoProvider
+from .instanceprofiles import InstanceProfileProvider
+from .securitygroups import SecurityGroupProvider
+from .subnets import SubnetProvider, per_zone
+from .userdata import Bootstrap, UserDataError, build
 from .interface import (
     ON_DEMAND,
     RESERVED,
@@ -52,6 +59,9 @@ class EC2CloudProvider:
         ec2: Any = None,
         pricing: Any = None,
         resource_groups: Any = None,
+        ssm: Any = None,
+        iam: Any = None,
+        eks: Any = None,
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
         instance_type_patterns: Sequence[str] = (),
@@ -70,6 +80,10 @@ class EC2CloudProvider:
             self.ec2, self.call, self.availability, clock, resource_groups=self.resource_groups
         )
         self.templates = launch_mod.LaunchTemplates(self.ec2, self.call)
+        # Launch resolution, one provider per AWS concern, each with its own cache. The clients are
+        # made when first needed: a cluster that only observes never calls SSM, IAM or EKS.
+        self._ssm, self._iam, self._eks = ssm, iam, eks
+        self._resolvers: dict[str, Any] | None = None
         self.instance_type_patterns = tuple(instance_type_patterns)
         self._catalogue: Catalogue | None = None
         self._catalogue_lock = threading.Lock()
@@ -128,8 +142,73 @@ class EC2CloudProvider:
             reservations, self.catalogue(), self.availability.get, self.clock(), zones
         )
 
+    # --- launch resolution ----------------------------------------------------------------------
+    def _resolution_providers(self) -> dict[str, Any]:
+        if self._resolvers is None:
+            ssm = self._ssm or make_client("ssm", self.config, self.config.ssm_endpoint_url)
+            iam = self._iam or make_client("iam", self.config, self.config.iam_endpoint_url)
+            eks = self._eks or make_client("eks", self.config, self.config.eks_endpoint_url)
+            self._resolvers = {
+                "amis": AMIProvider(self.ec2, ssm, self.call, self.clock),
+                "subnets": SubnetProvider(self.ec2, self.call, self.clock),
+                "security_groups": SecurityGroupProvider(self.ec2, self.call, self.clock),
+                "profiles": InstanceProfileProvider(iam, self.call, self.clock, self.config.region),
+                "cluster": ClusterInfoProvider(eks, self.call, self.clock),
+            }
+        return self._resolvers
+
+    def resolve_node_class(self, name: str, uid: str, spec: Mapping[str, Any]) -> nodeclass_mod.NodeClassResolution:
+        """The EC2NodeClass's AMIs, subnets, security groups, instance profile and conditions."""
+        return nodeclass_mod.resolve(name, uid, spec, **self._resolution_providers())
+
+    def _complete(self, request: LaunchRequest) -> LaunchRequest:
+        """Fill a request that names its EC2NodeClass with what Karpenter would launch with; raises
+        CloudAPIError(NodeClassNotReady) when the class cannot launch, saying why."""
+        node_class = request.node_class
+        assert node_class is not None
+        resolved = self.resolve_node_class(request.nodeclass_name, node_class.uid, node_class.spec)
+        if not resolved.ready or resolved.cluster is None:
+            raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name}: {resolved.why_not_ready}")
+        subnets = per_zone(resolved.subnets)
+        images, offerings = {}, []
+        for offering in request.offerings:
+            arch, variant = node_class.shapes.get(offering.instance_type, ("amd64", "standard"))
+            image = image_for(resolved.images, arch, variant)
+            if image is not None and (offering.subnet_id or offering.zone in subnets):
+                images[offering.instance_type] = image.id
+                offerings.append(offering)
+        if not offerings:
+            wanted = ", ".join(sorted({f"{o.instance_type} in {o.zone}" for o in request.offerings}))
+            raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name} has no image in "
+                                f"status.amis or no subnet in status.subnets for {wanted}")
+        spec, cluster = node_class.spec, resolved.cluster
+        kubelet = spec.get("kubelet") or {}
+        bootstrap = Bootstrap(cluster.name, cluster.endpoint, cluster.ca_bundle, cluster.service_cidr,
+                              labels=node_class.labels, taints=node_class.taints, kubelet=kubelet, dns_ip=cluster.dns_ip)
+        try:
+            user_data = build(resolved.family, bootstrap, spec.get("userData"))
+        except UserDataError as exc:
+            raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name}: spec.userData: {exc}") from None
+        tags = {**(spec.get("tags") or {}), **request.tags, f"kubernetes.io/cluster/{cluster.name}": "owned",
+                "eks:eks-cluster-name": cluster.name, "karpenter.sh/nodepool": node_class.nodepool,
+                "karpenter.k8s.aws/ec2nodeclass": request.nodeclass_name}
+        return replace(
+            request, offerings=offerings, image_ids=images, image_id=next(iter(images.values())), subnet_ids=subnets,
+            security_group_ids=[g.id for g in resolved.security_groups], instance_profile=resolved.instance_profile,
+            user_data=user_data, tags=tags, context=request.context or spec.get("context"),
+            block_device_mappings=launch_mod.block_device_mappings(spec.get("blockDeviceMappings"), resolved.family),
+            metadata_options=launch_mod.metadata_options(spec.get("metadataOptions")),
+            detailed_monitoring=bool(spec.get("detailedMonitoring")),
+            associate_public_ip=spec.get("associatePublicIPAddress"),
+        )
+
     # --- launch ------------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> LaunchResult:
+        if request.node_class is not None:
+            try:
+                request = self._complete(request)
+            except CloudAPIError as exc:
+                return LaunchResult(error_code=exc.code, error_message=exc.message, errors=[LaunchError(exc.code, exc.message)])
         offerings = request.offerings
         if not self.config.reserved_capacity:
             offerings = [o for o in offerings if o.capacity_type != RESERVED]
@@ -144,7 +223,7 @@ class EC2CloudProvider:
         except CloudAPIError as exc:
             return LaunchResult(error_code=exc.code, error_message=exc.message, errors=[LaunchError(exc.code, exc.message)])
         params = launch_mod.fleet_request(request, launch_plan, template_ids)
-        reservation_of_template = {tid: rid for rid, tid in template_ids.items()}
+        reservation_of_template = {tid: key[0] for key, tid in template_ids.items()}
 
         attempt = self._token_attempts.get(request.nodeclaim_name, 0)
         for _ in range(MAX_TOKEN_ATTEMPTS):
@@ -186,18 +265,19 @@ class EC2CloudProvider:
         """Delete the launch templates no launch can use again (see LaunchTemplates.collect_garbage)."""
         return self.templates.collect_garbage(live_nodeclasses, live_targets)
 
-    def _templates_for(self, request: LaunchRequest, launch_plan: launch_mod.LaunchPlan) -> dict[str | None, str]:
-        ids: dict[str | None, str] = {}
-        if launch_plan.capacity_type == RESERVED:
-            for o in launch_plan.offerings:
-                if o.reservation_id not in ids:
-                    data = launch_mod.launch_template_data(request, o, RESERVED)
-                    ids[o.reservation_id] = self.templates.ensure(request.nodeclass_name, data)
-        else:
+    def _templates_for(
+        self, request: LaunchRequest, launch_plan: launch_mod.LaunchPlan
+    ) -> dict[tuple[str | None, str], str]:
+        ids: dict[tuple[str | None, str], str] = {}
+        for o in launch_plan.offerings:
+            key = launch_mod.template_key(launch_plan, request, o)
+            if key in ids:
+                continue
+            reserved = launch_plan.capacity_type == RESERVED
             data = launch_mod.launch_template_data(
-                request, None, launch_plan.capacity_type, self.config.reserved_capacity
+                request, o if reserved else None, launch_plan.capacity_type, self.config.reserved_capacity, key[1]
             )
-            ids[None] = self.templates.ensure(request.nodeclass_name, data)
+            ids[key] = self.templates.ensure(request.nodeclass_name, data)
         return ids
 
     def _fleet_result(

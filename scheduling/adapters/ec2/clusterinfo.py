@@ -1,0 +1,79 @@
+"""What a node needs to know to join the cluster, as Karpenter's AWS provider finds it
+(karpenter-launch.md §2.1): the cluster name (required), the API endpoint and certificate authority
+(settings, else EKS DescribeCluster), the service CIDR (DescribeCluster's kubernetesNetworkConfig,
+AL2023's NodeConfig requires it) and the Kubernetes minor version (for the AMI aliases).
+
+Settings: KARPWEB_CLUSTER_NAME, KARPWEB_CLUSTER_ENDPOINT, KARPWEB_CLUSTER_CA_BUNDLE (base64 PEM, as
+Karpenter's CLUSTER_CA_BUNDLE), KARPWEB_CLUSTER_CIDR, KARPWEB_KUBERNETES_VERSION, KARPWEB_CLUSTER_DNS.
+What is not set is asked of EKS once and kept for an hour."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .client import Caller, setting
+from .interface import CloudAPIError
+
+REFRESH = timedelta(hours=1)
+_MINOR = re.compile(r"^1\.(\d+)")
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    name: str
+    endpoint: str
+    ca_bundle: str  # base64 PEM
+    service_cidr: str
+    version: str  # "1.31"
+    dns_ip: str = ""  # the kube-dns Service IP, when set; nodeadm's default otherwise
+
+
+class ClusterInfoProvider:
+    def __init__(self, eks: Any, call: Caller, clock: Callable[[], datetime]) -> None:
+        self._eks = eks
+        self._call = call
+        self._clock = clock
+        self._cached: tuple[datetime, ClusterInfo] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ClusterInfo:
+        """Raises CloudAPIError naming the setting or the call that failed."""
+        with self._lock:
+            if self._cached and self._clock() - self._cached[0] < REFRESH:
+                return self._cached[1]
+        info = self._resolve()
+        with self._lock:
+            self._cached = (self._clock(), info)
+        return info
+
+    def _resolve(self) -> ClusterInfo:
+        name = setting("KARPWEB_CLUSTER_NAME")
+        if not name:
+            raise CloudAPIError("ClusterNameNotSet", "set KARPWEB_CLUSTER_NAME to the EKS cluster's name: nodes "
+                                "cannot join a cluster karpweb cannot name", "config")
+        given = {"endpoint": setting("KARPWEB_CLUSTER_ENDPOINT"), "ca": setting("KARPWEB_CLUSTER_CA_BUNDLE"),
+                 "cidr": setting("KARPWEB_CLUSTER_CIDR"), "version": setting("KARPWEB_KUBERNETES_VERSION")}
+        if not all(given.values()):
+            cluster = self._call(self._eks, "describe_cluster", name=name)["cluster"]
+            network = cluster.get("kubernetesNetworkConfig") or {}
+            given = {
+                "endpoint": given["endpoint"] or cluster.get("endpoint") or "",
+                "ca": given["ca"] or (cluster.get("certificateAuthority") or {}).get("data") or "",
+                "cidr": given["cidr"] or network.get("serviceIpv4Cidr") or network.get("serviceIpv6Cidr") or "",
+                "version": given["version"] or cluster.get("version") or "",
+            }
+        missing = [key for key, value in given.items() if not value]
+        if missing:
+            raise CloudAPIError("ClusterInfoIncomplete", f"EKS cluster {name}: no {', '.join(missing)} from settings "
+                                "or DescribeCluster (set KARPWEB_CLUSTER_ENDPOINT, KARPWEB_CLUSTER_CA_BUNDLE, "
+                                "KARPWEB_CLUSTER_CIDR, KARPWEB_KUBERNETES_VERSION)", "describe_cluster")
+        match = _MINOR.match(str(given["version"]))
+        if not match:
+            raise CloudAPIError("ClusterVersionUnknown", f"Kubernetes version {given['version']!r} is not 1.N", "config")
+        return ClusterInfo(name=name, endpoint=given["endpoint"], ca_bundle=given["ca"], service_cidr=given["cidr"],
+                           version=f"1.{match.group(1)}", dns_ip=setting("KARPWEB_CLUSTER_DNS", "") or "")

@@ -1,0 +1,154 @@
+"""An EC2NodeClass resolved for launching (karpenter-launch.md §2, §3): its AMIs, subnets, security
+groups and instance profile, the cluster facts its user data needs, and the status and conditions
+Karpenter writes for them (AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady,
+ValidationSucceeded, Ready), with upstream's reasons. A NodePool whose class is not Ready launches
+nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduling.engine.ec2types import ami_family
+
+from .amis import AMIError, AMIProvider, Image
+from .clusterinfo import ClusterInfo, ClusterInfoProvider
+from .instanceprofiles import InstanceProfileProvider
+from .interface import CloudAPIError
+from .securitygroups import SecurityGroup, SecurityGroupProvider
+from .subnets import Subnet, SubnetProvider
+from .userdata import Bootstrap, UserDataError, build
+
+# Tags Karpenter sets itself; spec.tags may not carry them (its CRD's rule, TagValidationFailed).
+RESTRICTED_TAG_KEYS = ("karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass",
+                       "eks:eks-cluster-name")
+CONDITION_TYPES = ("AMIsReady", "SubnetsReady", "SecurityGroupsReady", "InstanceProfileReady", "ValidationSucceeded")
+
+
+@dataclass
+class NodeClassResolution:
+    name: str
+    family: str | None = None
+    images: list[Image] = field(default_factory=list)
+    subnets: list[Subnet] = field(default_factory=list)
+    security_groups: list[SecurityGroup] = field(default_factory=list)
+    instance_profile: str = ""
+    cluster: ClusterInfo | None = None
+    conditions: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return all(c["status"] == "True" for c in self.conditions)
+
+    @property
+    def why_not_ready(self) -> str:
+        return "; ".join(f"{c['type']} is {c['status']} ({c['reason']}): {c['message']}"
+                         for c in self.conditions if c["status"] != "True")
+
+    def status_fields(self) -> dict[str, Any]:
+        return {"amis": [i.status() for i in self.images], "subnets": [s.status() for s in self.subnets],
+                "securityGroups": [g.status() for g in self.security_groups],
+                **({"instanceProfile": self.instance_profile} if self.instance_profile else {})}
+
+    def all_conditions(self) -> list[dict[str, str]]:
+        """The five, then Ready (UnhealthyDependents while one of them is not True)."""
+        ready = {"type": "Ready", "status": "True", "reason": "Ready", "message": ""} if self.ready else \
+            {"type": "Ready", "status": "False", "reason": "UnhealthyDependents", "message": self.why_not_ready}
+        return [*self.conditions, ready]
+
+
+def _ok(kind: str) -> dict[str, str]:
+    return {"type": kind, "status": "True", "reason": kind, "message": ""}
+
+
+def _bad(kind: str, reason: str, message: str) -> dict[str, str]:
+    return {"type": kind, "status": "False", "reason": reason, "message": message}
+
+
+def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, subnets: SubnetProvider,
+            security_groups: SecurityGroupProvider, profiles: InstanceProfileProvider,
+            cluster: ClusterInfoProvider) -> NodeClassResolution:
+    """Each part in upstream's order; a failing part is a False condition naming the field, and the
+    others are still resolved (the page shows everything that is wrong at once)."""
+    result = NodeClassResolution(name=name, family=ami_family(spec))
+    try:
+        result.cluster = cluster.get()
+    except CloudAPIError as exc:
+        result.conditions.append(_bad("ValidationSucceeded", "ClusterCIDRResolutionFailed"
+                                      if exc.code != "ClusterNameNotSet" else "ClusterNameNotSet", exc.message))
+    result.conditions.insert(0, _amis(result, spec, amis))
+    result.conditions.insert(1, _subnets(result, spec, subnets))
+    result.conditions.insert(2, _security_groups(result, spec, security_groups))
+    result.conditions.insert(3, _profile(result, name, uid, spec, profiles))
+    if not any(c["type"] == "ValidationSucceeded" for c in result.conditions):
+        result.conditions.append(_validation(spec))
+    return result
+
+
+def _amis(result: NodeClassResolution, spec: Mapping[str, Any], amis: AMIProvider) -> dict[str, str]:
+    terms = spec.get("amiSelectorTerms") or []
+    if not terms:
+        return _bad("AMIsReady", "AMINotFound", "spec.amiSelectorTerms is empty")
+    if result.cluster is None:
+        return _bad("AMIsReady", "AMINotFound", "the Kubernetes version is unknown, so no alias can be resolved")
+    try:
+        result.images = amis.resolve(terms, result.cluster.version)
+    except AMIError as exc:
+        return _bad("AMIsReady", exc.code, f"spec.amiSelectorTerms: {exc.message}")
+    except CloudAPIError as exc:
+        return _bad("AMIsReady", "AMINotFound", f"spec.amiSelectorTerms: {exc.code}: {exc.message}")
+    return _ok("AMIsReady")
+
+
+def _subnets(result: NodeClassResolution, spec: Mapping[str, Any], subnets: SubnetProvider) -> dict[str, str]:
+    terms = spec.get("subnetSelectorTerms") or []
+    try:
+        result.subnets = subnets.resolve(terms) if terms else []
+    except CloudAPIError as exc:
+        return _bad("SubnetsReady", "SubnetsNotFound", f"spec.subnetSelectorTerms: {exc.code}: {exc.message}")
+    if not result.subnets:
+        return _bad("SubnetsReady", "SubnetsNotFound", "spec.subnetSelectorTerms selects no subnet")
+    return _ok("SubnetsReady")
+
+
+def _security_groups(result: NodeClassResolution, spec: Mapping[str, Any], groups: SecurityGroupProvider) -> dict[str, str]:
+    terms = spec.get("securityGroupSelectorTerms") or []
+    try:
+        result.security_groups = groups.resolve(terms) if terms else []
+    except CloudAPIError as exc:
+        return _bad("SecurityGroupsReady", "SecurityGroupsNotFound",
+                    f"spec.securityGroupSelectorTerms: {exc.code}: {exc.message}")
+    if not result.security_groups:
+        return _bad("SecurityGroupsReady", "SecurityGroupsNotFound", "spec.securityGroupSelectorTerms selects no security group")
+    return _ok("SecurityGroupsReady")
+
+
+def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str, Any],
+             profiles: InstanceProfileProvider) -> dict[str, str]:
+    if spec.get("instanceProfile"):
+        result.instance_profile = spec["instanceProfile"]
+        return _ok("InstanceProfileReady")
+    if not spec.get("role"):
+        return _bad("InstanceProfileReady", "InstanceProfileNotFound", "set spec.role or spec.instanceProfile")
+    if result.cluster is None:
+        return _bad("InstanceProfileReady", "InstanceProfileNotFound", "the cluster name is unknown")
+    try:
+        result.instance_profile = profiles.ensure(cluster=result.cluster.name, node_class=name, node_class_uid=uid,
+                                                  role=spec["role"], spec_tags=spec.get("tags") or {})
+    except CloudAPIError as exc:
+        return _bad("InstanceProfileReady", "InstanceProfileNotFound", f"spec.role {spec['role']}: {exc.code}: {exc.message}")
+    return _ok("InstanceProfileReady")
+
+
+def _validation(spec: Mapping[str, Any]) -> dict[str, str]:
+    restricted = sorted(k for k in (spec.get("tags") or {})
+                        if k in RESTRICTED_TAG_KEYS or k.startswith("kubernetes.io/cluster/"))
+    if restricted:
+        return _bad("ValidationSucceeded", "TagValidationFailed",
+                    f"spec.tags may not set {', '.join(restricted)}: karpweb sets them on every launch")
+    try:  # the user's userData must merge (a Bottlerocket class needs TOML, a MIME document must be multipart)
+        build(ami_family(spec), Bootstrap("c", "https://e", "", "10.100.0.0/16", {}), spec.get("userData"))
+    except UserDataError as exc:
+        return _bad("ValidationSucceeded", "InvalidUserData", f"spec.userData: {exc}")
+    return _ok("ValidationSucceeded")
