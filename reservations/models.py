@@ -195,6 +195,9 @@ class EC2NodeClass(ConditionsMixin, models.Model):
     status_capacity_reservations = models.JSONField(
         "status.capacityReservations", default=list, blank=True
     )
+    status_launch = models.JSONField(
+        "launch status", default=dict, blank=True,
+        help_text="status.amis, subnets, securityGroups and instanceProfile: what launches resolve to.")
     conditions = models.JSONField(default=list, blank=True)
     selected_reservations = models.ManyToManyField(
         CapacityReservation, blank=True, related_name="node_classes",

@@ -138,10 +138,12 @@ def _metadata(name, *, uid="", labels=None, annotations=None, created=None, name
 
 def node_class_object(nc: EC2NodeClass) -> dict:
     spec = {**(nc.spec or {}), "capacityReservationSelectorTerms": nc.capacity_reservation_selector_terms}
+    ready = [c for c in nc.conditions or [] if c.get("type") == "Ready"]  # Karpenter's launch gate
     return {
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
         "metadata": _metadata(nc.name, uid=nc.uid, annotations=nc.annotations, created=nc.created_at),
         "spec": spec,
+        **({"status": {"conditions": ready}} if ready else {}),
     }
 
 

@@ -192,6 +192,8 @@ class NodeClass:
     selector_terms: object = None  # raw spec.capacityReservationSelectorTerms, validated later
     kubelet: KubeletConfig = field(default_factory=KubeletConfig)
     shape: NodeClassShape = field(default_factory=NodeClassShape)  # AMI family, root volume
+    # Why its status says it is not Ready (Karpenter's launch gate), None when it is or says nothing.
+    not_ready: str | None = None
 
 
 @dataclass(slots=True, eq=False)

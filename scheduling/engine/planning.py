@@ -67,8 +67,10 @@ def build_catalogs(world: World, resolved: dict[str, NodeClassReservations]) -> 
 def build_templates(world: World, catalogs: dict[str, Catalog],
                     resolved: dict[str, NodeClassReservations]) -> list[PoolTemplate]:
     templates = []
+    not_ready = {nc.name: nc.not_ready for nc in world.node_classes if nc.not_ready}
     for pool in world.node_pools:
-        problem = _pool_problem(pool, resolved)
+        problem = _pool_problem(pool, resolved) or (
+            f"EC2NodeClass {pool.node_class} is not ready ({not_ready[pool.node_class]})" if pool.node_class in not_ready else None)
         catalog = catalogs.get(pool.node_class)
         template = PoolTemplate(pool, catalog, ResourceList(), problem)
         template.daemon_overhead = daemon_overhead(world, template)

@@ -405,7 +405,16 @@ class _Reader:
         if problem:
             self.problem(f"{path}.metadata.annotations.{GROUPS_ANNOTATION}", problem)
         terms = merge_terms(spec.get("capacityReservationSelectorTerms"), annotations)
-        return NodeClass(name, terms, kubelet, self.node_class_shape(spec, f"{path}.spec")) if name else None
+        not_ready = self.not_ready(self.mapping(item.get("status"), f"{path}.status").get("conditions"), f"{path}.status.conditions")
+        return NodeClass(name, terms, kubelet, self.node_class_shape(spec, f"{path}.spec"), not_ready) if name else None
+
+    def not_ready(self, conditions: Any, path: str) -> str | None:
+        """An EC2NodeClass whose Ready condition is not True cannot launch (Karpenter's gate); a
+        status without a Ready condition (a what-if world, a class never reconciled) says nothing."""
+        for _, item in self.items(conditions, path):
+            if isinstance(item, dict) and item.get("type") == "Ready" and item.get("status") != "True":
+                return f"{item.get('reason') or 'NotReady'}: {item.get('message') or 'Ready is ' + str(item.get('status'))}"
+        return None
 
     def node_class_shape(self, spec: dict, path: str) -> NodeClassShape:
         """AMI family (spec.amiFamily or an alias term; AL2023 when neither is given), the

@@ -17,6 +17,7 @@ from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
+from scheduling.loop.nodeclass_launch import refresh_launch_status
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun
 from scheduling.modes import configured_mode, control_refusal, global_mode
@@ -41,6 +42,8 @@ def sync_ec2(now=None) -> dict:
         counts["samples"] = simulated.sample_utilization(now)
         counts["node_classes_changed"] = refresh_node_class_status(now)
     cloud = backends.cloud()
+    if settings.KARPWEB_PROVIDER == "aws":  # what launches resolve to: images, subnets, groups, profile
+        counts.update(refresh_launch_status(cloud, backends.cluster(), now))
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
@@ -152,7 +155,7 @@ def status(now=None, decisions: dict | None = None) -> dict:
             if settings.KARPWEB_CLUSTER == "kubernetes":
                 cluster.set_conditions("NodePool", pool.name, conditions)
     claims_changed = write_nodeclaim_conditions(engine_conditions, cluster, now)
-    if settings.KARPWEB_CLUSTER == "kubernetes":
+    if settings.KARPWEB_CLUSTER == "kubernetes" and not control_refusal():  # Karpenter writes its classes' status
         for node_class in EC2NodeClass.objects.all():
             condition = node_class.condition("CapacityReservationsReady")
             if condition:
@@ -169,4 +172,7 @@ def ready_condition(pool) -> Condition:
     reservations = node_class.condition("CapacityReservationsReady")
     if reservations and reservations["status"] == "False" and reservations["reason"] == "InvalidSelectorTerms":
         return Condition("Ready", "False", "NodeClassNotReady", f"EC2NodeClass {node_class.name}: {reservations['message']}")
+    ready = node_class.condition("Ready")
+    if ready and ready["status"] != "True":
+        return Condition("Ready", "False", "NodeClassNotReady", f"EC2NodeClass {node_class.name} is not ready: {ready['message']}")
     return Condition("Ready", "True", "Ready", "")

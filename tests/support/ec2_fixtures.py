@@ -97,6 +97,9 @@ def config(ec2_endpoint: str) -> EC2Config:
         extra_retries=3,
         pricing_source="bundled",
         resource_groups_endpoint_url=ec2_endpoint,
+        ssm_endpoint_url=ec2_endpoint,
+        iam_endpoint_url=ec2_endpoint,
+        eks_endpoint_url=ec2_endpoint,
     )
 
 

@@ -64,15 +64,19 @@ from moto.core.responses import ActionResult
 from moto.ec2 import utils as moto_ec2_utils
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.amis import Ami
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
 from moto.resourcegroups import urls as resourcegroups_urls
 from moto.resourcegroups.responses import ResourceGroupsResponse
 from moto.server import ThreadedMotoServer
+from moto.ssm.models import Parameter as SSMParameter
+from moto.ssm.models import ssm_backends
 
 from tests.support.ports import free_port
 
 ACCOUNT_ID = "123456789012"  # moto's default account
+EKS_AMI_OWNER = "602401143452"  # the account that publishes the EKS-optimized images
 DEFAULT_REGION = "us-east-1"
 
 # EC2 terminates capacity-block instances this long before the block ends.
@@ -885,7 +889,8 @@ def _instant_fleet(resp: EC2Response, backend: Any) -> dict[str, Any]:
             placement=None if data.get("SubnetId") else zone,
             subnet_id=data.get("SubnetId"),
             region_name=backend.region_name,
-            security_group_ids=data.get("SecurityGroupIds", []),
+            security_group_ids=data.get("SecurityGroupIds") or [
+                group for nic in data.get("NetworkInterfaces") or [] for group in nic.get("Groups") or []],
             tags={"instance": instance_tags},
             launch_template={"LaunchTemplateId": lt_spec["LaunchTemplateId"], "Version": lt_spec["Version"]},
             client_token=resp._get_param("ClientToken"),
@@ -1005,6 +1010,7 @@ class EC2TestServer:
     def reset(self) -> None:
         """A fresh world: moto's EC2 backend for this region, no faults, empty call log, real time."""
         ec2_backends[self.account_id].reset()
+        ssm_backends[self.account_id].reset()
         FAULTS.clear()
         CALLS.clear()
         CLOCK.set(None)
@@ -1131,6 +1137,42 @@ class EC2TestServer:
 
     def instance(self, instance_id: str) -> Instance:
         return self.backend.get_instance(instance_id)
+
+    # --- launch resolution: public SSM parameters and images ------------------------------------
+    def publish_parameter(self, name: str, value: str) -> None:
+        """A public parameter such as ``/aws/service/eks/optimized-ami/...`` (moto refuses PutParameter
+        under ``/aws``, as AWS does: only AWS publishes there)."""
+        backend = ssm_backends[self.account_id][self.region]
+        versions = backend._parameters[name]
+        versions.append(SSMParameter(account_id=self.account_id, name=name, value=value, parameter_type="String",
+                                     description=None, allowed_pattern=None, keyid=None,
+                                     last_modified_date=datetime.now(timezone.utc), version=len(versions) + 1,
+                                     data_type="aws:ec2:image"))
+
+    def add_image(self, name: str, arch: str = "x86_64", created: datetime | None = None,
+                  tags: dict[str, str] | None = None, owner: str = EKS_AMI_OWNER) -> str:
+        image_id = moto_ec2_utils.random_ami_id()
+        image = Ami(self.backend, image_id, name=name, architecture=arch, owner_id=owner, public=True,
+                    virtualization_type="hvm", root_device_name="/dev/xvda", root_device_type="ebs",
+                    creation_date=created or CLOCK.now())
+        for key, value in (tags or {}).items():
+            self.backend.create_tags([image_id], {key: value})
+        self.backend.amis[image_id] = image
+        return image_id
+
+    def publish_eks_images(self, k8s: str = "1.31", release: str = "v20261101") -> dict[tuple[str, str], str]:
+        """EKS-optimized AL2023 images for every architecture and variant, with their ``recommended``
+        and pinned SSM parameters, as AWS publishes them. Returns (arch, variant) -> image id."""
+        images = {}
+        for arch, variant in (("x86_64", "standard"), ("x86_64", "nvidia"), ("x86_64", "neuron"),
+                              ("arm64", "standard"), ("arm64", "nvidia")):
+            name = f"amazon-eks-node-al2023-{arch}-{variant}-{k8s}-{release}"
+            image_id = self.add_image(name, arch)
+            base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2023/{arch}/{variant}"
+            self.publish_parameter(f"{base}/recommended/image_id", image_id)
+            self.publish_parameter(f"{base}/{name}/image_id", image_id)
+            images[(arch, variant)] = image_id
+        return images
 
 
 def start_server(region: str = DEFAULT_REGION) -> EC2TestServer:

@@ -34,6 +34,17 @@ class InstanceProfileProvider:
         self._known: dict[str, tuple[datetime, str]] = {}
         self._lock = threading.Lock()
 
+    def find(self, *, cluster: str, node_class: str, node_class_uid: str, role: str) -> str | None:
+        """The profile's name if it exists already (observe mode creates nothing)."""
+        name = profile_name(cluster, self._region, node_class, node_class_uid, role)
+        try:
+            self._call(self._iam, "get_instance_profile", InstanceProfileName=name)
+        except CloudAPIError as exc:
+            if exc.code == "NoSuchEntity":
+                return None
+            raise
+        return name
+
     def ensure(self, *, cluster: str, node_class: str, node_class_uid: str, role: str,
                spec_tags: Mapping[str, str]) -> str:
         """The profile's name, created (and its role set) if needed. Idempotent."""

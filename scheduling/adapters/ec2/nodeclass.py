@@ -68,9 +68,10 @@ def _bad(kind: str, reason: str, message: str) -> dict[str, str]:
 
 def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, subnets: SubnetProvider,
             security_groups: SecurityGroupProvider, profiles: InstanceProfileProvider,
-            cluster: ClusterInfoProvider) -> NodeClassResolution:
+            cluster: ClusterInfoProvider, create_profile: bool = True) -> NodeClassResolution:
     """Each part in upstream's order; a failing part is a False condition naming the field, and the
-    others are still resolved (the page shows everything that is wrong at once)."""
+    others are still resolved (the page shows everything that is wrong at once). Without
+    `create_profile` (observe mode) a missing instance profile is only announced, not created."""
     result = NodeClassResolution(name=name, family=ami_family(spec))
     try:
         result.cluster = cluster.get()
@@ -80,7 +81,7 @@ def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, 
     result.conditions.insert(0, _amis(result, spec, amis))
     result.conditions.insert(1, _subnets(result, spec, subnets))
     result.conditions.insert(2, _security_groups(result, spec, security_groups))
-    result.conditions.insert(3, _profile(result, name, uid, spec, profiles))
+    result.conditions.insert(3, _profile(result, name, uid, spec, profiles, create_profile))
     if not any(c["type"] == "ValidationSucceeded" for c in result.conditions):
         result.conditions.append(_validation(spec))
     return result
@@ -125,7 +126,7 @@ def _security_groups(result: NodeClassResolution, spec: Mapping[str, Any], group
 
 
 def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str, Any],
-             profiles: InstanceProfileProvider) -> dict[str, str]:
+             profiles: InstanceProfileProvider, create: bool) -> dict[str, str]:
     if spec.get("instanceProfile"):
         result.instance_profile = spec["instanceProfile"]
         return _ok("InstanceProfileReady")
@@ -134,6 +135,12 @@ def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str
     if result.cluster is None:
         return _bad("InstanceProfileReady", "InstanceProfileNotFound", "the cluster name is unknown")
     try:
+        if not create:
+            found = profiles.find(cluster=result.cluster.name, node_class=name, node_class_uid=uid, role=spec["role"])
+            result.instance_profile = found or ""
+            return _ok("InstanceProfileReady") if found else {
+                "type": "InstanceProfileReady", "status": "True", "reason": "InstanceProfileReady",
+                "message": f"karpweb creates the instance profile for role {spec['role']} at the first launch in control mode"}
         result.instance_profile = profiles.ensure(cluster=result.cluster.name, node_class=name, node_class_uid=uid,
                                                   role=spec["role"], spec_tags=spec.get("tags") or {})
     except CloudAPIError as exc:

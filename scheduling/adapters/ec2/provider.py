@@ -157,9 +157,11 @@ class EC2CloudProvider:
             }
         return self._resolvers
 
-    def resolve_node_class(self, name: str, uid: str, spec: Mapping[str, Any]) -> nodeclass_mod.NodeClassResolution:
+    def resolve_node_class(
+        self, name: str, uid: str, spec: Mapping[str, Any], create_profile: bool = True
+    ) -> nodeclass_mod.NodeClassResolution:
         """The EC2NodeClass's AMIs, subnets, security groups, instance profile and conditions."""
-        return nodeclass_mod.resolve(name, uid, spec, **self._resolution_providers())
+        return nodeclass_mod.resolve(name, uid, spec, create_profile=create_profile, **self._resolution_providers())
 
     def _complete(self, request: LaunchRequest) -> LaunchRequest:
         """Fill a request that names its EC2NodeClass with what Karpenter would launch with; raises

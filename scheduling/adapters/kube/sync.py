@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 MODELS = {"EC2NodeClass": EC2NodeClass, "NodePool": NodePool, "NodeClaim": NodeClaim, "Node": Node, "Pod": Pod}
 NODECLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 BATCH_SIZE = 500
+# EC2NodeClass status fields that say what launches resolve to (mirrored into status_launch).
+LAUNCH_STATUS_FIELDS = ("amis", "subnets", "securityGroups", "instanceProfile")
 
 
 @dataclass
@@ -357,6 +359,7 @@ class ClusterSync:
             "annotations": annotations,
             "open_reservations": annotations.get(OPEN_RESERVATIONS_ANNOTATION) == "true",
             "status_capacity_reservations": reservations, "conditions": status.get("conditions") or [],
+            "status_launch": {key: status[key] for key in LAUNCH_STATUS_FIELDS if key in status},
             "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
             "selected_reservation_ids": [r.get("id") for r in reservations if r.get("id")],
         }
