@@ -240,6 +240,10 @@ KARPWEB_KUBERNETES_VERSION = env_str("KARPWEB_KUBERNETES_VERSION", "")
 KARPWEB_CLUSTER_DNS = env_str("KARPWEB_CLUSTER_DNS", "")
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
+# Instances karpweb launched that no NodeClaim holds are terminated once this old (garbage collection).
+KARPWEB_INSTANCE_GC_GRACE_SECONDS = env_int("KARPWEB_INSTANCE_GC_GRACE_SECONDS", 120, minimum=30)
+# Karpenter's INTERRUPTION_QUEUE: the SQS queue EventBridge sends EC2 interruption events to (name or URL).
+KARPWEB_INTERRUPTION_QUEUE = env_str("KARPWEB_INTERRUPTION_QUEUE", "")
 KARPWEB_FEATURE_RESERVED_CAPACITY = env_bool("KARPWEB_FEATURE_RESERVED_CAPACITY", True)
 # Upstream's VM_MEMORY_OVERHEAD_PERCENT: the share of an instance type's memory a node does not report.
 KARPWEB_VM_MEMORY_OVERHEAD_PERCENT = env_float("KARPWEB_VM_MEMORY_OVERHEAD_PERCENT", 0.075, minimum=0, below=1)

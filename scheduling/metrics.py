@@ -14,7 +14,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation
-from scheduling.models import ControllerGuard, Decision, KarpenterLaunch, StandingOpportunity, TaskRun
+from scheduling.loop.nodes import INTERRUPTION_MESSAGES
+from scheduling.models import ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
@@ -27,6 +28,16 @@ class KarpwebCollector:
         yield from self.decisions()
         yield from self.task_runs(now)
         yield from self.karpenter()
+        yield from self.interruptions()
+
+    def interruptions(self):
+        messages = CounterMetricFamily(
+            "karpweb_interruption_messages", "Messages taken from the interruption queue, by kind "
+            "(spot_interrupted, scheduled_change, ..., ignored, unknown: malformed or not an interruption event).",
+            labels=["kind"])
+        for label, value in EventCount.objects.filter(name=INTERRUPTION_MESSAGES).values_list("label", "value"):
+            messages.add_metric([label], value)
+        yield messages
 
     def reservations(self, now):
         labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]

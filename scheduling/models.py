@@ -285,6 +285,9 @@ class Decision(models.Model):
         DRIFT = "drift", "drift"
         STATUS = "status", "status change"
         OVERRIDE = "override", "manual override"
+        REGISTRATION_TIMEOUT = "registration-timeout", "registration timeout"
+        GARBAGE_COLLECT = "garbage-collect", "garbage collection"
+        INTERRUPTION = "interruption", "interruption"
 
     class Outcome(models.TextChoices):
         RECOMMENDED = "recommended", "recommended (observe mode)"
@@ -497,3 +500,30 @@ class SimulatedInstance(models.Model):
     def __str__(self):
         where = f" in {self.reservation_id}" if self.reservation_id else ""
         return f"{self.instance_id} {self.instance_type} {self.capacity_type}{where} ({self.state})"
+
+
+class EventCount(models.Model):
+    """A monotonic count the loop keeps across processes (exported as a Prometheus counter), e.g.
+    interruption-queue messages by result."""
+
+    name = models.CharField(max_length=64)
+    label = models.CharField(max_length=64, blank=True)
+    value = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "label"], name="one_count_per_name_and_label")]
+
+    def __str__(self):
+        return f"{self.name}{{{self.label}}} = {self.value}"
+
+    @classmethod
+    def bump(cls, name: str, label: str = "", by: int = 1) -> None:
+        """Atomic across workers: one conditional UPDATE, or the first INSERT."""
+        if not cls.objects.filter(name=name, label=label).update(value=models.F("value") + by):
+            from django.db import IntegrityError, transaction
+
+            try:
+                with transaction.atomic():
+                    cls.objects.create(name=name, label=label, value=by)
+            except IntegrityError:  # another worker created it meanwhile
+                cls.objects.filter(name=name, label=label).update(value=models.F("value") + by)

@@ -36,3 +36,18 @@ def _ec2_provider():
     from scheduling.adapters.ec2.provider import EC2CloudProvider
 
     return EC2CloudProvider()
+
+
+def interruption_queue():
+    """The SQS interruption queue when KARPWEB_INTERRUPTION_QUEUE names one (AWS only), else None.
+    Received without a long poll: the provisioning step that reads it runs every 10 s."""
+    if settings.KARPWEB_PROVIDER != "aws" or not settings.KARPWEB_INTERRUPTION_QUEUE:
+        return None
+    return _queue(settings.KARPWEB_INTERRUPTION_QUEUE)
+
+
+@functools.cache
+def _queue(name: str):
+    from scheduling.adapters.ec2.interruptionqueue import InterruptionQueue
+
+    return InterruptionQueue.from_settings(wait_seconds=0)

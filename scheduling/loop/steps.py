@@ -13,7 +13,7 @@ from reservations.open_mode import sync_open_instances
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
 from scheduling.loop.engine_run import simulate_readable
-from scheduling.loop import backends, disruption, provisioning, simulated
+from scheduling.loop import backends, disruption, nodes, provisioning, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
@@ -44,6 +44,7 @@ def sync_ec2(now=None) -> dict:
     cloud = backends.cloud()
     if settings.KARPWEB_PROVIDER == "aws":  # what launches resolve to: images, subnets, groups, profile
         counts.update(refresh_launch_status(cloud, backends.cluster(), now))
+        counts.update(nodes.collect_instances(cloud, now))  # karpweb's instances no NodeClaim holds
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
@@ -86,6 +87,7 @@ def sync_kubernetes(now=None) -> dict:
         counts = check_karpenter(cluster, now)
         stats = ClusterSync(cluster).sync_once()
         counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
+        counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL
     else:
         counts = simulated.tick_workloads(now)
         counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))
@@ -96,7 +98,11 @@ def sync_kubernetes(now=None) -> dict:
 def provision(now=None) -> dict:
     if configured_mode() == Mode.CONTROL and (refusal := control_refusal()):
         log.warning("control mode refused, recommending only: %s", refusal)
-    return provisioning.provision(backends.cloud(), backends.cluster(), now)
+    counts = {}
+    queue = backends.interruption_queue()
+    if queue is not None:  # nodes about to go are drained first; their pods are planned below or next run
+        counts.update(nodes.handle_interruptions(queue, backends.cloud(), backends.cluster(), now))
+    return {**counts, **provisioning.provision(backends.cloud(), backends.cluster(), now)}
 
 
 def consolidate(now=None) -> dict:

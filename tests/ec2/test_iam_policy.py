@@ -10,7 +10,7 @@ from botocore import xform_name
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = {"ec2": "ec2", "pricing": "pricing", "resource-groups": "resource-groups", "ssm": "ssm", "iam": "iam",
-            "eks": "eks"}  # botocore name: IAM prefix
+            "eks": "eks", "sqs": "sqs"}  # botocore name: IAM prefix
 
 
 def called_actions() -> set[str]:

@@ -48,6 +48,11 @@ from .resources import (
 )
 from .rest import KubeRest
 
+REGISTERED_LABEL = "karpenter.sh/registered"
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+DO_NOT_SYNC_TAINTS_LABEL = "karpenter.sh/do-not-sync-taints"
+
 log = logging.getLogger(__name__)
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -305,6 +310,44 @@ class KubeClusterAdapter:
             return self.rest.patch(resource, name, patch)
 
         return self._retry_on_conflict("patch", resource, name, attempt)
+
+    # --- registration (karpenter-launch.md §4) ----------------------------------------------------
+    def register_node(self, node: str, nodeclaim: dict, taints: list[dict]) -> dict:
+        """The Node the kubelet registered for a NodeClaim: the claim's labels and annotations copied,
+        its taints and startup taints added (unless the node asks not to sync taints, as karpweb's
+        user data does: the kubelet registered them itself), karpenter.sh/unregistered removed,
+        karpenter.sh/registered=true, and an owner reference to the claim. Idempotent."""
+        claim_meta = _meta(nodeclaim)
+
+        def attempt() -> dict:
+            obj = self._read(NODE, node)
+            meta, spec = _meta(obj), obj.get("spec") or {}
+            labels = {**(claim_meta.get("labels") or {}), REGISTERED_LABEL: "true"}
+            current = list(spec.get("taints") or [])
+            wanted = [t for t in current if t.get("key") != UNREGISTERED_TAINT_KEY]
+            if (meta.get("labels") or {}).get(DO_NOT_SYNC_TAINTS_LABEL) != "true":
+                wanted += [dict(t) for t in taints if not any(
+                    (c.get("key"), c.get("value"), c.get("effect")) == (t.get("key"), t.get("value"), t.get("effect")) for c in wanted)]
+            owner = {"apiVersion": NODECLAIM.api_version, "kind": NODECLAIM.kind, "name": claim_meta["name"],
+                     "uid": claim_meta.get("uid", ""), "blockOwnerDeletion": True}
+            owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != owner["uid"]] + [owner]
+            unchanged = (all((meta.get("labels") or {}).get(k) == v for k, v in labels.items()) and wanted == current
+                         and all((meta.get("annotations") or {}).get(k) == v for k, v in (claim_meta.get("annotations") or {}).items())
+                         and len(owners) == len(meta.get("ownerReferences") or []))
+            if unchanged:
+                return obj
+            patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "labels": labels,
+                                  "annotations": dict(claim_meta.get("annotations") or {}), "ownerReferences": owners},
+                     "spec": {"taints": wanted}}
+            return self.rest.patch(NODE, node, patch)
+
+        return self._retry_on_conflict("patch", NODE, node, attempt)
+
+    def label_node(self, node: str, key: str, value: str) -> dict:
+        return self._set_label(NODE, node, key, value)
+
+    def get_nodeclaim(self, name: str) -> dict:
+        return self._read(NODECLAIM, name)
 
     # --- demotion ------------------------------------------------------------------------------
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:

@@ -128,6 +128,16 @@ class ClusterAdapter(Protocol):
         """Cordon ``node`` and evict its pods, honouring PodDisruptionBudgets and do-not-disrupt
         (unless ``force``); when it is empty and ``delete``, delete its NodeClaim and the Node."""
 
+    def register_node(self, node: str, nodeclaim: dict, taints: list[dict]) -> dict:
+        """Sync a NodeClaim's labels, annotations and taints onto its registered Node, remove the
+        unregistered taint, add karpenter.sh/registered=true."""
+
+    def label_node(self, node: str, key: str, value: str) -> dict:
+        """Set one label on a Node."""
+
+    def get_nodeclaim(self, name: str) -> dict:
+        """One NodeClaim as the API server has it."""
+
     def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
         """Write status conditions (and other status fields) of an EC2NodeClass, NodePool or NodeClaim."""
 
