@@ -288,6 +288,7 @@ class Decision(models.Model):
         REGISTRATION_TIMEOUT = "registration-timeout", "registration timeout"
         GARBAGE_COLLECT = "garbage-collect", "garbage collection"
         INTERRUPTION = "interruption", "interruption"
+        TERMINATE = "terminate", "termination"
 
     class Outcome(models.TextChoices):
         RECOMMENDED = "recommended", "recommended (observe mode)"

@@ -8,6 +8,8 @@
   gains ``karpenter.sh/initialized=true``; until then the condition says what it waits for.
 * **Registration TTL**: a launched claim whose Node has not registered within
   ``KARPWEB_REGISTRATION_TTL_MINUTES`` is deleted and its instance terminated, as a decision.
+* **Termination**: a deleted claim (held by the ``karpenter.sh/termination`` finalizer karpweb puts on
+  its claims) has its node drained and its instance terminated; the finalizer goes last.
 * **Garbage collection**: a running instance karpweb tagged (``karpweb.io/managed``) that no
   NodeClaim holds, older than ``KARPWEB_INSTANCE_GC_GRACE_SECONDS``, is terminated. Instances other
   tools launched never carry that tag and are never touched.
@@ -30,7 +32,7 @@ from django.utils import timezone
 from scheduling.adapters.ec2.interface import SPOT, CloudAPIError
 from scheduling.adapters.kube.interface import ClusterError, Condition
 from scheduling.engine import interruptions
-from scheduling.loop.provisioning import PROVISIONER_LABEL, mark_unavailable
+from scheduling.loop.provisioning import PROVISIONER_LABEL, TERMINATION_FINALIZER, mark_unavailable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, EventCount, Mode, Node, NodeClaim, Offering
 from scheduling.modes import control_refusal, effective_mode, global_mode
@@ -51,7 +53,7 @@ def after_launch(cloud, cluster, now=None) -> dict:
     claims = list(NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL, deleting_since__isnull=True)
                   .exclude(provider_id="").select_related("node_pool"))
     nodes = {n.provider_id: n for n in Node.objects.filter(provider_id__in=[c.provider_id for c in claims])}
-    counts = {"registered": 0, "initialized": 0, "registration_timeouts": 0}
+    counts = {"registered": 0, "initialized": 0, "registration_timeouts": 0, "terminated": 0}
     decisions = []
     ttl = datetime.timedelta(minutes=settings.KARPWEB_REGISTRATION_TTL_MINUTES)
     for claim in claims:
@@ -66,8 +68,60 @@ def after_launch(cloud, cluster, now=None) -> dict:
                 counts["registration_timeouts"] += 1
         elif claim.condition_status("Initialized") != "True" and node is not None and mode == Mode.CONTROL:
             counts["initialized"] += initialize(cluster, claim, node, now)
+    deleting = NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL, deleting_since__isnull=False) \
+        .select_related("node_pool", "reservation")
+    for claim in deleting:
+        decision = finalize(cloud, cluster, claim, effective_mode(claim.node_pool, refusal))
+        if decision is not None:
+            decisions.append(decision)
+            counts["terminated"] += decision.outcome == Decision.Outcome.ACTED
     record(decisions, now)
     return counts
+
+
+def finalize(cloud, cluster, claim: NodeClaim, mode: str) -> PendingDecision | None:
+    """A claim of karpweb's is being deleted: drain its node (PodDisruptionBudgets honoured), terminate
+    its instance, and only once the instance is gone remove the finalizer. Each step is retried on
+    the next pass until it is done; None while waiting."""
+    instance = claim.provider_id.rsplit("/", 1)[-1] if claim.provider_id else ""
+    decision = PendingDecision(
+        kind=Decision.Kind.TERMINATE, subject=f"NodeClaim {claim.name}", mode=mode, node_pool=claim.node_pool,
+        reservation=claim.reservation, details={"name": claim.name, "instanceID": instance},
+        reason=f"NodeClaim {claim.name} was deleted: draining its node"
+               + (f", terminating instance {instance}" if instance else "") + " and then removing its finalizer")
+    if mode != Mode.CONTROL:
+        return decision
+    node = Node.objects.filter(Q(provider_id=claim.provider_id) if claim.provider_id else Q(name=claim.node_name or "-")).first()
+    try:
+        if node is not None:
+            drained = cluster.drain(node.name, force=False, delete=True)
+            if not drained.drained:
+                return None  # PodDisruptionBudgets or do-not-disrupt pods: the next pass goes on
+        if instance and _alive(cloud, instance):
+            cloud.terminate([instance])
+            return None  # the next pass removes the finalizer once the instance is gone
+        cluster.remove_finalizer(claim.name, TERMINATION_FINALIZER)
+    except ClusterError as exc:
+        if not exc.not_found:
+            decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
+            return decision
+    except CloudAPIError as exc:
+        decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
+        return decision
+    claim.delete()
+    decision.outcome = Decision.Outcome.ACTED
+    return decision
+
+
+def _alive(cloud, instance_id: str) -> bool:
+    """Still there for EC2's purposes (AWS lists terminated instances for a while; they are gone)."""
+    try:
+        found = cloud.describe_instances([instance_id])
+    except CloudAPIError as exc:
+        if "NotFound" in exc.code:
+            return False
+        raise
+    return any(m.state in ("pending", "running", "stopping", "stopped", "shutting-down") for m in found)
 
 
 def register(cluster, claim: NodeClaim, node: Node, now) -> None:

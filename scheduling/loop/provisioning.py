@@ -27,6 +27,7 @@ MAX_PODS_IN_SUBJECT = 3
 ACTION_ERRORS = (CloudAPIError, ClusterError)
 # On the NodeClaims karpweb creates, so that a retry only ever relaunches karpweb's own claims.
 PROVISIONER_LABEL = "karpweb.io/provisioner"
+TERMINATION_FINALIZER = "karpenter.sh/termination"
 
 
 def provision(cloud, cluster, now=None) -> dict:
@@ -166,6 +167,8 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
         node_class_ref=(pool.node_class_ref if pool and pool.node_class_ref else
                         {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.node_class.name if pool and pool.node_class else ""}),
         requirements=[{"key": key, "operator": "In", "values": [value]} for key, value in sorted(claim["labels"].items())],
+        # Deleting the claim then waits for karpweb to drain its node and terminate its instance.
+        finalizers=[TERMINATION_FINALIZER],
     )
     cluster.create_nodeclaim(request)
     reservation = CapacityReservation.objects.filter(reservation_id=launch.get("reservationID") or "").first()

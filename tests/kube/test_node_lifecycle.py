@@ -42,11 +42,11 @@ def run_instance(raw_ec2, tags):
     return answer["Instances"][0]["InstanceId"]
 
 
-def karpweb_claim(rest, name, pool, instance_id, launched_at="2026-11-25T12:00:00Z"):
+def karpweb_claim(rest, name, pool, instance_id, launched_at="2026-11-25T12:00:00Z", finalizers=()):
     """A NodeClaim karpweb created and launched (what provisioning leaves behind)."""
     rest.create(NODECLAIM, {
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool, "karpweb.io/provisioner": "karpweb",
+        "metadata": {"name": name, "finalizers": list(finalizers), "labels": {"karpenter.sh/nodepool": pool, "karpweb.io/provisioner": "karpweb",
                                               "karpenter.sh/capacity-type": "on-demand", "team": "ml",
                                               "node.kubernetes.io/instance-type": "m5.large",
                                               "topology.kubernetes.io/zone": ZONE},
@@ -138,6 +138,35 @@ def test_a_node_that_never_registers_is_given_up_after_the_ttl(rest, adapter, un
     assert not NodeClaim.objects.filter(name=f"late-{unique}").exists()
     with pytest.raises(Exception):
         rest.get(NODECLAIM, f"late-{unique}")
+
+
+def test_a_deleted_claim_drains_terminates_and_only_then_lets_go(rest, adapter, unique, provider, raw_ec2):
+    h.nodepool(rest, f"fin-{unique}")
+    instance = run_instance(raw_ec2, {"karpweb.io/managed": "true", "karpweb.io/nodeclaim": f"fin-{unique}"})
+    karpweb_claim(rest, f"fin-{unique}", f"fin-{unique}", instance, finalizers=["karpenter.sh/termination"])
+    kubelet_node(rest, f"fin-{unique}", instance, ready=True)
+    ns = h.namespace(rest, f"fin-{unique}")
+    h.pod(rest, ns, "batch-1", node_name=f"fin-{unique}", node_selector={})
+    sync = ClusterSync(adapter)
+    sync.sync_once()
+    nodes.after_launch(provider, adapter, utc_now())  # registered
+
+    rest.delete(NODECLAIM, f"fin-{unique}")  # someone deletes it: the finalizer holds it
+    assert rest.get(NODECLAIM, f"fin-{unique}")["metadata"]["deletionTimestamp"]
+    sync.sync_once()
+    assert nodes.after_launch(provider, adapter, utc_now())["terminated"] == 0  # drained, terminating
+    with pytest.raises(Exception):
+        rest.get(POD, "batch-1", namespace=ns)
+    with pytest.raises(Exception):
+        rest.get(NODE, f"fin-{unique}")
+    state = raw_ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
+    sync.sync_once()
+    assert nodes.after_launch(provider, adapter, utc_now())["terminated"] == 1
+    with pytest.raises(Exception):
+        rest.get(NODECLAIM, f"fin-{unique}")  # the finalizer went last
+    decision = Decision.objects.get(subject=f"NodeClaim fin-{unique}", kind="terminate")
+    assert decision.outcome == "acted" and f"terminating instance {instance}" in decision.reason
 
 
 def test_orphan_instances_karpweb_launched_are_collected_and_others_are_not(provider, raw_ec2, unique):

@@ -253,6 +253,8 @@ class KubeClusterAdapter:
         }
         if request.annotations:
             metadata["annotations"] = dict(request.annotations)
+        if request.finalizers:
+            metadata["finalizers"] = list(request.finalizers)
         if request.name:
             metadata["name"] = request.name
         else:
@@ -348,6 +350,24 @@ class KubeClusterAdapter:
 
     def get_nodeclaim(self, name: str) -> dict:
         return self._read(NODECLAIM, name)
+
+    def remove_finalizer(self, name: str, finalizer: str) -> bool:
+        def attempt() -> bool:
+            try:
+                obj = self._read(NODECLAIM, name)
+            except ClusterError as error:
+                if error.not_found:
+                    return False
+                raise
+            finalizers = list(_meta(obj).get("finalizers") or [])
+            if finalizer not in finalizers:
+                return True
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
+                                  "finalizers": [f for f in finalizers if f != finalizer]}}
+            self.rest.patch(NODECLAIM, name, patch)
+            return True
+
+        return self._retry_on_conflict("patch", NODECLAIM, name, attempt)
 
     # --- demotion ------------------------------------------------------------------------------
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:

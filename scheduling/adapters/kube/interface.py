@@ -61,6 +61,7 @@ class NodeClaimRequest:
     startup_taints: list[dict] = field(default_factory=list)
     expire_after: str | None = None
     termination_grace_period: str | None = None
+    finalizers: list[str] = field(default_factory=list)  # karpweb's own claims: karpenter.sh/termination
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,9 @@ class ClusterAdapter(Protocol):
 
     def get_nodeclaim(self, name: str) -> dict:
         """One NodeClaim as the API server has it."""
+
+    def remove_finalizer(self, name: str, finalizer: str) -> bool:
+        """Take `finalizer` off a NodeClaim (it then goes, if it was being deleted); False if gone."""
 
     def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
         """Write status conditions (and other status fields) of an EC2NodeClass, NodePool or NodeClaim."""
