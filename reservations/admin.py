@@ -5,6 +5,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from reservations.models import (
+    Recommendation,
     CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationHour,
     UtilizationSample,
 )
@@ -94,6 +95,16 @@ class CapacityReservationAdmin(AuditedAdmin):
         url = reverse("admin:reservations_utilizationsample_changelist") + f"?reservation__id__exact={obj.pk}"
         hours = reverse("admin:reservations_utilizationhour_changelist") + f"?reservation__id__exact={obj.pk}"
         return format_html('<a href="{}">samples</a> · <a href="{}">hourly</a>', url, hours)
+
+
+@admin.register(Recommendation)
+class RecommendationAdmin(ReadOnlyAdmin):
+    """Computed by the loop, applied on the Recommendations page or the API (audited there)."""
+
+    list_display = ("kind", "reservation", "savings_per_month", "state", "computed_at", "applied_by")
+    list_filter = ("kind", "state")
+    search_fields = ("reservation__reservation_id", "reason")
+    list_select_related = ("reservation",)
 
 
 @admin.register(UtilizationSample)

@@ -5,7 +5,7 @@ from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
 from scheduling.filtersets import FilterSet, UtcDateTimeFilter
 
 
@@ -69,3 +69,19 @@ class UtilizationHourFilterSet(FilterSet):
     class Meta:
         model = UtilizationHour
         fields = ["since", "until"]
+
+
+class RecommendationFilterSet(FilterSet):
+    kind = django_filters.MultipleChoiceFilter(choices=Recommendation.Kind.choices, label="Kind")
+    reservation = django_filters.CharFilter(field_name="reservation__reservation_id", lookup_expr="iexact",
+                                            label="Reservation")
+    node_pool = django_filters.CharFilter(method="filter_node_pool", label="NodePool",
+                                          help_text="Recommendations about reservations this NodePool's EC2NodeClass selects")
+    state = django_filters.MultipleChoiceFilter(choices=Recommendation.State.choices, label="State")
+
+    class Meta:
+        model = Recommendation
+        fields = ["kind", "reservation", "node_pool", "state"]
+
+    def filter_node_pool(self, queryset, name, value):
+        return queryset.filter(reservation__node_classes__node_pools__name=value).distinct()

@@ -3,6 +3,8 @@
 
 import re
 
+from django import forms
+
 from scheduling.engine.selectors import MAX_TAGS, MAX_TERMS
 
 _TERM_FIELD = re.compile(r"^term-(\d{1,3})-(id|ownerID|instanceMatchCriteria|resourceGroupARN)$")
@@ -90,3 +92,12 @@ def editor_rows(terms: list[dict], problems: list[str]) -> list[dict]:
             "problems": [p for p in problems if p.startswith(prefix + ".") or p.startswith(prefix + ":")],
         })
     return rows
+
+
+class RecommendationApplyForm(forms.Form):
+    """The confirmation: the recommendation as it was read, and what an extension or a new end date needs."""
+
+    computed_at = forms.DateTimeField(widget=forms.HiddenInput)
+    offering = forms.CharField(required=False, max_length=64, label="Extension offering")
+    end_date = forms.DateTimeField(required=False, label="New end date (UTC)",
+                                   help_text="For an end-date recommendation: when the reservation should end now.")

@@ -275,6 +275,7 @@ class UtilizationHour(models.Model):
     samples = models.PositiveIntegerField()
     first_sampled_at = models.DateTimeField()
     used = models.FloatField(help_text="Mean used instances over the hour's samples.")
+    peak_used = models.FloatField(null=True, blank=True, help_text="The most instances used at one sample in the hour.")
     available = models.FloatField(help_text="Mean available instances over the hour's samples.")
     total = models.FloatField(help_text="Mean total instances over the hour's samples.")
     share_sum = models.FloatField(help_text="Sum of used/total over the samples with a total above 0.")
@@ -287,3 +288,48 @@ class UtilizationHour(models.Model):
 
     def __str__(self):
         return f"{self.reservation.reservation_id} {self.hour:%Y-%m-%d %H}:00: {self.used:.1f}/{self.total:.1f} used"
+
+
+class Recommendation(models.Model):
+    """What to do about a reservation, from its measured use (scheduling.engine.recommendations):
+    recomputed after each hourly roll-up; applied by an operator in control mode."""
+
+    class Kind(models.TextChoices):
+        SHRINK = "shrink", "shrink"
+        CANCEL = "cancel", "cancel"
+        SELECT = "select", "select it"
+        EXTEND = "extend", "extend the Capacity Block"
+        END_DATE = "end-date", "end date ahead"
+
+    class State(models.TextChoices):
+        OPEN = "open", "open"
+        APPLYING = "applying", "being applied"
+        APPLIED = "applied", "applied"
+        FAILED = "failed", "failed"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, db_index=True)
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="recommendations")
+    reason = models.TextField()
+    savings_per_month = models.FloatField(help_text="Dollars a month at list price (730 hours).")
+    target_count = models.PositiveIntegerField(null=True, blank=True)
+    end_date = models.DateTimeField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    # What the reservation looked like when this was computed: applying refuses if it changed since.
+    seen_total = models.PositiveIntegerField()
+    seen_end_date = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(db_index=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN, db_index=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    applied_by = models.CharField(max_length=150, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-savings_per_month", "kind", "id"]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.reservation.reservation_id}"
+
+    def get_absolute_url(self):
+        from django.urls import reverse
+
+        return reverse("reservations:recommendation", args=[self.pk])

@@ -3,7 +3,7 @@ import karpweb.tables  # noqa: F401 - registers the shared column types before t
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 
 
 class UsageColumn(tables.Column):
@@ -62,3 +62,23 @@ class EC2NodeClassTable(tables.Table):
 
     def render_ready(self, record):
         return record.condition_status("CapacityReservationsReady")
+
+
+class RecommendationTable(tables.Table):
+    kind = tables.Column(linkify=True, verbose_name="Recommendation")
+    reservation = tables.Column(linkify=True, verbose_name="Reservation")
+    savings_per_month = tables.Column(verbose_name="Per month (list price)")
+    reason = tables.Column(orderable=False, verbose_name="Why")
+    state = tables.Column(verbose_name="State")
+    computed_at = tables.DateTimeColumn(verbose_name="Computed")
+
+    class Meta:
+        model = Recommendation
+        fields = ("kind", "reservation", "savings_per_month", "reason", "state", "computed_at")
+        attrs = {"class": "table"}
+
+    def render_reservation(self, record):
+        return record.reservation.reservation_id
+
+    def render_savings_per_month(self, value):
+        return f"${value:,.2f}" if value else "warning"

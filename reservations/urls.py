@@ -13,4 +13,7 @@ urlpatterns = [
     path("nodeclasses/<str:name>/edit/", views.NodeClassEditView.as_view(), name="nodeclass_edit"),
     path("nodeclasses/<str:name>/open-mode/", views.NodeClassOpenModeView.as_view(), name="nodeclass_open_mode"),
     path("capacity-blocks/", views.CapacityBlockView.as_view(), name="capacity_blocks"),
+    path("recommendations/", views.RecommendationListView.as_view(), name="recommendations"),
+    path("recommendations/<int:pk>/", views.RecommendationDetailView.as_view(), name="recommendation"),
+    path("recommendations/<int:pk>/apply/", views.RecommendationApplyView.as_view(), name="recommendation_apply"),
 ]

@@ -9,7 +9,7 @@ workers at once, writes the same rows.
 import datetime
 
 from django.conf import settings
-from django.db.models import Avg, Case, Count, F, FloatField, Min, Q, Sum, When
+from django.db.models import Avg, Case, Count, F, FloatField, Max, Min, Q, Sum, When
 from django.db.models.functions import TruncHour
 
 from reservations.models import UtilizationHour, UtilizationSample, hour_of
@@ -36,18 +36,22 @@ def roll_up(since: datetime.datetime, sample_model=UtilizationSample, hour_model
         # Aliases differ from the field names: an alias `used` would shadow the column in `share`.
         .annotate(
             n=Count("id"), first=Min("sampled_at"), mean_used=Avg("used"), mean_available=Avg("available"),
-            mean_total=Avg("total"), shares=Sum(share), shared=Count("id", filter=Q(total__gt=0)),
+            mean_total=Avg("total"), shares=Sum(share), shared=Count("id", filter=Q(total__gt=0)), peak=Max("used"),
         )
     )
+    # The peak came later than the first roll-ups: an older (historical) model has no column for it.
+    peak = any(field.name == "peak_used" for field in hour_model._meta.get_fields())
     rows = [
         hour_model(reservation_id=group["reservation_id"], hour=group["hour"], samples=group["n"],
                    first_sampled_at=group["first"], used=group["mean_used"], available=group["mean_available"],
-                   total=group["mean_total"], share_sum=group["shares"] or 0.0, share_samples=group["shared"])
+                   total=group["mean_total"], share_sum=group["shares"] or 0.0, share_samples=group["shared"],
+                   **({"peak_used": group["peak"]} if peak else {}))
         for group in groups
     ]
     hour_model.objects.bulk_create(
         rows, batch_size=UPSERT_BATCH, update_conflicts=True, unique_fields=["reservation", "hour"],
-        update_fields=["samples", "first_sampled_at", "used", "available", "total", "share_sum", "share_samples"],
+        update_fields=["samples", "first_sampled_at", "used", "available", "total", "share_sum", "share_samples",
+                       *(["peak_used"] if peak else [])],
     )
     return len(rows)
 

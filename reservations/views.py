@@ -1,7 +1,7 @@
 import datetime
 import json
 
-from django.db.models import Count, Prefetch
+from django.db.models import Count, Prefetch, Sum
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -12,7 +12,7 @@ from django.views.generic import TemplateView
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
-from reservations.forms import EditorInputError, apply_action, editor_rows, terms_from_post
+from reservations.forms import EditorInputError, RecommendationApplyForm, apply_action, editor_rows, terms_from_post
 from reservations.selector_terms import (
     InvalidSelectorTerms,
     SelectorTermConflict,
@@ -21,12 +21,17 @@ from reservations.selector_terms import (
     terms_diff,
     validation_problems,
 )
-from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet
-from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, hour_of
+from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet
+from reservations.models import (
+    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, Recommendation, hour_of,
+)
+from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command
+from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
-from reservations.tables import CapacityReservationTable, EC2NodeClassTable
+from reservations.tables import CapacityReservationTable, EC2NodeClassTable, RecommendationTable
 from scheduling.engine.groups import group_arns
-from scheduling.models import AuditEntry, Node
+from scheduling.models import AuditEntry, Mode, Node
+from scheduling.modes import control_refusal, global_mode
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 CHART_DAYS = datetime.timedelta(days=7)  # hourly means
@@ -72,6 +77,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             chart=chart,
             low_utilization=reservation.is_low_utilization(now),
             idle_cost=idle_cost_per_hour(reservation, prices),
+            recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
             now=now,
         )
         return context
@@ -274,3 +280,70 @@ class UnselectedReservationsView(ViewerRequiredMixin, TemplateView):
         rows = unselected_reservations(timezone.now())
         context.update(rows=rows, idle_cost=sum(row["idle_cost"] or 0 for row in rows))
         return context
+
+
+class RecommendationListView(ObjectListView):
+    title = "Recommendations"
+    template_name = "reservations/recommendations.html"
+    filterset_class = RecommendationFilterSet
+    table_class = RecommendationTable
+
+    def get_queryset(self):
+        return Recommendation.objects.select_related("reservation")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        filterset = context["filterset"]
+        rows = filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset()
+        context["total_per_month"] = rows.filter(state=Recommendation.State.OPEN).aggregate(total=Sum("savings_per_month"))["total"] or 0
+        return context
+
+
+class RecommendationDetailView(ViewerRequiredMixin, TemplateView):
+    """The recommendation, its evidence, and the confirmation: what applying changes and its money."""
+
+    template_name = "reservations/recommendation_detail.html"
+
+    def get_context_data(self, pk, form=None, refused=None, **kwargs):
+        context = super().get_context_data(**kwargs)
+        rec = get_object_or_404(Recommendation.objects.select_related("reservation"), pk=pk)
+        window = rec.computed_at - datetime.timedelta(days=14)
+        hours = list(rec.reservation.hours.filter(hour__gte=window, hour__lt=rec.computed_at).order_by("hour"))
+        context.update(
+            rec=rec, reservation=rec.reservation, refused=refused,
+            form=form or RecommendationApplyForm(initial={"computed_at": rec.computed_at.isoformat()}),
+            chart={"x": [h.hour.isoformat() for h in hours], "used": [round(h.used, 2) for h in hours],
+                   "peak": [round(h.peak_used if h.peak_used is not None else h.used, 2) for h in hours],
+                   "total": [round(h.total, 2) for h in hours]},
+            cli=cli_command(rec), observe=global_mode() != Mode.CONTROL, control_refusal=control_refusal(),
+            applicable=rec.kind in APPLICABLE and rec.state == Recommendation.State.OPEN,
+            offerings=rec.details.get("offerings") or [],
+        )
+        return context
+
+
+class RecommendationApplyView(OperatorRequiredMixin, View):
+    def post(self, request, pk):
+        from scheduling.loop import backends
+
+        form = RecommendationApplyForm(request.POST)
+        if not form.is_valid():
+            return _rendered(request, pk, form=form, status=400)
+        try:
+            apply_recommendation(pk, seen_computed_at=form.cleaned_data["computed_at"], user=request.user,
+                                 source=AuditEntry.Source.UI, cloud=backends.cloud(),
+                                 offering_id=form.cleaned_data.get("offering") or None,
+                                 end_date=form.cleaned_data.get("end_date"))
+        except ApplyRefused as refused:
+            form.add_error(refused.field if refused.field in form.fields else None, refused.message)
+            return _rendered(request, pk, form=form, status=409 if refused.field not in form.fields else 400)
+        messages.success(request, "Applied.")
+        return redirect("reservations:recommendation", pk=pk)
+
+
+def _rendered(request, pk, *, form, status):
+    view = RecommendationDetailView()
+    view.setup(request, pk=pk)
+    response = view.render_to_response(view.get_context_data(pk=pk, form=form))
+    response.status_code = status
+    return response

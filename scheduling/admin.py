@@ -11,6 +11,7 @@ from scheduling.models import (
     AuditEntry,
     ControllerGuard,
     Decision,
+    EventCount,
     InstanceType,
     KarpenterLaunch,
     Lease,
@@ -231,3 +232,11 @@ def _audit_unlock(request, attempt):
     record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=attempt, action=AuditEntry.Action.DELETE,
                   changes={"locked_out": [True, False], "username": [attempt.username, None],
                            "ip_address": [attempt.ip_address, None]})
+
+
+@admin.register(EventCount)
+class EventCountAdmin(ReadOnlyAdmin):
+    """Counts the loop keeps (exported at /metrics), e.g. interruption-queue messages by kind."""
+
+    list_display = ("name", "label", "value")
+    list_filter = ("name",)

@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from reservations.alarms import with_running_nodes
-from reservations.models import CapacityReservation
+from reservations.models import CapacityReservation, Recommendation
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES
 from scheduling.models import ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
@@ -29,6 +29,16 @@ class KarpwebCollector:
         yield from self.task_runs(now)
         yield from self.karpenter()
         yield from self.interruptions()
+        yield from self.recommendations()
+
+    def recommendations(self):
+        savings = GaugeMetricFamily("karpweb_recommendation_savings_dollars_per_month",
+                                    "Open recommendations' money per month at list price, by kind.", labels=["kind"])
+        totals = dict(Recommendation.objects.filter(state=Recommendation.State.OPEN).values_list("kind")
+                      .annotate(total=Sum("savings_per_month")).values_list("kind", "total"))
+        for kind in Recommendation.Kind.values:
+            savings.add_metric([kind], totals.get(kind) or 0.0)
+        yield savings
 
     def interruptions(self):
         messages = CounterMetricFamily(

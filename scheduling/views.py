@@ -13,7 +13,7 @@ from django.views.generic import TemplateView
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
-from reservations.models import CapacityReservation, UtilizationHour, hour_of
+from reservations.models import CapacityReservation, Recommendation, UtilizationHour, hour_of
 from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
 from scheduling.filtersets import (
@@ -70,6 +70,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
+            top_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN)
+            .select_related("reservation").order_by("-savings_per_month", "kind", "id")[:3],
             loop=loop_health(now),
             **controller_status(),
         )

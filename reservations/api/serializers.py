@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
 from reservations.selector_terms import validation_problems
 from scheduling.api.base import StrictInputMixin
 from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
@@ -336,3 +336,36 @@ class SelectorTermsPreviewResultSerializer(serializers.Serializer):
     conditions = ConditionsField()
     diff = serializers.CharField(help_text="Unified diff from the current terms to these.")
 
+
+
+class RecommendationSerializer(serializers.ModelSerializer):
+    """What to do about a reservation, with its reasoning and the money per month at list price."""
+
+    reservationID = serializers.CharField(source="reservation.reservation_id", read_only=True)
+    savingsPerMonth = serializers.FloatField(source="savings_per_month", read_only=True,
+                                             help_text="Dollars a month at list price (730 hours); 0 for a warning.")
+    targetCount = serializers.IntegerField(source="target_count", read_only=True, allow_null=True)
+    endDate = serializers.DateTimeField(source="end_date", read_only=True, allow_null=True)
+    computedAt = serializers.DateTimeField(source="computed_at", read_only=True,
+                                           help_text="Send it back when applying: a recomputed recommendation is refused.")
+    appliedAt = serializers.DateTimeField(source="applied_at", read_only=True, allow_null=True)
+    appliedBy = serializers.CharField(source="applied_by", read_only=True)
+    awsCli = serializers.SerializerMethodField(help_text="The AWS CLI command that applies it.")
+
+    class Meta:
+        model = Recommendation
+        fields = ["id", "kind", "reservationID", "reason", "savingsPerMonth", "targetCount", "endDate", "details",
+                  "computedAt", "state", "appliedAt", "appliedBy", "error", "awsCli"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_awsCli(self, obj):
+        from reservations.recommendation_actions import cli_command
+
+        return cli_command(obj)
+
+
+class RecommendationApplySerializer(StrictInputMixin, serializers.Serializer):
+    computedAt = serializers.DateTimeField(help_text="The computedAt you read.")
+    offeringID = serializers.CharField(required=False, max_length=64, help_text="extend: the extension offering to buy.")
+    endDate = serializers.DateTimeField(required=False, help_text="end-date: the new end date (UTC, in the future).")

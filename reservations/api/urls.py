@@ -8,6 +8,7 @@ app_name = "reservations-api"
 router = SimpleRouter()
 router.register("capacity-reservations", views.CapacityReservationViewSet, basename="capacityreservation")
 router.register("ec2nodeclasses", views.EC2NodeClassViewSet, basename="ec2nodeclass")
+router.register("recommendations", views.RecommendationViewSet, basename="recommendation")
 
 urlpatterns = [
     path("alarms/", views.AlarmList.as_view(), name="alarms"),

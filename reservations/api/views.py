@@ -12,6 +12,8 @@ from rest_framework.response import Response
 from reservations.api.serializers import (
     AlarmSerializer,
     CapacityReservationSerializer,
+    RecommendationApplySerializer,
+    RecommendationSerializer,
     EC2NodeClassSerializer,
     SelectorTermsPreviewResultSerializer,
     SelectorTermsPreviewSerializer,
@@ -20,10 +22,12 @@ from reservations.api.serializers import (
     UtilizationSampleSerializer,
 )
 from reservations.filtersets import (
-    CapacityReservationFilterSet, EC2NodeClassFilterSet, UtilizationHourFilterSet, UtilizationSampleFilterSet,
+    CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet, UtilizationHourFilterSet,
+    UtilizationSampleFilterSet,
 )
 from reservations.alarms import current_alarms, with_running_nodes
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
+from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import (
     FIELD,
@@ -317,3 +321,43 @@ class AlarmList(generics.GenericAPIView):
         alarms = [a for a in current_alarms()
                   if (kind is None or a["type"] == kind) and (reservation_id is None or a["reservationID"] == reservation_id)]
         return Response(AlarmSerializer(alarms, many=True).data)
+
+
+@extend_schema_view(
+    list=list_schema(RecommendationSerializer, summary="List recommendations",
+                     description="Shrink, cancel, select, extend and end-date, biggest money first."),
+    retrieve=detail_schema(RecommendationSerializer, summary="One recommendation"),
+)
+class RecommendationViewSet(ReadOnlyViewSet):
+    serializer_class = RecommendationSerializer
+    filterset_class = RecommendationFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = r"[0-9]+"
+    ordering_fields = ["savings_per_month", "kind", "computed_at"]
+    ordering = ["-savings_per_month", "kind", "id"]
+    queryset = Recommendation.objects.select_related("reservation")
+
+    @extend_schema(
+        summary="Apply a recommendation (operators, control mode)",
+        description="ModifyCapacityReservation, CancelCapacityReservation or PurchaseCapacityBlockExtension, once: "
+                    "a second apply returns the applied recommendation. 409 when the recommendation or the reservation "
+                    "changed since `computedAt`, or karpweb only observes (the body names the field and says why).",
+        request=RecommendationApplySerializer,
+        responses={200: RecommendationSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def apply(self, request, pk=None):
+        from scheduling.loop import backends
+
+        rec = self.get_object()
+        body = RecommendationApplySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            applied = apply_recommendation(rec.pk, seen_computed_at=data["computedAt"], user=request.user,
+                                           source=AuditEntry.Source.API, cloud=backends.cloud(),
+                                           offering_id=data.get("offeringID"), end_date=data.get("endDate"))
+        except ApplyRefused as refused:
+            status = 400 if refused.field in ("offering", "end_date", "kind") else 409
+            return Response({refused.field: [refused.message]}, status=status)
+        return Response(RecommendationSerializer(applied).data)

@@ -20,7 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from reservations.models import CapacityReservation
-from scheduling.adapters.ec2.interface import InstanceMembership, LaunchResult, TerminateResult
+from scheduling.adapters.ec2.interface import CloudAPIError, InstanceMembership, LaunchResult, TerminateResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.interface import Condition, DemotionResult, DrainResult, NodeClaimRequest
 from scheduling.adapters.kube.sync import pod_requests
@@ -64,6 +64,40 @@ class SimulatedCloud:
         code, message = errors[-1] if errors else ("UnfulfillableCapacity", "no offering to launch")
         return LaunchResult(error_code=code, error_message=message,
                             reservations_marked_unavailable=[o.reservation_id for o in request.offerings if o.reservation_id])
+
+    # Reservation actions on the database (the simulated EC2 keeps its reservations there).
+    def reservations_by_id(self, reservation_ids) -> list[dict]:
+        from reservations.models import CapacityReservation
+
+        return [{"CapacityReservationId": r.reservation_id, "TotalInstanceCount": r.total_instance_count,
+                 "EndDate": r.end_date} for r in CapacityReservation.objects.filter(reservation_id__in=list(reservation_ids))]
+
+    def modify_reservation(self, reservation_id, *, instance_count=None, end_date=None) -> None:
+        from reservations.models import CapacityReservation
+
+        reservation = CapacityReservation.objects.get(reservation_id=reservation_id)
+        if instance_count is not None:
+            used = reservation.total_instance_count - reservation.available_instance_count
+            if instance_count < used:
+                raise CloudAPIError("InvalidParameterValue", f"The instance count {instance_count} is below the {used} "
+                                    f"instances running in {reservation_id}", "modify_capacity_reservation")
+            reservation.available_instance_count += instance_count - reservation.total_instance_count
+            reservation.total_instance_count = instance_count
+        if end_date is not None:
+            reservation.end_date = end_date
+        reservation.save()
+
+    def cancel_reservation(self, reservation_id) -> None:
+        from reservations.models import CapacityReservation
+
+        CapacityReservation.objects.filter(reservation_id=reservation_id).update(state=CapacityReservation.State.CANCELLED)
+
+    def capacity_block_extension_offerings(self, reservation_id) -> list:
+        return []  # the simulated world sells no extensions
+
+    def purchase_capacity_block_extension(self, offering_id, reservation_id) -> dict:
+        raise CloudAPIError("InvalidParameterValue", "the simulated world sells no Capacity Block extensions",
+                            "purchase_capacity_block_extension")
 
     def terminate(self, instance_ids) -> TerminateResult:
         result = TerminateResult()

@@ -10,6 +10,7 @@ from reservations.groups import sync_groups
 from reservations import utilization
 from reservations.models import EC2NodeClass
 from reservations.open_mode import sync_open_instances
+from reservations.recommendations import recompute_hourly
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
 from scheduling.loop.engine_run import simulate_readable
@@ -48,6 +49,8 @@ def sync_ec2(now=None) -> dict:
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
+    offerings = getattr(cloud, "capacity_block_extension_offerings", None)
+    counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date
     counts.update(utilization.prune(now))
     counts.update(prune_history(now))
     return counts

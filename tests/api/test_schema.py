@@ -96,7 +96,9 @@ def test_writes_document_conflicts_and_validation(schema):
         ("/api/v1/ec2nodeclasses/{name}/", "put"), ("/api/v1/ec2nodeclasses/{name}/", "patch"),
         ("/api/v1/ec2nodeclasses/{name}/preview/", "post"), ("/api/v1/nodepools/{name}/", "patch"),
         ("/api/v1/simulate/", "post"), ("/api/v1/controller/allow-control/", "post"),
+        ("/api/v1/recommendations/{id}/apply/", "post"),
     }, "everything else is read-only"
+    assert {"400", "404", "409"} <= set(schema["paths"]["/api/v1/recommendations/{id}/apply/"]["post"]["responses"])
 
 
 def test_token_and_session_auth_are_declared(schema):

@@ -52,7 +52,7 @@ def test_changelist_and_change_pages_render(admin_user_client, world, model):
 def test_every_model_is_in_the_admin():
     from django.apps import apps
 
-    for app in ("reservations", "scheduling"):
+    for app in ("accounts", "reservations", "scheduling"):
         for model in apps.get_app_config(app).get_models():
             assert model in admin.site._registry, f"{model.__name__} has no admin"
 

@@ -76,7 +76,8 @@ from moto.ssm.models import ssm_backends
 from tests.support.ports import free_port
 
 ACCOUNT_ID = "123456789012"  # moto's default account
-EKS_AMI_OWNER = "602401143452"  # the account that publishes the EKS-optimized images
+EKS_AMI_OWNER = "602401143452"
+CAPACITY_BLOCK_HOUR_PRICE = 31.464  # $ per instance-hour the test server asks for a block extension  # the account that publishes the EKS-optimized images
 DEFAULT_REGION = "us-east-1"
 
 # EC2 terminates capacity-block instances this long before the block ends.
@@ -293,6 +294,8 @@ class _CapacityState:
     fleet_tokens: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     insufficient: set[tuple[str, str, str]] = field(default_factory=set)  # type, zone, market
     spot_prices: list[dict[str, Any]] = field(default_factory=list)
+    extension_offerings: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # id -> (block, hours, fee)
+    extensions: list[dict[str, Any]] = field(default_factory=list)  # PurchaseCapacityBlockExtension history
 
 
 def _backend(account_id: str = ACCOUNT_ID, region: str = DEFAULT_REGION) -> Any:
@@ -746,6 +749,97 @@ class _CapacityReservationActions(EC2Response):
         _end_reservation(self.ec2_backend, rid, "cancelled")
         return ActionResult({"Return": True})
 
+    def modify_capacity_reservation(self) -> ActionResult:
+        """EC2's rules: an ODCR only, active, never fewer instances than run in it, an end in the future."""
+        self.error_on_dryrun()
+        rid = self._get_param("CapacityReservationId")
+        r = _state(self.ec2_backend).reservations.get(rid)
+        if r is None:
+            raise EC2ClientError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist")
+        if r["ReservationType"] == "capacity-block":
+            raise EC2ClientError("InvalidParameterValue", "Capacity Blocks cannot be modified")
+        if r["State"] != "active":
+            raise EC2ClientError("IncorrectState", f"Capacity Reservation {rid} is {r['State']}")
+        count = self._get_param("InstanceCount")
+        if count is not None:
+            count = int(count)
+            used = r["TotalInstanceCount"] - r["AvailableInstanceCount"]
+            if count < used:
+                raise EC2ClientError("InvalidParameterValue",
+                                     f"The instance count {count} is below the {used} instances running in {rid}")
+            r["AvailableInstanceCount"] += count - r["TotalInstanceCount"]
+            r["TotalInstanceCount"] = count
+        end = self._get_param("EndDate")
+        if end is not None:
+            end_at = _aware(end)
+            if end_at <= CLOCK.now():
+                raise EC2ClientError("InvalidParameterValue", "The end date must be in the future")
+            r["EndDate"], r["EndDateType"] = end_at, "limited"
+        elif self._get_param("EndDateType") == "unlimited":
+            r["EndDate"], r["EndDateType"] = None, "unlimited"
+        return ActionResult({"Return": True})
+
+    def describe_capacity_block_extension_offerings(self) -> ActionResult:
+        """Offerings for an active block more than an hour before its end (EC2's window), 1, 2 or 7 days."""
+        self.error_on_dryrun()
+        st = _state(self.ec2_backend)
+        rid = self._get_param("CapacityReservationId")
+        r = st.reservations.get(rid)
+        if r is None or r["ReservationType"] != "capacity-block":
+            raise EC2ClientError("InvalidCapacityReservationId.NotFound", f"The capacity block ID '{rid}' does not exist")
+        _refresh(self.ec2_backend)
+        offers = []
+        if r["State"] == "active" and r["EndDate"] - CLOCK.now() > timedelta(hours=1):
+            wanted = self._get_param("CapacityBlockExtensionDurationHours")
+            for hours in (24, 48, 168):
+                if wanted and int(wanted) != hours:
+                    continue
+                seed = f"{rid}/{hours}/{r['EndDate'].isoformat()}"
+                offer_id = f"cbe-{hashlib.sha256(seed.encode()).hexdigest()[:17]}"
+                fee = hours * r["TotalInstanceCount"] * CAPACITY_BLOCK_HOUR_PRICE
+                offers.append({"CapacityBlockExtensionOfferingId": offer_id, "InstanceType": r["InstanceType"],
+                               "InstanceCount": r["TotalInstanceCount"], "AvailabilityZone": r["AvailabilityZone"],
+                               "StartDate": r["EndDate"], "CapacityBlockExtensionStartDate": r["EndDate"],
+                               "CapacityBlockExtensionEndDate": r["EndDate"] + timedelta(hours=hours),
+                               "CapacityBlockExtensionDurationHours": hours, "UpfrontFee": f"{fee:.2f}",
+                               "CurrencyCode": "USD", "Tenancy": "default"})
+                st.extension_offerings[offer_id] = (rid, hours, f"{fee:.2f}")
+        return ActionResult({"CapacityBlockExtensionOfferings": offers})
+
+    def purchase_capacity_block_extension(self) -> ActionResult:
+        """The block ends later; the payment is pending for a minute of server time, then succeeds."""
+        self.error_on_dryrun()
+        st = _state(self.ec2_backend)
+        offer_id, rid = self._get_param("CapacityBlockExtensionOfferingId"), self._get_param("CapacityReservationId")
+        offer = st.extension_offerings.get(offer_id)
+        if offer is None or offer[0] != rid:
+            raise EC2ClientError("InvalidParameterValue", f"The offering {offer_id} is not an extension of {rid}")
+        r = st.reservations[rid]
+        _refresh(self.ec2_backend)
+        if r["State"] != "active" or r["EndDate"] - CLOCK.now() <= timedelta(hours=1):
+            raise EC2ClientError("InvalidParameterValue", f"Capacity Block {rid} can no longer be extended")
+        hours, fee = offer[1], offer[2]
+        start = r["EndDate"]
+        r["EndDate"] = start + timedelta(hours=hours)
+        del st.extension_offerings[offer_id]  # an offering is bought once
+        record = {"CapacityReservationId": rid, "InstanceType": r["InstanceType"], "InstanceCount": r["TotalInstanceCount"],
+                  "AvailabilityZone": r["AvailabilityZone"], "CapacityBlockExtensionOfferingId": offer_id,
+                  "CapacityBlockExtensionDurationHours": hours, "CapacityBlockExtensionStatus": "payment-pending",
+                  "CapacityBlockExtensionPurchaseDate": CLOCK.now(), "CapacityBlockExtensionStartDate": start,
+                  "CapacityBlockExtensionEndDate": r["EndDate"], "UpfrontFee": fee, "CurrencyCode": "USD"}
+        st.extensions.append(record)
+        return ActionResult({"CapacityBlockExtensions": [record]})
+
+    def describe_capacity_block_extension_history(self) -> ActionResult:
+        self.error_on_dryrun()
+        st = _state(self.ec2_backend)
+        ids = self._get_multi_param("CapacityReservationIds") or self._get_multi_param("CapacityReservationId")
+        for record in st.extensions:
+            if record["CapacityBlockExtensionStatus"] == "payment-pending" and \
+                    CLOCK.now() - record["CapacityBlockExtensionPurchaseDate"] >= timedelta(minutes=1):
+                record["CapacityBlockExtensionStatus"] = "payment-succeeded"
+        return ActionResult({"CapacityBlockExtensions": [r for r in st.extensions if not ids or r["CapacityReservationId"] in ids]})
+
     def describe_capacity_blocks(self) -> ActionResult:
         self.error_on_dryrun()
         st = _state(self.ec2_backend)
@@ -912,6 +1006,10 @@ for _name in (
     "create_capacity_reservation",
     "describe_capacity_reservations",
     "cancel_capacity_reservation",
+    "modify_capacity_reservation",
+    "describe_capacity_block_extension_offerings",
+    "purchase_capacity_block_extension",
+    "describe_capacity_block_extension_history",
     "describe_capacity_blocks",
     "describe_spot_price_history",
     "run_instances",

@@ -21,6 +21,7 @@ from .instanceprofiles import InstanceProfileProvider
 from .securitygroups import SecurityGroupProvider
 from .subnets import SubnetProvider, per_zone
 from .userdata import Bootstrap, UserDataError, build
+from scheduling.engine.recommendations import ExtensionOffering
 from .interface import (
     ON_DEMAND,
     RESERVED,
@@ -41,6 +42,7 @@ from .unavailable import UnavailableOfferings
 log = logging.getLogger(__name__)
 
 CATALOGUE_TTL = timedelta(minutes=5)
+EXTENSION_HOURS = (24, 48, 168)  # the Capacity Block extensions karpweb asks EC2 to price
 MAX_TOKEN_ATTEMPTS = 5
 MAX_REMEMBERED_INSTANCES = 100_000  # instance -> reservation, for MarkTerminated; oldest forgotten first
 
@@ -141,6 +143,34 @@ class EC2CloudProvider:
         return catalogue_mod.reserved_offerings(
             reservations, self.catalogue(), self.availability.get, self.clock(), zones
         )
+
+    # --- acting on reservations (recommendations applied by an operator) -------------------------
+    def modify_reservation(self, reservation_id: str, *, instance_count: int | None = None,
+                           end_date: datetime | None = None) -> None:
+        params: dict[str, Any] = {"CapacityReservationId": reservation_id}
+        if instance_count is not None:
+            params["InstanceCount"] = instance_count
+        if end_date is not None:
+            params.update(EndDate=end_date, EndDateType="limited")
+        self.call(self.ec2, "modify_capacity_reservation", **params)
+
+    def cancel_reservation(self, reservation_id: str) -> None:
+        self.call(self.ec2, "cancel_capacity_reservation", CapacityReservationId=reservation_id)
+
+    def capacity_block_extension_offerings(self, reservation_id: str) -> list[ExtensionOffering]:
+        """What EC2 sells to extend a Capacity Block by a day, two days or a week (the duration is required)."""
+        offers = []
+        for hours in EXTENSION_HOURS:
+            answer = self.call(self.ec2, "describe_capacity_block_extension_offerings", CapacityReservationId=reservation_id,
+                               CapacityBlockExtensionDurationHours=hours)
+            offers += answer.get("CapacityBlockExtensionOfferings") or []
+        return [ExtensionOffering(o["CapacityBlockExtensionOfferingId"], int(o.get("CapacityBlockExtensionDurationHours") or 0),
+                                  float(o.get("UpfrontFee") or 0), o.get("CurrencyCode") or "USD") for o in offers]
+
+    def purchase_capacity_block_extension(self, offering_id: str, reservation_id: str) -> dict[str, Any]:
+        answer = self.call(self.ec2, "purchase_capacity_block_extension", CapacityBlockExtensionOfferingId=offering_id,
+                           CapacityReservationId=reservation_id)
+        return (answer.get("CapacityBlockExtensions") or [{}])[0]
 
     # --- launch resolution ----------------------------------------------------------------------
     def _resolution_providers(self) -> dict[str, Any]:

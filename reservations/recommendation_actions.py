@@ -1,0 +1,135 @@
+"""Applying a recommendation (control mode, an operator): ModifyCapacityReservation (shrink, end
+date), CancelCapacityReservation, PurchaseCapacityBlockExtension. Each apply is claimed with a
+conditional UPDATE (two clicks or two workers act once), refused when the recommendation or the
+reservation changed since the page was read, and recorded in the audit log. Observe mode applies
+nothing: it shows the AWS CLI command that would."""
+
+from __future__ import annotations
+
+import shlex
+
+from django.utils import timezone
+
+from reservations.models import CapacityReservation, Recommendation
+from scheduling.adapters.ec2.interface import CloudAPIError
+from scheduling.audit import record_change
+from scheduling.models import AuditEntry, Mode
+from scheduling.modes import control_refusal, global_mode
+
+APPLICABLE = (Recommendation.Kind.SHRINK, Recommendation.Kind.CANCEL, Recommendation.Kind.EXTEND,
+              Recommendation.Kind.END_DATE)
+
+
+class ApplyRefused(Exception):
+    """Why this apply does not happen, naming the field where there is one (forms and API show it)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date=None) -> str:
+    """The exact AWS CLI command that applies it (observe mode shows this instead of a button)."""
+    rid = shlex.quote(rec.reservation.reservation_id)
+    if rec.kind == Recommendation.Kind.SHRINK:
+        return f"aws ec2 modify-capacity-reservation --capacity-reservation-id {rid} --instance-count {rec.target_count}"
+    if rec.kind == Recommendation.Kind.CANCEL:
+        return f"aws ec2 cancel-capacity-reservation --capacity-reservation-id {rid}"
+    if rec.kind == Recommendation.Kind.END_DATE:
+        when = (end_date or "YYYY-MM-DDTHH:MM:SSZ")
+        when = when.strftime("%Y-%m-%dT%H:%M:%SZ") if hasattr(when, "strftime") else when
+        return (f"aws ec2 modify-capacity-reservation --capacity-reservation-id {rid} --end-date-type limited "
+                f"--end-date {shlex.quote(when)}")
+    if rec.kind == Recommendation.Kind.EXTEND:
+        offers = rec.details.get("offerings") or []
+        offer = offering_id or (offers[0]["offering_id"] if offers else "OFFERING-ID")
+        return (f"aws ec2 purchase-capacity-block-extension --capacity-reservation-id {rid} "
+                f"--capacity-block-extension-offering-id {shlex.quote(offer)}")
+    term = rec.details.get("term") or {"id": rec.reservation.reservation_id}
+    return f"# add {term} to EC2NodeClass {rec.details.get('nodeClass') or 'NAME'}'s capacityReservationSelectorTerms"
+
+
+def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_id: str | None = None,
+          end_date=None) -> Recommendation:
+    """Apply one recommendation once. Raises ApplyRefused with the field and the reason."""
+    if global_mode() != Mode.CONTROL:
+        refusal = control_refusal()
+        raise ApplyRefused("mode", "karpweb is in observe mode" + (f" ({refusal})" if refusal else "")
+                           + ": it changes no reservation; run the AWS CLI command shown instead")
+    rec = Recommendation.objects.select_related("reservation").filter(pk=rec_id).first()
+    if rec is None:
+        raise ApplyRefused("id", f"recommendation {rec_id} does not exist (recomputed since?); reload the page")
+    if rec.kind not in APPLICABLE:
+        raise ApplyRefused("kind", f"a {rec.get_kind_display()} recommendation is applied by editing the EC2NodeClass's "
+                                   "selector terms")
+    if rec.kind == Recommendation.Kind.EXTEND and not offering_id:
+        raise ApplyRefused("offering", "choose one of the extension offerings")
+    if rec.kind == Recommendation.Kind.EXTEND and offering_id not in {o["offering_id"] for o in rec.details.get("offerings") or []}:
+        raise ApplyRefused("offering", f"{offering_id!r} is not one of this recommendation's extension offerings")
+    if rec.kind == Recommendation.Kind.END_DATE and (end_date is None or end_date <= timezone.now()):
+        raise ApplyRefused("end_date", "give the new end date, in the future")
+    # The claim: only the first of two clicks (or workers) moves it from open to applying.
+    claimed = Recommendation.objects.filter(pk=rec.pk, state=Recommendation.State.OPEN, computed_at=seen_computed_at) \
+        .update(state=Recommendation.State.APPLYING)
+    if not claimed:
+        rec.refresh_from_db()
+        if rec.state in (Recommendation.State.APPLIED, Recommendation.State.APPLYING):
+            return rec  # already applied (or being applied) by the first click
+        raise ApplyRefused("computed_at", "the recommendation changed since the page was read; reload it")
+    reservation = rec.reservation
+    try:
+        _check_unchanged(cloud, rec)
+        _act(cloud, rec, reservation, offering_id, end_date)
+    except (ApplyRefused, CloudAPIError) as exc:
+        message = exc.message if isinstance(exc, ApplyRefused) else f"{exc.code}: {exc.message}"
+        Recommendation.objects.filter(pk=rec.pk).update(state=Recommendation.State.FAILED, error=message)
+        if isinstance(exc, ApplyRefused):
+            raise
+        raise ApplyRefused("reservation", f"EC2 refused: {message}") from None
+    now = timezone.now()
+    Recommendation.objects.filter(pk=rec.pk).update(state=Recommendation.State.APPLIED, applied_at=now,
+                                                    applied_by=user.get_username() if user else "")
+    record_change(user=user, source=source, obj=reservation, action=AuditEntry.Action.CHANGE,
+                  changes=_changes(rec, offering_id, end_date))
+    rec.refresh_from_db()
+    return rec
+
+
+def _check_unchanged(cloud, rec: Recommendation) -> None:
+    """EC2's reservation now, against what the recommendation saw."""
+    live = cloud.reservations_by_id([rec.reservation.reservation_id])
+    if not live:
+        raise ApplyRefused("reservation", f"{rec.reservation.reservation_id} is no longer known to EC2")
+    total, end = int(live[0].get("TotalInstanceCount") or 0), live[0].get("EndDate")
+    if total != rec.seen_total or _second(end) != _second(rec.seen_end_date):
+        raise ApplyRefused("reservation", f"{rec.reservation.reservation_id} changed since this was computed "
+                                          f"({rec.seen_total} -> {total} instances); reload the page")
+
+
+def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_id, end_date) -> None:
+    if rec.kind == Recommendation.Kind.SHRINK:
+        cloud.modify_reservation(reservation.reservation_id, instance_count=rec.target_count)
+        CapacityReservation.objects.filter(pk=reservation.pk).update(total_instance_count=rec.target_count)
+    elif rec.kind == Recommendation.Kind.CANCEL:
+        cloud.cancel_reservation(reservation.reservation_id)
+        CapacityReservation.objects.filter(pk=reservation.pk).update(state=CapacityReservation.State.CANCELLED)
+    elif rec.kind == Recommendation.Kind.END_DATE:
+        cloud.modify_reservation(reservation.reservation_id, end_date=end_date)
+        CapacityReservation.objects.filter(pk=reservation.pk).update(end_date=end_date)
+    else:
+        cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
+
+
+def _changes(rec: Recommendation, offering_id, end_date) -> dict:
+    if rec.kind == Recommendation.Kind.SHRINK:
+        return {"total_instance_count": [rec.seen_total, rec.target_count], "recommendation": [None, rec.reason]}
+    if rec.kind == Recommendation.Kind.CANCEL:
+        return {"state": ["active", "cancelled"], "recommendation": [None, rec.reason]}
+    if rec.kind == Recommendation.Kind.END_DATE:
+        return {"end_date": [rec.seen_end_date.isoformat() if rec.seen_end_date else None, end_date.isoformat()]}
+    return {"capacity_block_extension": [None, offering_id], "recommendation": [None, rec.reason]}
+
+
+def _second(moment):
+    return moment.replace(microsecond=0) if moment else None

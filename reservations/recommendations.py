@@ -1,0 +1,112 @@
+"""Recommendations from the database: the facts scheduling.engine.recommendations needs, read in a
+fixed handful of queries, and the recomputed set stored after each hourly roll-up (open ones are
+replaced; applied and failed ones are kept as history)."""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from reservations.models import CapacityReservation, Recommendation, UtilizationHour
+from scheduling.engine.recommendations import Hour, Policy, ReservationFacts, recommend
+from scheduling.engine.timeutil import parse_optional_time
+from scheduling.models import CapacityType, Node, Pod
+from scheduling.queries import on_demand_prices
+
+# On a pod: when its work is expected to finish (RFC 3339). A Capacity Block's pods without it, or
+# with a time past the block's drain, count as work the drain would lose.
+COMPLETION_ANNOTATION = "karpweb.io/expected-completion"
+HOUR_KEY = "karpweb:recommendations:hour"
+ACTIVE_STATES = (CapacityReservation.State.ACTIVE, CapacityReservation.State.SCHEDULED)
+
+
+def recompute_hourly(now=None, extension_offerings=None) -> dict:
+    """After the roll-up: once per hour (per cache), the set is recomputed."""
+    now = now or timezone.now()
+    hour = now.replace(minute=0, second=0, microsecond=0).isoformat()
+    if cache.get(HOUR_KEY) == hour:
+        return {}
+    count = recompute(now, extension_offerings=extension_offerings)
+    cache.set(HOUR_KEY, hour, 3600)
+    return {"recommendations": count}
+
+
+def recompute(now=None, policy: Policy = Policy(), extension_offerings=None) -> int:
+    """Replace the open recommendations with what the facts say now; returns how many there are.
+    `extension_offerings(reservation_id) -> [ExtensionOffering]` asks EC2 (None: none known)."""
+    now = now or timezone.now()
+    reservations = list(CapacityReservation.objects.filter(state__in=ACTIVE_STATES).prefetch_related("node_classes"))
+    found = recommend(facts(reservations, now, policy, extension_offerings), now, policy)
+    by_id = {r.reservation_id: r for r in reservations}
+    rows = [Recommendation(kind=r.kind, reservation=by_id[r.reservation_id], reason=r.reason,
+                           savings_per_month=r.savings_per_month, target_count=r.target_count, end_date=r.end_date,
+                           details=r.details, seen_total=by_id[r.reservation_id].total_instance_count,
+                           seen_end_date=by_id[r.reservation_id].end_date, computed_at=now)
+            for r in found]
+    with transaction.atomic():
+        Recommendation.objects.filter(state=Recommendation.State.OPEN).delete()
+        Recommendation.objects.bulk_create(rows)
+    return len(rows)
+
+
+def facts(reservations: list[CapacityReservation], now, policy: Policy, extension_offerings=None) -> list[ReservationFacts]:
+    since = now - datetime.timedelta(days=max(policy.shrink_window_days, policy.cancel_window_days))
+    hours = defaultdict(list)
+    for row in UtilizationHour.objects.filter(reservation__in=reservations, hour__gte=since, hour__lt=now) \
+            .values("reservation_id", "hour", "used", "total", "peak_used"):
+        hours[row["reservation_id"]].append(Hour(row["hour"], row["used"], row["total"], row["peak_used"]))
+    prices = on_demand_prices({r.instance_type for r in reservations})
+    nodes = list(Node.objects.filter(instance_type__in={r.instance_type for r in reservations})
+                 .select_related("node_pool__node_class").only(
+                     "name", "instance_type", "zone", "capacity_type", "reservation_id", "node_pool__name",
+                     "node_pool__node_class__name"))
+    busy_pools = set(Pod.objects.exclude(node__isnull=True).exclude(owner_kind="DaemonSet")
+                     .values_list("node__node_pool_id", flat=True).distinct())
+    pools_of_class = defaultdict(set)
+    for node in nodes:
+        if node.node_pool and node.node_pool.node_class:
+            pools_of_class[node.node_pool.node_class.name].add(node.node_pool_id)
+    block_work = _block_work([r for r in reservations if r.is_capacity_block], now)
+    result = []
+    for r in reservations:
+        classes = tuple(sorted(nc.name for nc in r.node_classes.all()))
+        paid = [n for n in nodes if n.capacity_type == CapacityType.ON_DEMAND and n.instance_type == r.instance_type
+                and n.zone == r.availability_zone]
+        work, block_nodes = block_work.get(r.pk, ((), 0))
+        timing = r.timing
+        result.append(ReservationFacts(
+            reservation_id=r.reservation_id, instance_type=r.instance_type, zone=r.availability_zone,
+            reservation_type=r.reservation_type, state=r.state, total=r.total_instance_count,
+            used_now=r.total_instance_count - r.available_instance_count,
+            price_per_hour=prices.get((r.instance_type, r.availability_zone)), end=r.end_date,
+            hours=tuple(sorted(hours.get(r.pk, []), key=lambda h: h.start)), selected_by=classes,
+            pools_could_use=any(pools_of_class[c] & busy_pools for c in classes),
+            matching_paid_nodes=tuple(sorted(n.name for n in paid)),
+            node_class_of_paid_nodes=next((n.node_pool.node_class.name for n in paid if n.node_pool and n.node_pool.node_class), ""),
+            unfinished_work=work, block_nodes=block_nodes, drain_at=timing.drain_at if timing else None,
+            extension_offerings=tuple(extension_offerings(r.reservation_id)) if extension_offerings and work else (),
+        ))
+    return result
+
+
+def _block_work(blocks: list[CapacityReservation], now) -> dict[int, tuple[tuple, int]]:
+    """Per Capacity Block: the pods on its nodes whose work will not finish before the drain, and its node count."""
+    if not blocks:
+        return {}
+    drains = {b.pk: b.timing.drain_at for b in blocks if b.timing}
+    pods = Pod.objects.filter(node__reservation_id__in=list(drains)).exclude(owner_kind="DaemonSet") \
+        .values("namespace", "name", "annotations", "created_at", "node__reservation_id")
+    node_counts = dict(Node.objects.filter(reservation_id__in=list(drains)).values_list("reservation_id")
+                       .annotate(count=Count("id")).values_list("reservation_id", "count"))
+    work = defaultdict(list)
+    for pod in pods:
+        block = pod["node__reservation_id"]
+        done_by = parse_optional_time((pod["annotations"] or {}).get(COMPLETION_ANNOTATION))
+        if done_by is None or done_by > drains[block]:
+            work[block].append((f"{pod['namespace']}/{pod['name']}", pod["created_at"]))
+    return {block: (tuple(sorted(items)), node_counts.get(block, 0)) for block, items in work.items()}

@@ -1,0 +1,217 @@
+"""What to do about a reservation, from its measured use: pure functions over hourly utilization and
+what karpweb knows of the world (which classes select it, which nodes could use it). No Django, no
+boto3: the loop feeds them rows, a what-if world can feed them its own.
+
+Kinds, each with its reasoning in words and the money per month at list price (730 hours):
+
+* ``shrink``: an ODCR whose peak use stayed at or below k for the window (14 days) can hold k plus a
+  headroom (one instance or 10 %, whichever is more), never fewer than run in it now. Not a
+  Capacity Block: EC2 cannot change one.
+* ``cancel``: an ODCR under 20 % used for 7 days that no EC2NodeClass selects, or whose selecting
+  NodePools have no pods that could use it. Saves its idle units (what runs in it would run on-demand).
+* ``select``: an idle reservation that matches running on-demand nodes while no EC2NodeClass selects
+  it: selecting it moves those nodes' cost into prepaid units.
+* ``extend``: a Capacity Block whose nodes carry pods that will not finish before the drain (no
+  completion estimate counts as not finishing); the extension offerings EC2 has, beside the cost of
+  losing the work (the block's nodes x hours since their pods started).
+* ``end-date``: an ODCR ending within the warning window (14 days) whose recent use says it is still
+  needed: a warning (nothing saved; the money is what the used instances cost per month).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field
+
+SHRINK, CANCEL, SELECT, EXTEND, END_DATE = "shrink", "cancel", "select", "extend", "end-date"
+KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE)
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
+class Policy:
+    shrink_window_days: int = 14
+    headroom_instances: int = 1
+    headroom_percent: float = 10.0
+    cancel_window_days: int = 7
+    cancel_below: float = 0.20
+    end_date_warning_days: int = 14
+    still_needed_above: float = 0.50  # mean use over the cancel window that says "still needed"
+    coverage: float = 0.9  # share of the window's hours that must have samples before anything is said
+
+
+@dataclass(frozen=True)
+class Hour:
+    start: datetime.datetime
+    used: float  # mean
+    total: float  # mean
+    peak: float | None = None  # the most used at one sample, when known
+
+    @property
+    def high(self) -> float:
+        return self.used if self.peak is None else max(self.peak, self.used)
+
+
+@dataclass(frozen=True)
+class ExtensionOffering:
+    offering_id: str
+    hours: int
+    upfront_fee: float
+    currency: str = "USD"
+
+
+@dataclass(frozen=True)
+class ReservationFacts:
+    reservation_id: str
+    instance_type: str
+    zone: str
+    reservation_type: str  # default | capacity-block
+    state: str
+    total: int
+    used_now: int
+    price_per_hour: float | None  # the on-demand list price of one instance
+    end: datetime.datetime | None = None
+    hours: tuple[Hour, ...] = ()
+    selected_by: tuple[str, ...] = ()  # EC2NodeClasses whose status names it
+    pools_could_use: bool = False  # a selecting NodePool has pods that could run in it
+    matching_paid_nodes: tuple[str, ...] = ()  # running on-demand nodes of its type and zone
+    node_class_of_paid_nodes: str = ""  # where a selector term would go
+    unfinished_work: tuple[tuple[str, datetime.datetime | None], ...] = ()  # (pod, started) on the block's nodes
+    block_nodes: int = 0
+    drain_at: datetime.datetime | None = None
+    extension_offerings: tuple[ExtensionOffering, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    kind: str
+    reservation_id: str
+    reason: str
+    savings_per_month: float  # dollars, list price; 0 for a warning
+    target_count: int | None = None
+    end_date: datetime.datetime | None = None
+    details: dict = field(default_factory=dict)
+
+
+def recommend(facts: list[ReservationFacts], now: datetime.datetime, policy: Policy = Policy()) -> list[Recommendation]:
+    found: list[Recommendation] = []
+    for reservation in facts:
+        if reservation.state not in ("active", "scheduled"):
+            continue
+        per_reservation = [r for r in (cancel(reservation, now, policy), select(reservation), extend(reservation, now),
+                                       end_date(reservation, now, policy)) if r is not None]
+        if not any(r.kind == CANCEL for r in per_reservation):
+            per_reservation.append(shrink(reservation, now, policy))
+        found += [r for r in per_reservation if r is not None]
+    return sorted(found, key=lambda r: (-r.savings_per_month, r.kind, r.reservation_id))
+
+
+def _window(reservation: ReservationFacts, now: datetime.datetime, days: int, coverage: float) -> list[Hour] | None:
+    """The window's hours, or None when too few hours have samples to say anything."""
+    since = now - datetime.timedelta(days=days)
+    hours = [h for h in reservation.hours if since <= h.start < now]
+    return hours if len(hours) >= coverage * days * 24 else None
+
+
+def _money(units: float, reservation: ReservationFacts) -> float:
+    return round(units * (reservation.price_per_hour or 0.0) * HOURS_PER_MONTH, 2)
+
+
+def headroom(k: int, policy: Policy) -> int:
+    return max(policy.headroom_instances, math.ceil(k * policy.headroom_percent / 100))
+
+
+def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
+    if reservation.reservation_type == "capacity-block":
+        return None
+    hours = _window(reservation, now, policy.shrink_window_days, policy.coverage)
+    if hours is None:
+        return None
+    k = math.ceil(max(h.high for h in hours) - 1e-9)
+    target = max(k + headroom(k, policy), reservation.used_now)
+    if target >= reservation.total:
+        return None
+    freed = reservation.total - target
+    return Recommendation(
+        SHRINK, reservation.reservation_id, savings_per_month=_money(freed, reservation), target_count=target,
+        reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) used "
+                f"at most {k} instance{'s' if k != 1 else ''} in the last {policy.shrink_window_days} days; {target} "
+                f"({k} plus a headroom of {target - k}) would do, freeing {freed} idle instance{'s' if freed != 1 else ''}"),
+        details={"peak": k, "from": reservation.total})
+
+
+def cancel(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
+    if reservation.reservation_type == "capacity-block":
+        return None
+    hours = _window(reservation, now, policy.cancel_window_days, policy.coverage)
+    if hours is None:
+        return None
+    total = sum(h.total for h in hours)
+    share = sum(h.used for h in hours) / total if total else 0.0
+    if share >= policy.cancel_below:
+        return None
+    if reservation.selected_by and reservation.pools_could_use:
+        return None
+    why = ("no EC2NodeClass selects it" if not reservation.selected_by else
+           f"EC2NodeClass {', '.join(reservation.selected_by)} selects it but no pod of its NodePools could use it")
+    idle = reservation.total - reservation.used_now
+    return Recommendation(
+        CANCEL, reservation.reservation_id, savings_per_month=_money(idle, reservation),
+        reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) was "
+                f"{share:.0%} used over the last {policy.cancel_window_days} days and {why}; cancelling it stops paying for "
+                f"{idle} idle instance{'s' if idle != 1 else ''}"),
+        details={"utilization": round(share, 4)})
+
+
+def select(reservation: ReservationFacts) -> Recommendation | None:
+    free = reservation.total - reservation.used_now
+    if reservation.selected_by or free <= 0 or not reservation.matching_paid_nodes:
+        return None
+    moved = min(free, len(reservation.matching_paid_nodes))
+    nodes = ", ".join(reservation.matching_paid_nodes[:5]) + (" and more" if len(reservation.matching_paid_nodes) > 5 else "")
+    return Recommendation(
+        SELECT, reservation.reservation_id, savings_per_month=_money(moved, reservation),
+        reason=(f"{reservation.reservation_id} has {free} idle {reservation.instance_type} in {reservation.zone} while on-demand "
+                f"node{'s' if len(reservation.matching_paid_nodes) != 1 else ''} {nodes} of that type and zone run beside it "
+                "and no EC2NodeClass selects it; selecting it lets consolidation move them into prepaid units"),
+        details={"term": {"id": reservation.reservation_id}, "nodeClass": reservation.node_class_of_paid_nodes,
+                 "nodes": list(reservation.matching_paid_nodes)})
+
+
+def extend(reservation: ReservationFacts, now: datetime.datetime) -> Recommendation | None:
+    if reservation.reservation_type != "capacity-block" or not reservation.unfinished_work or reservation.drain_at is None:
+        return None
+    started = [s for _, s in reservation.unfinished_work if s is not None]
+    hours_of_work = max(((now - min(started)).total_seconds() / 3600) if started else 0.0, 0.0)
+    lost = round(reservation.block_nodes * hours_of_work * (reservation.price_per_hour or 0.0), 2)
+    offers = sorted(reservation.extension_offerings, key=lambda o: (o.upfront_fee, -o.hours))
+    cheapest = offers[0] if offers else None
+    pods = ", ".join(p for p, _ in reservation.unfinished_work[:5]) + (" and more" if len(reservation.unfinished_work) > 5 else "")
+    offer_words = (f"EC2 offers {len(offers)} extension{'s' if len(offers) != 1 else ''}, the cheapest {cheapest.hours} h for "
+                   f"${cheapest.upfront_fee:,.2f}" if cheapest else "EC2 offers no extension now")
+    return Recommendation(
+        EXTEND, reservation.reservation_id, savings_per_month=max(lost - (cheapest.upfront_fee if cheapest else 0.0), 0.0),
+        reason=(f"Capacity Block {reservation.reservation_id} drains at {reservation.drain_at:%Y-%m-%d %H:%M} UTC while pods {pods} "
+                f"have no completion estimate before it; losing their work costs about ${lost:,.2f} at list price "
+                f"({reservation.block_nodes} node{'s' if reservation.block_nodes != 1 else ''} x {hours_of_work:.1f} h); {offer_words}"),
+        details={"lostWork": lost, "offerings": [o.__dict__ for o in offers]})
+
+
+def end_date(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
+    if reservation.reservation_type == "capacity-block" or reservation.end is None:
+        return None
+    if not now <= reservation.end <= now + datetime.timedelta(days=policy.end_date_warning_days):
+        return None
+    hours = _window(reservation, now, policy.cancel_window_days, 0.5)
+    total = sum(h.total for h in hours or [])
+    share = sum(h.used for h in hours or []) / total if total else 0.0
+    if share < policy.still_needed_above:
+        return None
+    return Recommendation(
+        END_DATE, reservation.reservation_id, savings_per_month=0.0, end_date=reservation.end,
+        reason=(f"{reservation.reservation_id} ends at {reservation.end:%Y-%m-%d %H:%M} UTC, in "
+                f"{(reservation.end - now).days} days, but was {share:.0%} used over the last {policy.cancel_window_days} days: "
+                f"move its end date or its {reservation.used_now} running instance{'s' if reservation.used_now != 1 else ''} "
+                f"lose their prepaid capacity (${_money(reservation.used_now, reservation):,.2f} a month at list price)"),
+        details={"utilization": round(share, 4)})

@@ -1,0 +1,92 @@
+"""Recommendations on their own: shrink, cancel, select, extend and end-date from hourly use, with
+the money at list price; nothing said without enough history; a shrink never goes below the
+window's peak (a property)."""
+
+import datetime
+
+from hypothesis import given, settings, strategies as st
+
+from scheduling.engine.recommendations import (
+    ExtensionOffering, Hour, Policy, ReservationFacts, headroom, recommend,
+)
+
+UTC = datetime.timezone.utc
+NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+PRICE = 1.0  # $/h for one instance: a month of one instance is $730
+
+
+def hours(days, used, total=10, peak=None):
+    return tuple(Hour(NOW - datetime.timedelta(hours=h + 1), used(h) if callable(used) else used, total,
+                      peak(h) if callable(peak) else peak) for h in range(days * 24))
+
+
+def odcr(rid="cr-0a1", **changes):
+    facts = dict(reservation_id=rid, instance_type="m5.large", zone="us-east-1a", reservation_type="default",
+                 state="active", total=10, used_now=3, price_per_hour=PRICE, hours=hours(14, 3, peak=4),
+                 selected_by=("default",), pools_could_use=True)
+    facts.update(changes)
+    return ReservationFacts(**facts)
+
+
+def kinds(found):
+    return {(r.kind, r.reservation_id): r for r in found}
+
+
+def test_shrink_to_the_peak_plus_headroom_with_the_money():
+    [rec] = recommend([odcr()], NOW)
+    assert (rec.kind, rec.target_count, rec.savings_per_month) == ("shrink", 5, 5 * 730.0)
+    assert "used at most 4 instances in the last 14 days; 5 (4 plus a headroom of 1) would do, freeing 5 idle" in rec.reason
+    assert headroom(40, Policy()) == 4  # 10 % beats one instance past ten
+
+
+def test_never_below_what_runs_now_never_a_block_and_not_without_history():
+    assert [r.target_count for r in recommend([odcr(used_now=9)], NOW)] == [9]
+    assert recommend([odcr(used_now=10)], NOW) == []
+    assert recommend([odcr(reservation_type="capacity-block")], NOW) == []
+    assert recommend([odcr(hours=hours(6, 3))], NOW) == []  # 6 days of a 14-day window
+
+
+def test_cancel_an_unselected_or_unusable_reservation_under_twenty_percent():
+    quiet = dict(hours=hours(14, 1, peak=1), used_now=1)
+    found = kinds(recommend([odcr("cr-a", selected_by=(), **quiet), odcr("cr-b", pools_could_use=False, **quiet),
+                             odcr("cr-c", **quiet)], NOW))
+    assert found[("cancel", "cr-a")].savings_per_month == 9 * 730.0 and "no EC2NodeClass selects it" in found[("cancel", "cr-a")].reason
+    assert "no pod of its NodePools could use it" in found[("cancel", "cr-b")].reason
+    assert ("cancel", "cr-c") not in found and ("shrink", "cr-c") in found  # selected and usable: shrink instead
+    assert ("shrink", "cr-a") not in found  # cancelling beats shrinking
+
+
+def test_select_an_idle_reservation_beside_paid_nodes():
+    found = kinds(recommend([odcr(selected_by=(), pools_could_use=False, hours=hours(14, 8, peak=8), used_now=8,
+                                  matching_paid_nodes=("n-1", "n-2", "n-3"), node_class_of_paid_nodes="web")], NOW))
+    rec = found[("select", "cr-0a1")]
+    assert rec.savings_per_month == 2 * 730.0 and rec.details["term"] == {"id": "cr-0a1"} and rec.details["nodeClass"] == "web"
+
+
+def test_extend_a_block_whose_work_will_not_finish():
+    started = NOW - datetime.timedelta(hours=30)
+    block = odcr("cr-cb", reservation_type="capacity-block", total=2, used_now=2, price_per_hour=98.32, block_nodes=2,
+                 drain_at=NOW + datetime.timedelta(minutes=40), unfinished_work=(("ml/train-0", started),),
+                 extension_offerings=(ExtensionOffering("cbe-1", 24, 2400.0), ExtensionOffering("cbe-2", 48, 4700.0)))
+    [rec] = [r for r in recommend([block], NOW) if r.kind == "extend"]
+    lost = round(2 * 30 * 98.32, 2)
+    assert rec.details["lostWork"] == lost and rec.savings_per_month == round(lost - 2400.0, 2)
+    assert "the cheapest 24 h for $2,400.00" in rec.reason and "ml/train-0" in rec.reason
+
+
+def test_end_date_warning_for_a_reservation_still_in_use():
+    ending = odcr(end=NOW + datetime.timedelta(days=5), hours=hours(14, 8, peak=9), used_now=8)
+    found = kinds(recommend([ending], NOW))
+    assert found[("end-date", "cr-0a1")].savings_per_month == 0.0 and "in 5 days" in found[("end-date", "cr-0a1")].reason
+    assert ("end-date", "cr-0a1") not in kinds(recommend([odcr(end=NOW + datetime.timedelta(days=30))], NOW))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 50), min_size=14 * 24, max_size=14 * 24), st.integers(1, 60), st.integers(0, 60))
+def test_a_shrink_never_goes_below_the_windows_peak(used, total, now_used):
+    facts = odcr(total=total, used_now=min(now_used, total), hours=tuple(
+        Hour(NOW - datetime.timedelta(hours=i + 1), min(u, total), total) for i, u in enumerate(used)))
+    for rec in recommend([facts], NOW):
+        if rec.kind == "shrink":
+            assert rec.target_count >= max(min(u, total) for u in used) and rec.target_count >= facts.used_now
+            assert rec.target_count < total
