@@ -28,6 +28,11 @@ class ApplyRefused(Exception):
         self.field = field
         self.message = message
 
+    @property
+    def status(self) -> int:
+        """409 when the world changed or karpweb may not act; 400 for what the request itself got wrong."""
+        return 400 if self.field in ("offering", "end_date", "kind") else 409
+
 
 def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date=None) -> str:
     """The exact AWS CLI command that applies it (observe mode shows this instead of a button)."""
@@ -104,7 +109,7 @@ def _check_unchanged(cloud, rec: Recommendation) -> None:
     total, end = int(live[0].get("TotalInstanceCount") or 0), live[0].get("EndDate")
     if total != rec.seen_total or _second(end) != _second(rec.seen_end_date):
         raise ApplyRefused("reservation", f"{rec.reservation.reservation_id} changed since this was computed "
-                                          f"({rec.seen_total} -> {total} instances); reload the page")
+                                          f"(from {rec.seen_total} to {total} instances); reload the page")
 
 
 def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_id, end_date) -> None:

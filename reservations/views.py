@@ -335,8 +335,8 @@ class RecommendationApplyView(OperatorRequiredMixin, View):
                                  offering_id=form.cleaned_data.get("offering") or None,
                                  end_date=form.cleaned_data.get("end_date"))
         except ApplyRefused as refused:
-            form.add_error(refused.field if refused.field in form.fields else None, refused.message)
-            return _rendered(request, pk, form=form, status=409 if refused.field not in form.fields else 400)
+            form.add_error(refused.field if refused.field in ("offering", "end_date") else None, refused.message)
+            return _rendered(request, pk, form=form, status=refused.status)
         messages.success(request, "Applied.")
         return redirect("reservations:recommendation", pk=pk)
 

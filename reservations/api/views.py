@@ -358,6 +358,5 @@ class RecommendationViewSet(ReadOnlyViewSet):
                                            source=AuditEntry.Source.API, cloud=backends.cloud(),
                                            offering_id=data.get("offeringID"), end_date=data.get("endDate"))
         except ApplyRefused as refused:
-            status = 400 if refused.field in ("offering", "end_date", "kind") else 409
-            return Response({refused.field: [refused.message]}, status=status)
+            return Response({refused.field: [refused.message]}, status=refused.status)
         return Response(RecommendationSerializer(applied).data)

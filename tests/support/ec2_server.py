@@ -833,7 +833,7 @@ class _CapacityReservationActions(EC2Response):
     def describe_capacity_block_extension_history(self) -> ActionResult:
         self.error_on_dryrun()
         st = _state(self.ec2_backend)
-        ids = self._get_multi_param("CapacityReservationIds") or self._get_multi_param("CapacityReservationId")
+        ids = self._get_param("CapacityReservationIds", [])
         for record in st.extensions:
             if record["CapacityBlockExtensionStatus"] == "payment-pending" and \
                     CLOCK.now() - record["CapacityBlockExtensionPurchaseDate"] >= timedelta(minutes=1):
