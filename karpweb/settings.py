@@ -238,6 +238,11 @@ KARPWEB_CLUSTER_CA_BUNDLE = env_str("KARPWEB_CLUSTER_CA_BUNDLE", "")
 KARPWEB_CLUSTER_CIDR = env_str("KARPWEB_CLUSTER_CIDR", "")
 KARPWEB_KUBERNETES_VERSION = env_str("KARPWEB_KUBERNETES_VERSION", "")
 KARPWEB_CLUSTER_DNS = env_str("KARPWEB_CLUSTER_DNS", "")
+# Reservation recommendations (scheduling/engine/recommendations.py).
+KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS = env_int("KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS", 14, minimum=1)
+KARPWEB_RECOMMEND_HEADROOM_INSTANCES = env_int("KARPWEB_RECOMMEND_HEADROOM_INSTANCES", 1, minimum=0)
+KARPWEB_RECOMMEND_HEADROOM_PERCENT = env_float("KARPWEB_RECOMMEND_HEADROOM_PERCENT", 10.0, minimum=0, below=1000)
+KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS = env_int("KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS", 14, minimum=1)
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 # Instances karpweb launched that no NodeClaim holds are terminated once this old (garbage collection).

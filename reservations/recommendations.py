@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Count
@@ -36,10 +37,18 @@ def recompute_hourly(now=None, extension_offerings=None) -> dict:
     return {"recommendations": count}
 
 
-def recompute(now=None, policy: Policy = Policy(), extension_offerings=None) -> int:
+def policy_from_settings() -> Policy:
+    return Policy(shrink_window_days=settings.KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS,
+                  headroom_instances=settings.KARPWEB_RECOMMEND_HEADROOM_INSTANCES,
+                  headroom_percent=settings.KARPWEB_RECOMMEND_HEADROOM_PERCENT,
+                  end_date_warning_days=settings.KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS)
+
+
+def recompute(now=None, policy: Policy | None = None, extension_offerings=None) -> int:
     """Replace the open recommendations with what the facts say now; returns how many there are.
     `extension_offerings(reservation_id) -> [ExtensionOffering]` asks EC2 (None: none known)."""
     now = now or timezone.now()
+    policy = policy or policy_from_settings()
     reservations = list(CapacityReservation.objects.filter(state__in=ACTIVE_STATES).prefetch_related("node_classes"))
     found = recommend(facts(reservations, now, policy, extension_offerings), now, policy)
     by_id = {r.reservation_id: r for r in reservations}
