@@ -1,8 +1,9 @@
-# karpweb: one image, three roles (web, worker, beat), chosen by the command.
+# karpweb: one image, four roles (web, worker, beat, watch), chosen by the command.
 #   docker build -t karpweb .
 #   web:    gunicorn karpweb.wsgi -b 0.0.0.0:8000 --workers 3
 #   worker: celery -A karpweb worker --loglevel=INFO
 #   beat:   celery -A karpweb beat --loglevel=INFO
+#   watch:  python manage.py watch   (a real cluster: watches and batch windows; one replica leads)
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

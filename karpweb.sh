@@ -52,7 +52,13 @@ if not User.objects.filter(username='admin').exists():
     .venv/bin/celery -A karpweb worker --beat --pool=solo --loglevel=INFO \
         --schedule=var/celerybeat-schedule >var/celery.log 2>&1 &
     local celery_pid=$!
-    trap 'kill "$celery_pid" 2>/dev/null || true' EXIT INT TERM
+    local watch_pid=""
+    if [ "${KARPWEB_CLUSTER:-simulated}" = "kubernetes" ]; then
+        # A real cluster: follow its watches and provision in batch windows (var/watch.log).
+        .venv/bin/python manage.py watch >var/watch.log 2>&1 &
+        watch_pid=$!
+    fi
+    trap 'kill "$celery_pid" $watch_pid 2>/dev/null || true' EXIT INT TERM
     echo
     echo "karpweb is starting at http://127.0.0.1:${PORT}/  (admin: http://127.0.0.1:${PORT}/admin/)"
     echo "log in as: admin / ${password}"

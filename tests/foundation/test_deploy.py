@@ -22,7 +22,7 @@ def test_kustomization_lists_every_manifest():
     kustomization = yaml.safe_load((ROOT / "deploy/kustomize/kustomization.yaml").read_text())
     manifests = {p.name for p in (ROOT / "deploy/kustomize").glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kustomization["resources"]) == manifests
-    for name in ("web.yaml", "worker.yaml", "beat.yaml"):
+    for name in ("web.yaml", "worker.yaml", "beat.yaml", "watch.yaml"):
         for document in yaml.safe_load_all((ROOT / "deploy/kustomize" / name).read_text()):
             if document["kind"] == "Deployment":
                 assert document["spec"]["template"]["spec"]["serviceAccountName"] == "karpweb"

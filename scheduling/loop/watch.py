@@ -1,0 +1,85 @@
+"""The watch process (``manage.py watch``): react like a controller instead of polling.
+
+It lists each kind once, then follows the watches (``ClusterSync``: a 410 Gone relists, a lost
+connection resumes) and writes each change to the models as it comes. A pod that becomes pending,
+or a node that goes away, opens Karpenter's batch window (``KARPWEB_BATCH_IDLE_SECONDS``, 1 s of
+quiet, at most ``KARPWEB_BATCH_MAX_SECONDS``, 10 s); when it closes, one provisioning run plans every
+pending pod. A node that appears or changes runs the after-launch pass (registration,
+initialization) at once. Only one replica watches: the ``kubernetes-watch`` lease, renewed while it
+runs; a second replica waits for it. The periodic steps stay as a safety net."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+
+from scheduling.adapters.kube.sync import ClusterSync
+from scheduling.engine.batching import BatchWindow
+from scheduling.engine.world import TERMINAL_PHASES
+from scheduling.loop import leases
+from scheduling.models import Pod
+
+log = logging.getLogger(__name__)
+LEASE = "kubernetes-watch"
+LEASE_TTL = datetime.timedelta(seconds=30)
+
+
+class WatchLoop:
+    def __init__(self, adapter, *, provision: Callable[[], object], after_launch: Callable[[], object] | None = None,
+                 idle_seconds: float | None = None, max_seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.adapter = adapter
+        self.provision = provision
+        self.after_launch = after_launch
+        self.window = BatchWindow(idle_seconds if idle_seconds is not None else settings.KARPWEB_BATCH_IDLE_SECONDS,
+                                  max_seconds if max_seconds is not None else settings.KARPWEB_BATCH_MAX_SECONDS)
+        self.clock = clock
+        self.holder = leases.holder_id()
+        self.batches = 0
+        self.leading = False
+
+    def run(self, *, duration: float | None = None, stop: threading.Event | None = None) -> dict:
+        """Watch until `stop` is set or `duration` seconds have passed (waiting for the lease counts)."""
+        stop = stop or threading.Event()
+        deadline = None if duration is None else self.clock() + duration
+        done = lambda: stop.is_set() or (deadline is not None and self.clock() >= deadline)  # noqa: E731
+        while not leases.acquire(LEASE, self.holder, LEASE_TTL):
+            if done():
+                return {"leading": False, "batches": 0}
+            stop.wait(1.0)  # another replica watches: wait for its lease to lapse
+        self.leading = True
+        log.info("watching the cluster (lease %s held by %s)", LEASE, self.holder)
+        sync = ClusterSync(self.adapter)
+        sync.start()
+        renewed = self.clock()
+        try:
+            while not done():
+                stats = sync.pump(timeout=0.2)
+                now = self.clock()
+                if (stats.created["Pod"] or stats.updated["Pod"] or stats.deleted["Node"]) and pending_pods():
+                    self.window.trigger(now)
+                if (stats.created["Node"] or stats.updated["Node"]) and self.after_launch is not None:
+                    self.after_launch()
+                if self.window.due(now):
+                    self.window.close()
+                    self.batches += 1
+                    self.provision()
+                if now - renewed >= LEASE_TTL.total_seconds() / 3:
+                    if not leases.acquire(LEASE, self.holder, LEASE_TTL):
+                        log.warning("lost the %s lease; another replica watches now", LEASE)
+                        break
+                    renewed = now
+        finally:
+            sync.stop()
+            leases.release(LEASE, self.holder)
+            self.leading = False
+        return {"leading": True, "batches": self.batches}
+
+
+def pending_pods() -> bool:
+    return Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists()

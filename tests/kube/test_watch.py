@@ -1,0 +1,62 @@
+"""The watch process against the real kube-apiserver: pending pods created in a burst make one
+provisioning batch, run once the window has been quiet for its idle time; a second replica waits
+for the lease and provisions nothing; without a Kubernetes cluster the command says why."""
+
+import threading
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from scheduling.loop import leases
+from scheduling.loop.watch import LEASE, WatchLoop
+
+from . import helpers as h
+
+pytestmark = [pytest.mark.kube, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, unique, settings):
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    batches = []
+    loop = WatchLoop(adapter, provision=lambda: batches.append(time.monotonic()), idle_seconds=0.8, max_seconds=5)
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: loop.run(stop=stop), daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not loop.leading and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2.0)  # the initial list (and any batch its pending pods open) is done
+        batches.clear()
+        ns = h.namespace(rest, f"watch-{unique}")
+        created = []
+        for index in range(3):
+            h.pod(rest, ns, f"burst-{index}", node_selector={})
+            created.append(time.monotonic())
+            time.sleep(0.25)
+        while not batches and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)  # nothing more comes
+    finally:
+        stop.set()
+        worker.join(10)
+    assert len(batches) == 1, batches
+    reaction = batches[0] - created[-1]
+    print(f"reaction: one batch {reaction:.2f} s after the last of 3 pending pods (idle window 0.8 s)")
+    assert 0.8 <= reaction < 3.0, reaction  # the idle time after the last pod, not a 10 s beat or a 30 s poll
+
+
+def test_a_second_replica_waits_for_the_lease(adapter, settings):
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    assert leases.acquire(LEASE, "the-other-replica")
+    batches = []
+    result = WatchLoop(adapter, provision=lambda: batches.append(1)).run(duration=1.5)
+    assert result == {"leading": False, "batches": 0} and batches == []
+    leases.release(LEASE, "the-other-replica")
+
+
+def test_the_command_needs_a_cluster(settings):
+    settings.KARPWEB_CLUSTER = "simulated"
+    with pytest.raises(CommandError, match="needs KARPWEB_CLUSTER=kubernetes"):
+        call_command("watch", duration=0.1)
