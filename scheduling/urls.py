@@ -21,5 +21,6 @@ urlpatterns = [
     path("decisions/", views.DecisionListView.as_view(), name="decisions"),
     path("karpenter-audit/", views.KarpenterAuditView.as_view(), name="karpenter_audit"),
     path("what-if/", views.WhatIfView.as_view(), name="whatif"),
+    path("what-if/edit/", views.WhatIfEditView.as_view(), name="whatif_edit"),
     path("healthz", views.healthz, name="healthz"),
 ]

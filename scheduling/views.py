@@ -33,6 +33,7 @@ from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
+from scheduling.whatif_edits import WorldEditForm, before_and_after
 from scheduling.world import current_world, extended_resources, node_memory_bytes
 
 RECENT_DECISIONS = 10
@@ -359,3 +360,43 @@ def healthz(request):
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+class WhatIfEditView(ViewerRequiredMixin, TemplateView):
+    """What-if by editing the current world: changes in a form, the plan before and after side by side.
+    `?recommendation=ID` opens with that recommendation's change filled in."""
+
+    template_name = "scheduling/whatif_edit.html"
+
+    def get(self, request):
+        initial = {}
+        rec_id = request.GET.get("recommendation")
+        if rec_id and rec_id.isdigit():
+            from reservations.models import Recommendation
+
+            rec = Recommendation.objects.select_related("reservation").filter(pk=int(rec_id)).first()
+            if rec is not None and rec.kind == Recommendation.Kind.SHRINK:
+                initial = {"count_id": rec.reservation.reservation_id, "count": rec.target_count}
+            elif rec is not None and rec.kind == Recommendation.Kind.CANCEL:
+                initial = {"remove_id": rec.reservation.reservation_id}
+        form = WorldEditForm(initial=initial)
+        result = None
+        if initial:
+            bound = WorldEditForm(initial)
+            if bound.is_valid():
+                form, result = bound, before_and_after(bound.edits())
+        return self.render_to_response(self.get_context_data(form=form, result=result))
+
+    def post(self, request):
+        form = WorldEditForm(request.POST)
+        if not form.is_valid():
+            return self.render_to_response(self.get_context_data(form=form, result=None), status=400)
+        edits = form.edits()
+        if not edits:
+            form.add_error(None, "fill in at least one change")
+            return self.render_to_response(self.get_context_data(form=form, result=None), status=400)
+        result = before_and_after(edits)
+        for problem in result["problems"]:
+            form.add_error(None, problem)
+        return self.render_to_response(self.get_context_data(form=form, result=result, edits=edits),
+                                       status=400 if result["problems"] else 200)

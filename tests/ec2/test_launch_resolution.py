@@ -14,6 +14,7 @@ import pytest
 from scheduling.adapters.ec2.interface import ON_DEMAND, LaunchOffering, LaunchRequest, NodeClassLaunch
 from scheduling.adapters.ec2.userdata import decode_node_configs
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from datetime import datetime, timezone  # after the star import, which brings its own
 
 pytestmark = pytest.mark.django_db
 ZONE = "us-east-1a"
