@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation, Recommendation
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES
+from scheduling.loop.watch import DRIFT
 from scheduling.models import ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
@@ -48,6 +49,12 @@ class KarpwebCollector:
         for label, value in EventCount.objects.filter(name=INTERRUPTION_MESSAGES).values_list("label", "value"):
             messages.add_metric([label], value)
         yield messages
+        drift = CounterMetricFamily(
+            "karpweb_kubernetes_drift_repairs", "Objects the periodic full sync had to change while the watch process "
+            "ran: changes the watch missed, by kind.", labels=["kind"])
+        for label, value in EventCount.objects.filter(name=DRIFT).values_list("label", "value"):
+            drift.add_metric([label], value)
+        yield drift
 
     def reservations(self, now):
         labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]

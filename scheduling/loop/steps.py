@@ -19,6 +19,7 @@ from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
 from scheduling.loop.nodeclass_launch import refresh_launch_status
+from scheduling.loop.watch import count_drift
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun
 from scheduling.modes import configured_mode, control_refusal, global_mode
@@ -90,6 +91,7 @@ def sync_kubernetes(now=None) -> dict:
         counts = check_karpenter(cluster, now)
         stats = ClusterSync(cluster).sync_once()
         counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
+        counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL
     else:
         counts = simulated.tick_workloads(now)

@@ -83,3 +83,31 @@ class WatchLoop:
 
 def pending_pods() -> bool:
     return Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists()
+
+
+DRIFT = "kubernetes_drift"  # EventCount name, label = the kind the periodic sync had to repair
+
+
+def watching(now) -> bool:
+    """Whether a watch process holds its lease now."""
+    from scheduling.models import Lease
+
+    return Lease.objects.filter(name=LEASE, expires_at__gt=now).exclude(holder="").exists()
+
+
+def count_drift(stats, now) -> int:
+    """While the watch runs, what the periodic full sync still had to change is drift the watch
+    missed: counted per kind (karpweb_kubernetes_drift_repairs_total) and logged."""
+    from scheduling.models import EventCount
+
+    if not watching(now):
+        return 0
+    repaired = 0
+    for kind in set(stats.created) | set(stats.updated) | set(stats.deleted):
+        changed = stats.created[kind] + stats.updated[kind] + stats.deleted[kind]
+        if changed:
+            EventCount.bump(DRIFT, kind, changed)
+            repaired += changed
+    if repaired:
+        log.warning("the periodic Kubernetes sync repaired %d object(s) the watch had missed: %s", repaired, stats.summary())
+    return repaired

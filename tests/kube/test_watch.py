@@ -60,3 +60,23 @@ def test_the_command_needs_a_cluster(settings):
     settings.KARPWEB_CLUSTER = "simulated"
     with pytest.raises(CommandError, match="needs KARPWEB_CLUSTER=kubernetes"):
         call_command("watch", duration=0.1)
+
+
+def test_the_periodic_sync_counts_what_the_watch_missed(rest, adapter, unique, settings, client):
+    """With a watch process leading, objects the full sync still had to change are counted as drift."""
+    from django.utils import timezone
+
+    from scheduling.adapters.kube.sync import ClusterSync
+    from scheduling.loop.watch import count_drift
+    from scheduling.models import EventCount
+
+    sync = ClusterSync(adapter)
+    sync.sync_once()
+    assert count_drift(sync.sync_once(), timezone.now()) == 0  # nobody watches: nothing is drift
+    assert leases.acquire(LEASE, "a-watch-process")
+    ns = h.namespace(rest, f"drift-{unique}")
+    h.pod(rest, ns, "missed", node_selector={})  # a change the (pretend) watch did not deliver
+    assert count_drift(sync.sync_once(), timezone.now()) >= 1
+    assert EventCount.objects.get(name="kubernetes_drift", label="Pod").value >= 1
+    assert 'karpweb_kubernetes_drift_repairs_total{kind="Pod"}' in client.get("/metrics").content.decode()
+    leases.release(LEASE, "a-watch-process")
