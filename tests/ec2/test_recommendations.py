@@ -164,3 +164,28 @@ def test_the_page_overview_and_metric_show_the_money(seeded, provider, viewer_cl
     assert "Top recommendations" in overview and overview.count("a month</li>") == 3
     scrape = client.get("/metrics").content.decode()
     assert f'karpweb_recommendation_savings_dollars_per_month{{kind="shrink"}} {round(5 * M5 * 730, 2)}' in scrape
+
+
+def test_cancel_and_a_new_end_date_are_applied_through_ec2(seeded, provider, world, operator, clock):
+    now = seeded["now"]
+    ending = world.add_reservation("m5.large", ZONE, 10, tags={"team": "web"}, end=now + timedelta(days=5))
+    world.set_available(ending, 2)
+    assert sync_reservations(provider, now=now).errors == []
+    history(ending, now, used=8, peak=9, total=10)
+    recompute(now)
+    api = APIClient()
+    api.force_authenticate(operator)
+    cancel = Recommendation.objects.get(kind="cancel")
+    applied = api.post(f"/api/v1/recommendations/{cancel.pk}/apply/", {"computedAt": cancel.computed_at.isoformat()},
+                       format="json")
+    assert applied.status_code == 200 and world.reservation(seeded["unused"])["State"] == "cancelled"
+    warning = Recommendation.objects.get(kind="end-date", reservation__reservation_id=ending)
+    assert warning.savings_per_month == 0 and "in 5 days" in warning.reason
+    url = f"/api/v1/recommendations/{warning.pk}/apply/"
+    past = api.post(url, {"computedAt": warning.computed_at.isoformat(), "endDate": (now - timedelta(days=1)).isoformat()},
+                    format="json")
+    assert past.status_code == 400 and "end_date" in past.json()
+    later = (now + timedelta(days=90)).replace(microsecond=0)
+    moved = api.post(url, {"computedAt": warning.computed_at.isoformat(), "endDate": later.isoformat()}, format="json")
+    assert moved.status_code == 200, moved.json()
+    assert world.reservation(ending)["EndDate"] == later

@@ -90,3 +90,7 @@ def test_a_shrink_never_goes_below_the_windows_peak(used, total, now_used):
         if rec.kind == "shrink":
             assert rec.target_count >= max(min(u, total) for u in used) and rec.target_count >= facts.used_now
             assert rec.target_count < total
+
+
+def test_an_hour_without_a_peak_counts_its_mean():
+    assert Hour(NOW, used=2.5, total=4).high == 2.5 and Hour(NOW, used=2.5, total=4, peak=4).high == 4

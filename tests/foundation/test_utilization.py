@@ -40,6 +40,7 @@ def test_an_hour_of_syncs_is_one_row_of_means(two_reservations):
     assert (row.samples, row.used, row.available, row.total) == (120, 3.0, 1.0, 4.0)
     assert row.share_sum == pytest.approx(60 * 0.5 + 60 * 1.0) and row.share_samples == 120
     assert row.first_sampled_at == T0
+    assert row.peak_used == 4  # the most used at one sync: what a shrink recommendation must keep room for
 
 
 def test_the_chart_sums_hourly_means_not_every_sample(two_reservations):
