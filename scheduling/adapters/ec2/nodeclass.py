@@ -102,27 +102,27 @@ def _amis(result: NodeClassResolution, spec: Mapping[str, Any], amis: AMIProvide
     return _ok("AMIsReady")
 
 
-def _subnets(result: NodeClassResolution, spec: Mapping[str, Any], subnets: SubnetProvider) -> dict[str, str]:
-    terms = spec.get("subnetSelectorTerms") or []
+def _selected(result: NodeClassResolution, spec: Mapping[str, Any], provider, *, field: str, attribute: str,
+              condition: str, reason: str, noun: str) -> dict[str, str]:
+    """Subnets or security groups from their selector terms: False with `reason` when none is found."""
+    terms = spec.get(field) or []
     try:
-        result.subnets = subnets.resolve(terms) if terms else []
+        setattr(result, attribute, provider.resolve(terms) if terms else [])
     except CloudAPIError as exc:
-        return _bad("SubnetsReady", "SubnetsNotFound", f"spec.subnetSelectorTerms: {exc.code}: {exc.message}")
-    if not result.subnets:
-        return _bad("SubnetsReady", "SubnetsNotFound", "spec.subnetSelectorTerms selects no subnet")
-    return _ok("SubnetsReady")
+        return _bad(condition, reason, f"spec.{field}: {exc.code}: {exc.message}")
+    if not getattr(result, attribute):
+        return _bad(condition, reason, f"spec.{field} selects no {noun}")
+    return _ok(condition)
+
+
+def _subnets(result: NodeClassResolution, spec: Mapping[str, Any], subnets: SubnetProvider) -> dict[str, str]:
+    return _selected(result, spec, subnets, field="subnetSelectorTerms", attribute="subnets",
+                     condition="SubnetsReady", reason="SubnetsNotFound", noun="subnet")
 
 
 def _security_groups(result: NodeClassResolution, spec: Mapping[str, Any], groups: SecurityGroupProvider) -> dict[str, str]:
-    terms = spec.get("securityGroupSelectorTerms") or []
-    try:
-        result.security_groups = groups.resolve(terms) if terms else []
-    except CloudAPIError as exc:
-        return _bad("SecurityGroupsReady", "SecurityGroupsNotFound",
-                    f"spec.securityGroupSelectorTerms: {exc.code}: {exc.message}")
-    if not result.security_groups:
-        return _bad("SecurityGroupsReady", "SecurityGroupsNotFound", "spec.securityGroupSelectorTerms selects no security group")
-    return _ok("SecurityGroupsReady")
+    return _selected(result, spec, groups, field="securityGroupSelectorTerms", attribute="security_groups",
+                     condition="SecurityGroupsReady", reason="SecurityGroupsNotFound", noun="security group")
 
 
 def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str, Any],
