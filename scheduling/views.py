@@ -215,13 +215,18 @@ class InstanceTypeDetailView(ViewerRequiredMixin, TemplateView):
         return context
 
 
+NODE_DECISIONS = 10
+
+
 class NodeDetailView(ViewerRequiredMixin, TemplateView):
     template_name = "scheduling/node_detail.html"
 
     def get_context_data(self, name, **kwargs):
         context = super().get_context_data(**kwargs)
         node = get_object_or_404(Node.objects.select_related("node_pool", "node_claim", "reservation"), name=name)
-        context.update(node=node, pods=node.pods.order_by("namespace", "name"))
+        # Interruptions (rebalance recommendations included), drains and demotions about this node.
+        decisions = Decision.objects.filter(subject=f"node {name}").order_by("-created_at", "-id")[:NODE_DECISIONS]
+        context.update(node=node, pods=node.pods.order_by("namespace", "name"), decisions=decisions)
         return context
 
 

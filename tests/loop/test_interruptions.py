@@ -73,3 +73,16 @@ def test_a_spot_warning_marks_the_pool_unavailable_and_observe_mode_only_recomme
     assert Decision.objects.get(kind="interruption", subject=f"node {node.name}").outcome == "recommended"
     assert not Offering.objects.filter(instance_type__name=node.instance_type, zone=node.zone, capacity_type="spot",
                                        reservation__isnull=True, available=True).exists()
+
+
+def test_a_rebalance_recommendation_is_shown_on_the_node_and_drains_nothing(demo, control, viewer_client):
+    from django.urls import reverse
+
+    from scheduling.engine.interruptions import REBALANCE
+
+    node = Node.objects.exclude(provider_id="").first()
+    event = Interruption(REBALANCE, (node.instance_id,), detail="rebalance recommendation")
+    assert nodes.act_on(event, SimulatedCloud(), SimulatedCluster(), timezone.now()) == 0
+    assert Node.objects.filter(pk=node.pk, unschedulable=False).exists()
+    page = viewer_client.get(reverse("scheduling:node", args=[node.name])).content.decode()
+    assert "rebalance recommendation; recorded only" in page
