@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from karpweb.conditions import ConditionsMixin
 from reservations.models import CapacityReservation, EC2NodeClass
+from scheduling.engine.instances import instance_id
 
 
 class CapacityType(models.TextChoices):
@@ -181,6 +182,10 @@ class NodeClaim(ConditionsMixin, models.Model):
         ordering = ["name"]
         verbose_name = "NodeClaim"
 
+    @property
+    def instance_id(self) -> str:
+        return instance_id(self.provider_id)
+
     def get_absolute_url(self):
         return detail_url("scheduling:nodeclaim", self.name)
 
@@ -229,7 +234,7 @@ class Node(models.Model):
     @property
     def instance_id(self) -> str:
         """aws:///us-east-1a/i-0abc -> i-0abc"""
-        return self.provider_id.rsplit("/", 1)[-1] if self.provider_id else ""
+        return instance_id(self.provider_id)
 
 
 class Pod(models.Model):

@@ -83,7 +83,7 @@ def finalize(cloud, cluster, claim: NodeClaim, mode: str) -> PendingDecision | N
     """A claim of karpweb's is being deleted: drain its node (PodDisruptionBudgets honoured), terminate
     its instance, and only once the instance is gone remove the finalizer. Each step is retried on
     the next pass until it is done; None while waiting."""
-    instance = claim.provider_id.rsplit("/", 1)[-1] if claim.provider_id else ""
+    instance = claim.instance_id
     decision = PendingDecision(
         kind=Decision.Kind.TERMINATE, subject=f"NodeClaim {claim.name}", mode=mode, node_pool=claim.node_pool,
         reservation=claim.reservation, details={"name": claim.name, "instanceID": instance},
@@ -171,7 +171,7 @@ def initialize(cluster, claim: NodeClaim, node: Node, now) -> int:
 
 
 def registration_timeout(cloud, cluster, claim: NodeClaim, mode: str, ttl) -> PendingDecision:
-    instance = claim.provider_id.rsplit("/", 1)[-1]
+    instance = claim.instance_id
     minutes = int(ttl.total_seconds() // 60)
     decision = PendingDecision(
         kind=Decision.Kind.REGISTRATION_TIMEOUT, subject=f"NodeClaim {claim.name}", mode=mode, node_pool=claim.node_pool,
