@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from .instancetypes import InstanceType, Offering
-from .labels import CAPACITY_TYPE_PREFERENCE, OFFERING_LABELS, RESERVED, SPOT, WELL_KNOWN_LABELS
+from .labels import (CAPACITY_TYPE_PREFERENCE, INSTANCE_TYPE, OFFERING_LABELS, RESERVATION_ID, RESERVED, SPOT,
+                     WELL_KNOWN_LABELS)
 from .requirements import Requirement, Requirements
 
 
@@ -70,6 +71,7 @@ class Catalog:
         # world's instance types carry (they decide its value, as for the AWS instance labels).
         self.well_known = frozenset(WELL_KNOWN_LABELS | instance_keys)
         self._views: dict[tuple, CatalogView] = {}
+        self._by_reservation: dict[str, set[int]] | None = None  # reservation id -> type indexes
         self.index = {it.name: i for i, it in enumerate(instance_types)}
         self.all_mask = (1 << len(instance_types)) - 1
         # Per resource: the distinct allocatable amounts, ascending, and for each the mask of the
@@ -152,12 +154,30 @@ class Catalog:
             found = self._views[key] = self._compute_view(requirements)
         return found
 
+    def _candidate_indexes(self, requirements: Requirements) -> Iterable[int]:
+        """The types worth matching, in catalog order: with an `In` on instance type names or on
+        reservation ids (a claim that holds a unit), only those types; else all of them."""
+        named = requirements.get(INSTANCE_TYPE)
+        if named is not None and not named.complement:
+            return sorted(self.index[name] for name in named.values if name in self.index)
+        held = requirements.get(RESERVATION_ID)
+        if held is not None and not held.complement:
+            if self._by_reservation is None:
+                self._by_reservation = {}
+                for i, it in enumerate(self.instance_types):
+                    for offering in it.offerings:
+                        if offering.reservation is not None:
+                            self._by_reservation.setdefault(offering.reservation.id, set()).add(i)
+            return sorted(set().union(*(self._by_reservation.get(rid, ()) for rid in held.values)))
+        return range(len(self.instance_types))
+
     def _compute_view(self, requirements: Requirements) -> CatalogView:
         names, reserved, open_price = set(), {}, {}
         mask = open_mask = spot_mask = reserved_mask = 0
         offering_masks: dict[str, dict[str, int]] = {}
         price_order, open_order, offers_by_price = [], [], {}
-        for i, it in enumerate(self.instance_types):
+        for i in self._candidate_indexes(requirements):
+            it = self.instance_types[i]
             if not it.matches(requirements, self.instance_keys):
                 continue
             offers = [o for o in it.offerings if o.available and o.compatible(requirements)]

@@ -164,7 +164,7 @@ class NodeClaim:
     it holds at most one reservation unit, the one it will launch into (see scheduler.py)."""
 
     __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "hold",
-                 "_price")
+                 "_price", "_steady", "_outgrown")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType] | int, seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
@@ -182,6 +182,8 @@ class NodeClaim:
         self.anti_pods: list[Pod] = []
         self.hold: Offering | None = None
         self._price: float | None = None  # cheapest on-demand/spot launch, computed when asked
+        self._steady: int | None = None  # see could_stay_put, computed when asked
+        self._outgrown: tuple[int, set[int]] = (-1, set())  # see _outgrows_strict_hold
 
     @property
     def instance_types(self) -> list[InstanceType]:
@@ -217,6 +219,8 @@ class NodeClaim:
         fits = self.template.catalog.fits_mask(requests) & self.mask
         if not fits:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
+        if self.hold is not None and mode is ReservedMode.STRICT and self._outgrows_strict_hold(fits, ledger):
+            return self._strict_rejection()
         rejection = None
         for alternative in pod.alternatives:
             outcome = self._fit_alternative(alternative, requests, fits, ledger, mode, attempt)
@@ -274,18 +278,43 @@ class NodeClaim:
             index = self.template.catalog.index[hold.reservation.instance_type]
             if mask >> index & 1 and hold in view.reserved.get(hold.reservation.instance_type, ()):
                 return hold  # the unit it holds still fits: nothing to choose
-        options = self._reserved_options(view, requests, mask)
+        options = self._reserved_options(view, mask)
         free = [o for o in options if ledger.can_reserve(self.name, o.reservation.id)] if ledger.free_units else []
         if free:
             return min(free, key=reservation_preference(ledger))
         if self.hold is not None and mode is ReservedMode.STRICT:
-            return Rejection(f"it would take the claim's last reserved option ({self.hold.reservation.id})",
-                             permanent=False, until_release=True)
+            return self._strict_rejection()
         if mask & view.open_mask:
             return None
         return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD, until_release=True)
 
-    def _reserved_options(self, view, requests: ResourceList, mask: int) -> list[Offering]:
+    def _outgrows_strict_hold(self, fits: int, ledger: ReservationLedger) -> bool:
+        """Whether the pod would outgrow the unit this strict claim keeps with no other unit free
+        for the types that fit: `_choose_reservation`'s answer, known before narrowing any
+        requirements (narrower requirements only remove offerings)."""
+        catalog = self.template.catalog
+        if fits >> catalog.index[self.hold.reservation.instance_type] & 1:
+            return False
+        if not ledger.free_units:
+            return True
+        # Units are only taken until one is given back: a refusal stands until `releases` moves.
+        releases, known = self._outgrown
+        if releases != ledger.releases:
+            known = set()
+            self._outgrown = (ledger.releases, known)
+        elif fits in known:
+            return True
+        view = catalog.view(self.requirements)
+        if any(ledger.can_reserve(self.name, o.reservation.id) for o in self._reserved_options(view, fits)):
+            return False
+        known.add(fits)
+        return True
+
+    def _strict_rejection(self) -> Rejection:
+        return Rejection(f"it would take the claim's last reserved option ({self.hold.reservation.id})",
+                         permanent=False, until_release=True)
+
+    def _reserved_options(self, view, mask: int) -> list[Offering]:
         """Compatible reserved offerings of the remaining instance types (`mask` holds only types
         with room for `requests`); walks the (few) reserved types rather than every type."""
         if not mask & view.reserved_mask:
@@ -301,7 +330,7 @@ class NodeClaim:
             proposal.requirements = proposal.requirements.intersect([Requirement.single(HOSTNAME, name)])
         self.take(proposal.hold, ledger)
         if proposal.mask != self.mask or proposal.requirements is not self.requirements:
-            self._price = None
+            self._price = self._steady = None
         self.requirements = proposal.requirements
         self.requests = proposal.requests
         self.mask = proposal.mask
@@ -316,6 +345,27 @@ class NodeClaim:
         """Whether the pod makes this paid claim launch a more expensive instance."""
         return self.hold is None and proposal.hold is None and proposal.open_price() > self.price
 
+    def could_stay_put(self, pod: Pod) -> bool:
+        """Whether `fit` could place the pod on this claim without growing its paid launch: some
+        type left with room for the pod either launches at the claim's price or has a reserved
+        offering. False means `fit` can only refuse the pod or grow the launch (a pod's narrower
+        requirements only remove types and offerings), so the scheduler need not ask it when it
+        already knows a claim to grow. A cheap bitmask test instead of a full fit."""
+        if self._steady is None:
+            view = self.template.catalog.view(self.requirements)
+            price = self.price
+            if price == math.inf:
+                steady = self.mask
+            else:
+                steady = self.mask & view.reserved_mask
+                for open_price, _, index in view.open_order:
+                    if open_price > price:
+                        break
+                    steady |= 1 << index
+                steady &= self.mask
+            self._steady = steady
+        return bool(self.template.catalog.fits_mask(self.requests.add(pod.requests)) & self._steady)
+
     def take(self, hold: Offering | None, ledger: ReservationLedger) -> None:
         if hold is self.hold:
             return
@@ -324,12 +374,12 @@ class NodeClaim:
         else:
             ledger.reserve(self.name, hold.reservation.id)
         self.hold = hold
-        self._price = None
+        self._price = self._steady = None
 
     def free_reservation(self, ledger: ReservationLedger) -> Offering | None:
         """The best reservation unit this claim could take now, if it holds none."""
         view = self.template.catalog.view(self.requirements)
-        options = [o for o in self._reserved_options(view, self.requests, self.mask)
+        options = [o for o in self._reserved_options(view, self.mask)
                    if ledger.can_reserve(self.name, o.reservation.id)]
         return min(options, key=reservation_preference(ledger)) if options else None
 

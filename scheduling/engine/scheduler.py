@@ -289,6 +289,8 @@ class Scheduler:
         for claim in candidates:
             if blocked and blocked.get(claim.seq) == releases:
                 continue
+            if placed and claim.hold is None and not claim.could_stay_put(pod):
+                continue  # it could only grow, and a claim to grow is already known
             outcome = claim.fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
                 if avoid_growth and claim.grows_paid_launch(outcome):
