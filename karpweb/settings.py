@@ -144,6 +144,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "karpweb.roles.roles_context",
+                "scheduling.context_processors.cluster_freshness",
             ],
         },
     },
@@ -241,6 +242,8 @@ KARPWEB_CLUSTER_DNS = env_str("KARPWEB_CLUSTER_DNS", "")
 # The watch process's batch window (Karpenter's BATCH_IDLE_DURATION and BATCH_MAX_DURATION).
 KARPWEB_BATCH_IDLE_SECONDS = env_float("KARPWEB_BATCH_IDLE_SECONDS", 1.0, minimum=0.1, below=60)
 KARPWEB_BATCH_MAX_SECONDS = env_float("KARPWEB_BATCH_MAX_SECONDS", 10.0, minimum=1, below=600)
+# While the watch process runs, the periodic sync lists every kind only this often (the safety net).
+KARPWEB_KUBERNETES_RESYNC_SECONDS = env_int("KARPWEB_KUBERNETES_RESYNC_SECONDS", 300, minimum=30)
 # Reservation recommendations (scheduling/engine/recommendations.py).
 KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS = env_int("KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS", 14, minimum=1)
 KARPWEB_RECOMMEND_HEADROOM_INSTANCES = env_int("KARPWEB_RECOMMEND_HEADROOM_INSTANCES", 1, minimum=0)

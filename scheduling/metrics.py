@@ -16,7 +16,8 @@ from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation, Recommendation
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES
 from scheduling.loop.watch import DRIFT
-from scheduling.models import ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun
+from scheduling.models import (ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun,
+                               WatchState)
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
@@ -31,6 +32,7 @@ class KarpwebCollector:
         yield from self.karpenter()
         yield from self.interruptions()
         yield from self.recommendations()
+        yield from self.watch(now)
 
     def recommendations(self):
         savings = GaugeMetricFamily("karpweb_recommendation_savings_dollars_per_month",
@@ -40,6 +42,18 @@ class KarpwebCollector:
         for kind in Recommendation.Kind.values:
             savings.add_metric([kind], totals.get(kind) or 0.0)
         yield savings
+
+    def watch(self, now):
+        state = WatchState.current()
+        yield GaugeMetricFamily("karpweb_watch_connected", "1 while a watch process beats (manage.py watch).",
+                                value=int(state.connected(now)))
+        for name, value, text in (("events", state.events, "Watch events applied to the models."),
+                                  ("relists", state.relists, "Lists after a 410 Gone."),
+                                  ("reconnects", state.reconnects, "Watches resumed after a lost connection."),
+                                  ("batches", state.batches, "Provisioning runs started by the batch window.")):
+            yield CounterMetricFamily(f"karpweb_watch_{name}", text, value=value)
+        yield GaugeMetricFamily("karpweb_watch_lag_seconds", "Longest wait from reading a watch event to writing "
+                                "it, over the last heartbeat.", value=state.lag_seconds)
 
     def interruptions(self):
         messages = CounterMetricFamily(

@@ -1,6 +1,8 @@
 """The Kubernetes side (NodePools, NodeClaims, nodes, pods), the EC2 catalogue, and what the
 loop decided, plus the audit log of manual changes."""
 
+import datetime
+
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
@@ -484,6 +486,52 @@ class Lease(models.Model):
 
     def __str__(self):
         return f"{self.name} held by {self.holder or 'nobody'} until {self.expires_at:%H:%M:%S}"
+
+
+class WatchState(models.Model):
+    """How current the mirrored cluster is (one row): the watch process's heartbeat and counts,
+    and when the models last took in the cluster's state (a watch event or a full sync)."""
+
+    SINGLETON = 1
+    # A watch that has not beaten for this long is not connected (it beats every 2 s).
+    STALE_AFTER = datetime.timedelta(seconds=30)
+
+    holder = models.CharField(max_length=255, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_event_at = models.DateTimeField(null=True, blank=True, help_text="The newest watch event applied.")
+    events = models.PositiveBigIntegerField(default=0)
+    relists = models.PositiveIntegerField(default=0, help_text="Lists after a 410 Gone.")
+    reconnects = models.PositiveIntegerField(default=0, help_text="Watches resumed after a lost connection.")
+    lag_seconds = models.FloatField(default=0, help_text="Longest wait from reading an event to writing it, "
+                                                         "over the last heartbeat.")
+    batches = models.PositiveIntegerField(default=0, help_text="Provisioning runs started by the batch window.")
+    last_batch_at = models.DateTimeField(null=True, blank=True)
+    world_as_of = models.DateTimeField(null=True, blank=True,
+                                       help_text="When the models last took in the cluster's state.")
+
+    def __str__(self):
+        return f"watch by {self.holder or 'nobody'}, world as of {self.world_as_of}"
+
+    @classmethod
+    def current(cls) -> "WatchState":
+        return cls.objects.filter(pk=cls.SINGLETON).first() or cls(pk=cls.SINGLETON)
+
+    @classmethod
+    def record(cls, **fields) -> None:
+        """One UPDATE (the first call INSERTs); F() expressions add to the counts."""
+        if not cls.objects.filter(pk=cls.SINGLETON).update(**fields):
+            from django.db import IntegrityError, transaction
+
+            try:
+                with transaction.atomic():
+                    cls.objects.create(pk=cls.SINGLETON)
+            except IntegrityError:
+                pass  # another process created it meanwhile
+            cls.objects.filter(pk=cls.SINGLETON).update(**fields)
+
+    def connected(self, now) -> bool:
+        return bool(self.holder) and self.heartbeat_at is not None and now - self.heartbeat_at <= self.STALE_AFTER
 
 
 class SimulatedInstance(models.Model):

@@ -24,7 +24,7 @@ from scheduling.models import (
     AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod, StandingOpportunity,
 )
 from scheduling.engine.quantities import MEMORY, format_resource
-from scheduling.loop.health import loop_health
+from scheduling.loop.health import loop_health, watch_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
@@ -74,6 +74,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             top_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN)
             .select_related("reservation").order_by("-savings_per_month", "kind", "id")[:3],
             loop=loop_health(now),
+            watch=(watch := watch_health(now)),
+            cluster_state=watch.state,  # the header's, read once
             **controller_status(),
         )
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart

@@ -9,7 +9,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Substr
 from django_celery_beat.models import PeriodicTask
 
-from scheduling.models import TaskRun
+from scheduling.models import TaskRun, WatchState
 
 STALE_AFTER_INTERVALS = 3
 TASK_PREFIX = "karpweb."
@@ -55,4 +55,31 @@ def _health(step, every, last, last_success, now, worker_seen=None) -> StepHealt
     elif last_success is None or now - last_success > stale_after:
         since = "ever" if last_success is None else f"{int((now - last_success).total_seconds())} s"
         health.problem = f"no successful run for {since} (it runs every {every} s)"
+    return health
+
+
+@dataclass
+class WatchHealth:
+    state: WatchState
+    connected: bool
+    watching_expected: bool  # a real cluster: the watch process should run
+    last_event_ago: float | None  # seconds
+    problem: str = ""
+
+
+def watch_health(now: datetime.datetime) -> WatchHealth:
+    """The watch process as the overview shows it: connected (a heartbeat within 30 s), its last
+    event, relists, reconnects, lag and batches."""
+    from django.conf import settings
+
+    state = WatchState.current()
+    connected = state.connected(now)
+    expected = settings.KARPWEB_CLUSTER == "kubernetes"
+    ago = (now - state.last_event_at).total_seconds() if state.last_event_at else None
+    health = WatchHealth(state, connected, expected, ago)
+    if expected and not connected:
+        health.problem = ("not running: the cluster is polled by the 30 s sync; start `manage.py watch`"
+                          if state.heartbeat_at is None else
+                          f"no heartbeat for {int((now - state.heartbeat_at).total_seconds())} s: "
+                          "the cluster is polled by the periodic sync meanwhile")
     return health

@@ -19,9 +19,9 @@ from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
 from scheduling.loop.nodeclass_launch import refresh_launch_status
-from scheduling.loop.watch import count_drift
+from scheduling.loop.watch import count_drift, full_sync_due
 from scheduling.loop.recording import PendingDecision, record
-from scheduling.models import Decision, Mode, NodePool, TaskRun
+from scheduling.models import Decision, Mode, NodePool, TaskRun, WatchState
 from scheduling.modes import configured_mode, control_refusal, global_mode
 from scheduling.world import current_world
 
@@ -89,13 +89,18 @@ def sync_kubernetes(now=None) -> dict:
         cluster = backends.cluster()
         # First: whether this sync may be followed by acting at all (scheduling.modes reads it).
         counts = check_karpenter(cluster, now)
-        stats = ClusterSync(cluster).sync_once()
-        counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
-        counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
+        if full_sync_due(now):
+            stats = ClusterSync(cluster).sync_once()
+            counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
+            counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
+            WatchState.record(world_as_of=now)
+        else:
+            counts["lists"] = 0  # the watch process keeps the models current: no full list this time
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL
     else:
         counts = simulated.tick_workloads(now)
         counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))
+        WatchState.record(world_as_of=now)
     counts.update(audit_launches(now))  # NodeClaims karpweb did not create: did they miss a reservation?
     return counts
 

@@ -17,12 +17,14 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
 
 from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.engine.batching import BatchWindow
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.loop import leases
-from scheduling.models import Pod
+from scheduling.models import Pod, WatchState
 
 log = logging.getLogger(__name__)
 LEASE = "kubernetes-watch"
@@ -57,10 +59,12 @@ class WatchLoop:
         sync = ClusterSync(self.adapter)
         sync.start()
         renewed = self.clock()
+        heartbeat = Heartbeat(self.holder)
         try:
             while not done():
                 stats = sync.pump(timeout=0.2)
                 now = self.clock()
+                heartbeat.add(stats, now)
                 if (stats.created["Pod"] or stats.updated["Pod"] or stats.deleted["Node"]) and pending_pods():
                     self.window.trigger(now)
                 if (stats.created["Node"] or stats.updated["Node"]) and self.after_launch is not None:
@@ -68,6 +72,7 @@ class WatchLoop:
                 if self.window.due(now):
                     self.window.close()
                     self.batches += 1
+                    WatchState.record(batches=F("batches") + 1, last_batch_at=timezone.now())
                     self.provision()
                 if now - renewed >= LEASE_TTL.total_seconds() / 3:
                     if not leases.acquire(LEASE, self.holder, LEASE_TTL):
@@ -76,13 +81,70 @@ class WatchLoop:
                     renewed = now
         finally:
             sync.stop()
+            heartbeat.stop()
             leases.release(LEASE, self.holder)
             self.leading = False
         return {"leading": True, "batches": self.batches}
 
 
+class Heartbeat:
+    """The watch's state for the console and metrics (WatchState): written every
+    HEARTBEAT_SECONDS, with what the watch applied since the last write."""
+
+    HEARTBEAT_SECONDS = 2.0
+
+    def __init__(self, holder: str) -> None:
+        self.holder = holder
+        self.events = self.relists = self.reconnects = 0
+        self.lag = 0.0
+        self.changed_at = self.event_at = None  # wall-clock times of the newest change (list or event) and event
+        self.written = None
+        now = timezone.now()
+        WatchState.record(holder=holder, started_at=now, heartbeat_at=now, lag_seconds=0.0)
+
+    def add(self, stats, clock_now: float) -> None:
+        if stats.events or stats.lists:
+            self.changed_at = timezone.now()
+        if stats.events:
+            self.event_at = self.changed_at
+        self.events += stats.events
+        self.relists += stats.relists
+        self.reconnects += stats.reconnects
+        self.lag = max(self.lag, stats.lag_seconds)
+        if self.written is None or clock_now - self.written >= self.HEARTBEAT_SECONDS:
+            self.write()
+            self.written = clock_now
+
+    def write(self, **extra) -> None:
+        fields = dict(heartbeat_at=timezone.now(), lag_seconds=self.lag, events=F("events") + self.events,
+                      relists=F("relists") + self.relists, reconnects=F("reconnects") + self.reconnects, **extra)
+        if self.changed_at is not None:
+            fields["world_as_of"] = self.changed_at
+        if self.event_at is not None:
+            fields["last_event_at"] = self.event_at
+        WatchState.record(**fields)
+        self.events = self.relists = self.reconnects = 0
+        self.lag = 0.0
+        self.changed_at = self.event_at = None
+
+    def stop(self) -> None:
+        self.write(holder="")
+
+
 def pending_pods() -> bool:
     return Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists()
+
+
+FULL_SYNC = "kubernetes-full-sync"
+
+
+def full_sync_due(now) -> bool:
+    """Whether the periodic Kubernetes sync lists every kind now: always without a watch process;
+    with one, once per KARPWEB_KUBERNETES_RESYNC_SECONDS (a lease, so of two workers one lists)."""
+    if not watching(now):
+        return True
+    ttl = datetime.timedelta(seconds=settings.KARPWEB_KUBERNETES_RESYNC_SECONDS)
+    return leases.acquire(FULL_SYNC, leases.holder_id(), ttl)
 
 
 DRIFT = "kubernetes_drift"  # EventCount name, label = the kind the periodic sync had to repair

@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from scheduling.loop import leases
 from scheduling.loop.watch import LEASE, WatchLoop
+from scheduling.models import WatchState
 
 from . import helpers as h
 
@@ -42,6 +43,9 @@ def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, uni
         stop.set()
         worker.join(10)
     assert len(batches) == 1, batches
+    state = WatchState.current()  # what the overview and /metrics show
+    assert state.holder == "" and state.events >= 3 and state.batches >= 1 and state.last_event_at is not None
+    assert 0 <= state.lag_seconds < 5 and state.world_as_of >= state.last_event_at
     reaction = batches[0] - created[-1]
     print(f"reaction: one batch {reaction:.2f} s after the last of 3 pending pods (idle window 0.8 s)")
     assert 0.8 <= reaction < 3.0, reaction  # the idle time after the last pod, not a 10 s beat or a 30 s poll
@@ -80,3 +84,26 @@ def test_the_periodic_sync_counts_what_the_watch_missed(rest, adapter, unique, s
     assert EventCount.objects.get(name="kubernetes_drift", label="Pod").value >= 1
     assert 'karpweb_kubernetes_drift_repairs_total{kind="Pod"}' in client.get("/metrics").content.decode()
     leases.release(LEASE, "a-watch-process")
+
+
+def test_while_a_watch_leads_the_periodic_sync_lists_once_per_resync_interval(adapter, settings, monkeypatch):
+    """The safety net: every beat lists every kind while nobody watches; while a watch process
+    holds its lease, only once per KARPWEB_KUBERNETES_RESYNC_SECONDS (Karpenter's detection still
+    runs at every beat)."""
+    from scheduling.loop import backends, steps
+
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    settings.KARPWEB_KUBERNETES_RESYNC_SECONDS = 2
+    monkeypatch.setattr(backends, "cluster", lambda: adapter)
+    assert steps.sync_kubernetes()["lists"] > 0
+    assert steps.sync_kubernetes()["lists"] > 0  # nobody watches: every beat lists
+    assert leases.acquire(LEASE, "a-watch-process")
+    try:
+        first = steps.sync_kubernetes()
+        assert first["lists"] > 0 and "karpenter_live" in first
+        skipped = steps.sync_kubernetes()
+        assert skipped["lists"] == 0 and "karpenter_live" in skipped
+        time.sleep(2.2)
+        assert steps.sync_kubernetes()["lists"] > 0
+    finally:
+        leases.release(LEASE, "a-watch-process")

@@ -103,3 +103,35 @@ def test_due_steps_at_start(schedules):
     run("provision", 2 * S, status="failed", now=now)  # ran (and failed) 2 s ago: the retry handles it
     run("lifecycle", 1 * S, status="skipped", now=now)  # another worker held the lease: not a run
     assert startup.due_steps(now) == ["karpweb.lifecycle", "karpweb.sync_ec2", "karpweb.sync_kubernetes"]
+
+
+def test_the_overview_shows_the_watch(viewer_client, settings):
+    from django.db.models import F
+
+    from scheduling.models import WatchState
+
+    url = reverse("scheduling:overview")
+    watch_line = lambda: viewer_client.get(url).content.decode().split('id="watch-health"')[1].split("</p>")[0]  # noqa: E731
+    settings.KARPWEB_CLUSTER = "simulated"
+    assert "not needed" in watch_line() and "never synced" in watch_line()
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    line = watch_line()
+    assert 'class="error"' in line and "not running: the cluster is polled by the 30 s sync" in line
+    now = timezone.now()
+    WatchState.record(holder="web-1:42:ab", started_at=now - 300 * S, heartbeat_at=now - 1 * S,
+                      last_event_at=now - 4 * S, world_as_of=now - 4 * S, events=F("events") + 1520, relists=1,
+                      reconnects=2, lag_seconds=0.031, batches=7, last_batch_at=now - 60 * S)
+    line = watch_line()
+    assert 'class="error"' not in line
+    for text in ("connected (web-1:42:ab)", "last event 0m 04s ago", "1520 events, 1 relist, 2 reconnects",
+                 "lag 0.03 s", "7 provisioning batches, the last 1m 00s ago", "Cluster as of 0m 04s ago", "started 5m 00s ago"):
+        assert text in line, (text, line)
+    page = viewer_client.get(reverse("scheduling:pods")).content.decode()
+    assert f'cluster as of {timezone.localtime(now - 4 * S):%H:%M:%S}' in page  # every page's header
+    metrics = viewer_client.get("/metrics").content.decode()
+    for sample in ("karpweb_watch_connected 1.0", "karpweb_watch_events_total 1520.0", "karpweb_watch_relists_total 1.0",
+                   "karpweb_watch_lag_seconds 0.031"):
+        assert sample in metrics, sample
+    WatchState.record(heartbeat_at=now - 45 * S)
+    assert "karpweb_watch_connected 0.0" in viewer_client.get("/metrics").content.decode()
+    assert "no heartbeat for 45 s" in watch_line()

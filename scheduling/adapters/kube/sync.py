@@ -59,6 +59,7 @@ class SyncStats:
     lists: int = 0
     relists: int = 0  # lists after a 410 Gone
     reconnects: int = 0  # watches resumed after a connection was lost
+    lag_seconds: float = 0.0  # the longest an event waited between its read and its write
     errors: list[ClusterError] = field(default_factory=list)
 
     def add_error(self, error: ClusterError) -> None:
@@ -592,13 +593,14 @@ class ClusterSync:
 
     def _apply_items(self, items: list[tuple], stats: SyncStats) -> None:
         events: list[WatchEvent] = []
-        for item in items:
-            what, kind, payload = item
+        first_read = 0.0
+        for what, kind, payload, read_at in items:
             if what == "event":
+                first_read = first_read if events else read_at
                 events.append(payload)
                 continue
             if events:
-                self.apply_events(events, stats)
+                self._apply_events_timed(events, first_read, stats)
                 events = []
             if what == "snapshot":
                 stats.lists += 1
@@ -610,7 +612,14 @@ class ClusterSync:
             elif what == "error":
                 stats.add_error(payload)
         if events:
-            self.apply_events(events, stats)
+            self._apply_events_timed(events, first_read, stats)
+
+    def _apply_events_timed(self, events: list[WatchEvent], first_read: float, stats: SyncStats) -> None:
+        self.apply_events(events, stats)
+        stats.lag_seconds = max(stats.lag_seconds, time.monotonic() - first_read)
+
+    def _put(self, what: str, kind: str, payload) -> None:
+        self._queue.put((what, kind, payload, time.monotonic()))  # read time: the lag to the write
 
     def _reader(self, kind: str, resource_version: str | None) -> None:
         backoff = 0.25
@@ -619,25 +628,25 @@ class ClusterSync:
             try:
                 if not resource_version:
                     snapshot = self.adapter.list(kind)
-                    self._queue.put(("snapshot", kind, snapshot))
+                    self._put("snapshot", kind, snapshot)
                     resource_version = snapshot.resource_version
                 elif lost_connection:
-                    self._queue.put(("reconnect", kind, resource_version))
+                    self._put("reconnect", kind, resource_version)
                 lost_connection = False
                 for event in self.adapter.watch(kind, resource_version, timeout_seconds=self.watch_timeout):
                     if event.resource_version:
                         resource_version = event.resource_version
-                    self._queue.put(("event", kind, event))
+                    self._put("event", kind, event)
                     if self._stop.is_set():
                         break
                 backoff = 0.25
             except ResourceVersionExpired as expired:
                 log.info("%s", expired)
-                self._queue.put(("expired", kind, resource_version))
+                self._put("expired", kind, resource_version)
                 resource_version = None
             except ClusterError as error:
                 log.warning("%s sync: %s", kind, error)
-                self._queue.put(("error", kind, error))
+                self._put("error", kind, error)
                 lost_connection = True
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 3.0)
@@ -649,6 +658,7 @@ class ClusterSync:
         self.stats.lists += stats.lists
         self.stats.relists += stats.relists
         self.stats.reconnects += stats.reconnects
+        self.stats.lag_seconds = max(self.stats.lag_seconds, stats.lag_seconds)
         for error in stats.errors:
             self.stats.add_error(error)
         del self.stats.errors[:-20]
