@@ -14,6 +14,7 @@ from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.amis import variant_of
 from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult, NodeClassLaunch
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
+from scheduling.adapters.ec2.sync import refresh_reservations
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
@@ -41,6 +42,7 @@ def provision(cloud, cluster, now=None) -> dict:
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
     refusal = control_refusal()  # once per run: every claim of one run under the same verdict
+    launched_into, refused_by = [], []  # reservation ids, refreshed from EC2 after the launches
     for claim in decisions["nodeClaims"]:
         pool = pools.get(claim["nodePool"])
         mode = effective_mode(pool, refusal)
@@ -58,6 +60,8 @@ def provision(cloud, cluster, now=None) -> dict:
                 pending.append(decision)
                 continue
             decision.details = {**claim, "name": row.name}
+            launched_into += [result.reservation_id] if result.ok and result.reservation_id else []
+            refused_by += result.reservations_marked_unavailable
             if result.ok:
                 decision.outcome, launched = Decision.Outcome.ACTED, launched + 1
                 if result.open_reservation_id:
@@ -68,6 +72,8 @@ def provision(cloud, cluster, now=None) -> dict:
                 decision.error = f"{result.error_code}: {result.error_message}"
                 decision.reason += f"; the launch failed ({result.error_code}), the pods will be planned again"
         pending.append(decision)
+    if not getattr(cloud, "keeps_reservations_in_database", False):
+        refresh_reservations(cloud, launched_into, refused_by, now)
     pending += unplaced_decisions(decisions, pools)
     return _counts(decisions, launched, failed, relaunched, record(pending, now))
 

@@ -38,6 +38,8 @@ RESERVATION_ID_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 class SimulatedCloud:
     """CloudProvider (scheduling/adapters/ec2/interface.py) on the database."""
 
+    keeps_reservations_in_database = True  # its launches count units there: nothing to refresh
+
     def launch(self, request) -> LaunchResult:
         existing = SimulatedInstance.objects.filter(client_token=request.nodeclaim_name).first()
         if existing:  # a retried launch: the same instance, never a second one

@@ -34,6 +34,8 @@ def test_a_full_reservation_fails_the_launch_and_the_next_run_goes_on_demand(wor
     assert provider.available_instance_count(reservation) == 2
     assert CapacityReservation.objects.get(reservation_id=reservation).available_instance_count == 2
 
+    synced_at = clock()
+    clock.advance(seconds=5)
     first = provisioning.provision(provider, cluster, now=clock())
 
     assert (first["claims_planned"], first["launched"], first["launch_failures"]) == (1, 0, 1)
@@ -48,6 +50,7 @@ def test_a_full_reservation_fails_the_launch_and_the_next_run_goes_on_demand(wor
     row = CapacityReservation.objects.get(reservation_id=reservation)
     assert row.available_instance_count == 0 and row.total_instance_count == 2
     assert not Offering.objects.get(reservation=row).available
+    assert row.last_seen == clock() != synced_at  # refreshed from EC2 after the refusal, and still no free unit
 
     second = provisioning.provision(provider, cluster, now=clock())
 
@@ -72,3 +75,7 @@ def test_a_full_reservation_fails_the_launch_and_the_next_run_goes_on_demand(wor
     newest = NodeClaim.objects.exclude(pk=claim.pk).get()
     assert (newest.capacity_type, newest.reservation_label) == ("reserved", reservation)
     assert world.reservation(reservation)["AvailableInstanceCount"] == 0
+    # Refreshed from EC2 right after the launch, not at the next sync: the next batch sees no unit.
+    row = CapacityReservation.objects.get(reservation_id=reservation)
+    assert (row.available_instance_count, row.total_instance_count) == (0, 2)
+    assert not Offering.objects.get(reservation=row).available

@@ -196,6 +196,38 @@ def sync_reservations(provider: Any, now: datetime | None = None) -> Reservation
     return stats
 
 
+def refresh_reservations(provider: Any, launched: Sequence[str], refused: Sequence[str] = (),
+                         now: datetime | None = None) -> int:
+    """Right after launches into (`launched`) or refused by (`refused`) these reservations: their
+    counts, states and reserved offerings as EC2 has them now, not at the next sync, so that the
+    next batch does not plan into units that are gone. A reservation EC2 refused for want of
+    capacity stays at no free unit until the next full sync (EC2's count may lag its refusal, as
+    upstream's availability cache assumes). Returns the reservations refreshed."""
+    ids = sorted(set(launched) | set(refused))
+    if not ids:
+        return 0
+    now = now or timezone.now()
+    try:
+        found = provider.reservations_by_id(ids)
+    except CloudAPIError as exc:
+        log.warning("reservations not refreshed after the launches (%s: %s); the next sync will", exc.code, exc.message)
+        return 0
+    region = getattr(getattr(provider, "config", None), "region", "")
+    with transaction.atomic():
+        for r in found:
+            row = reservation_row(r, region, now)
+            if r["CapacityReservationId"] in refused:
+                row["available_instance_count"] = 0
+            CapacityReservation.objects.filter(reservation_id=row["reservation_id"]).update(
+                **{field: row[field] for field in REFRESHED_FIELDS})
+        by_id = {r.reservation_id: r for r in CapacityReservation.objects.filter(reservation_id__in=ids)}
+        _write_reserved_offerings(provider, [r for r in found if r["CapacityReservationId"] in by_id], [], by_id, now)
+    return len(found)
+
+
+REFRESHED_FIELDS = ("state", "total_instance_count", "available_instance_count", "end_date", "last_seen")
+
+
 def _write_reserved_offerings(
     provider: Any,
     reservations: Sequence[Mapping[str, Any]],
