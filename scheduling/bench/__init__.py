@@ -28,6 +28,7 @@ overhead and rounding up to whole instance types are what separate the two.
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
@@ -206,6 +207,8 @@ def measure(doc: dict, repeat: int = 1, memory: bool = False) -> tuple[Run, obje
     run = Run(count)
     result = None
     for _ in range(repeat):
+        result = parsed = None
+        gc.collect()  # every run starts from the same heap: the last run's garbage is not this one's cost
         parsed = parse_world(doc)
         started, cpu = time.perf_counter(), time.process_time()
         result = plan(parsed)

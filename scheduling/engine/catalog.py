@@ -49,8 +49,8 @@ class CatalogView:
     open_order: tuple[tuple[float, str, int], ...] = ()
     # Memo of answers per type mask (launch.py: options and launch of finalised claims).
     memo: dict = field(default_factory=dict)
-    # (index, reserved offerings) of every type with some, in `reserved` order.
-    reserved_by_index: tuple[tuple[int, tuple[Offering, ...]], ...] = ()
+    # Type index -> its reserved offerings, for every type with some (in catalog order).
+    reserved_at: Mapping[int, tuple[Offering, ...]] = field(default_factory=dict)
 
     def cheapest_open_price(self, mask: int) -> float:
         """The cheapest on-demand or spot launch among the types in `mask` (inf when none)."""
@@ -158,10 +158,10 @@ class Catalog:
         """The types worth matching, in catalog order: with an `In` on instance type names or on
         reservation ids (a claim that holds a unit), only those types; else all of them."""
         named = requirements.get(INSTANCE_TYPE)
-        if named is not None and not named.complement:
+        if named is not None and not named.complement and not named.admits_absent:
             return sorted(self.index[name] for name in named.values if name in self.index)
         held = requirements.get(RESERVATION_ID)
-        if held is not None and not held.complement:
+        if held is not None and not held.complement and not held.admits_absent:  # not DoesNotExist
             if self._by_reservation is None:
                 self._by_reservation = {}
                 for i, it in enumerate(self.instance_types):
@@ -207,7 +207,7 @@ class Catalog:
                            reserved_mask, offering_masks, tuple(sorted(price_order)),
                            {ct: tuple(sorted(offers, key=lambda e: e[:3])) for ct, offers in offers_by_price.items()},
                            tuple(sorted(open_order)),
-                           reserved_by_index=tuple((self.index[name], offers) for name, offers in reserved.items()))
+                           reserved_at={self.index[name]: offers for name, offers in reserved.items()})
 
     def value_count(self, key: str, mask: int, requirements: Requirements) -> int:
         """Distinct values of `key` the types in `mask` offer under `requirements` (minValues)."""

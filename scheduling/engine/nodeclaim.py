@@ -164,7 +164,7 @@ class NodeClaim:
     it holds at most one reservation unit, the one it will launch into (see scheduler.py)."""
 
     __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "hold",
-                 "_price", "_steady", "_outgrown")
+                 "_price", "_steady", "_none_free")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType] | int, seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
@@ -183,7 +183,7 @@ class NodeClaim:
         self.hold: Offering | None = None
         self._price: float | None = None  # cheapest on-demand/spot launch, computed when asked
         self._steady: int | None = None  # see could_stay_put, computed when asked
-        self._outgrown: tuple[int, set[int]] = (-1, set())  # see _outgrows_strict_hold
+        self._none_free = -1  # the ledger's `releases` when no other type had a free unit
 
     @property
     def instance_types(self) -> list[InstanceType]:
@@ -219,7 +219,7 @@ class NodeClaim:
         fits = self.template.catalog.fits_mask(requests) & self.mask
         if not fits:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
-        if self.hold is not None and mode is ReservedMode.STRICT and self._outgrows_strict_hold(fits, ledger):
+        if self.refuses_outgrowing(pod, ledger, mode):
             return self._strict_rejection()
         rejection = None
         for alternative in pod.alternatives:
@@ -288,26 +288,32 @@ class NodeClaim:
             return None
         return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD, until_release=True)
 
-    def _outgrows_strict_hold(self, fits: int, ledger: ReservationLedger) -> bool:
-        """Whether the pod would outgrow the unit this strict claim keeps with no other unit free
-        for the types that fit: `_choose_reservation`'s answer, known before narrowing any
-        requirements (narrower requirements only remove offerings)."""
-        catalog = self.template.catalog
-        if fits >> catalog.index[self.hold.reservation.instance_type] & 1:
+    def refuses_outgrowing(self, pod: Pod, ledger: ReservationLedger, mode: ReservedMode) -> bool:
+        """A strict claim refuses a pod that would outgrow the type of the unit it keeps while no
+        other type it may launch has a free unit: `fit`'s answer (until a
+        unit is given back) without its work, asked first because such claims are walked by every
+        kind of pod once the units are taken (the claim's types only narrow meanwhile)."""
+        if self.hold is None or mode is not ReservedMode.STRICT:
             return False
+        catalog = self.template.catalog
+        held_type = self.hold.reservation.instance_type
+        allocatable = catalog.by_name[held_type].allocatable
+        requests = self.requests
+        for name, amount in pod.requests.items():
+            total = requests.get(name, 0) + amount
+            if total > 0 and allocatable.get(name, 0) < total:
+                break
+        else:
+            return False  # the unit it keeps still holds the pod
         if not ledger.free_units:
             return True
-        # Units are only taken until one is given back: a refusal stands until `releases` moves.
-        releases, known = self._outgrown
-        if releases != ledger.releases:
-            known = set()
-            self._outgrown = (ledger.releases, known)
-        elif fits in known:
+        if self._none_free == ledger.releases:
             return True
-        view = catalog.view(self.requirements)
-        if any(ledger.can_reserve(self.name, o.reservation.id) for o in self._reserved_options(view, fits)):
+        others = self.mask & ~(1 << catalog.index[held_type])
+        if any(ledger.remaining(o.reservation.id) > 0
+               for o in self._reserved_options(catalog.view(self.requirements), others)):
             return False
-        known.add(fits)
+        self._none_free = ledger.releases  # stands until a unit is given back: units are only taken
         return True
 
     def _strict_rejection(self) -> Rejection:
@@ -319,7 +325,12 @@ class NodeClaim:
         with room for `requests`); walks the (few) reserved types rather than every type."""
         if not mask & view.reserved_mask:
             return []
-        return [o for index, offers in view.reserved_by_index if mask >> index & 1 for o in offers]
+        found, rest, reserved_at = [], mask & view.reserved_mask, view.reserved_at
+        while rest:  # the few set bits, lowest (catalog order) first
+            low = rest & -rest
+            found += reserved_at[low.bit_length() - 1]
+            rest ^= low
+        return found
 
     # committing ---------------------------------------------------------------------------------
 

@@ -135,7 +135,7 @@ class _Memo:
     """Per pod signature: targets known not to take such a pod, for the rest of the run, and
     claims that refused it for want of a free reservation unit (until the ledger frees one)."""
 
-    __slots__ = ("nodes", "claims", "refused", "seen", "pools", "blocked", "pools_blocked")
+    __slots__ = ("nodes", "claims", "refused", "seen", "pools", "blocked", "pools_blocked", "unreservable")
 
     def __init__(self, nodes: list[ExistingNode]):
         self.nodes = nodes
@@ -145,6 +145,8 @@ class _Memo:
         self.pools: dict[str, Rejection] = {}
         self.blocked: dict[int, int] = {}  # claim seq -> ledger.releases when it refused
         self.pools_blocked: dict[str, tuple[int, Rejection]] = {}  # the same for new claims
+        # (ledger.releases, limit changes) when a new claim would have got no free unit (_reservable).
+        self.unreservable: tuple[int, int] | None = None
 
 
 def _order_key(claim: NodeClaim) -> tuple[int, int]:
@@ -184,6 +186,7 @@ class Scheduler:
         self.namer = ClaimNamer([n.name for n in existing] + list(taken_names))
         self._memos: dict[tuple, _Memo] = {}
         self._seq = 0
+        self._limit_changes = 0  # commits that moved a NodePool's limits (see _reservable)
         # Optional: the existing nodes (in self.existing order) that may take a pod of this pod's
         # signature, leaving out nodes known to refuse it (consolidation caches that across runs).
         self._node_order = node_order
@@ -289,8 +292,16 @@ class Scheduler:
         for claim in candidates:
             if blocked and blocked.get(claim.seq) == releases:
                 continue
-            if placed and claim.hold is None and not claim.could_stay_put(pod):
-                continue  # it could only grow, and a claim to grow is already known
+            if avoid_growth and claim.hold is None and not claim.could_stay_put(pod):
+                # It could only refuse the pod or grow: when a new claim would get a free unit,
+                # that is where the pod goes (as below), so this claim need not be asked.
+                if reservable is None:
+                    reservable = self._reservable(pod, memo, attempt)
+                if reservable:
+                    continue
+            if claim.hold is not None and claim.refuses_outgrowing(pod, self.ledger, self.mode):
+                blocked[claim.seq] = releases
+                continue
             outcome = claim.fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
                 if avoid_growth and claim.grows_paid_launch(outcome):
@@ -358,7 +369,20 @@ class Scheduler:
     def _reservable(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
         """Whether the first NodePool that takes the pod would give a new claim a free unit (as
         `_open_reserved_claim` would find). When not, growing a paid claim is the best there is,
-        and the pod takes the first claim that fits, as when no unit is free at all."""
+        and the pod takes the first claim that fits, as when no unit is free at all.
+
+        For pods without topology constraints (whose answer changes as counts do), a "no" stands
+        until a unit is given back or a NodePool's limits change which pool comes first: units are
+        only taken meanwhile, and the memo's known refusals only grow."""
+        state = (self.ledger.releases, self._limit_changes) if attempt is None else None
+        if state is not None and memo.unreservable == state:
+            return False
+        if self._first_pool_reserves(pod, memo, attempt):
+            return True
+        memo.unreservable = state
+        return False
+
+    def _first_pool_reserves(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
         for template in self.templates:
             if template.name in memo.pools or template.problem is not None:
                 continue
@@ -428,6 +452,7 @@ class Scheduler:
         limits = self.limits.get(claim.template.name)
         if limits is not None:
             limits.track(claim)
+            self._limit_changes += 1
 
     def _repack(self) -> None:
         """Claims whose pods are free to move are packed again when that launches cheaper

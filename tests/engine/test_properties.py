@@ -402,3 +402,25 @@ def check_plan(doc, decisions):
             assert pod_matches(p, {**node["metadata"]["labels"], "metadata.name": name})
             assert tolerates(p, node["spec"]["taints"])
         assert not (new and anti_affinity_conflicts(pods_here))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(reserved_worlds(), worlds()))
+def test_the_reserved_path_shortcuts_change_no_decision(doc):
+    """The scheduler's cheap tests (a strict claim a pod would outgrow, a paid claim that could
+    only grow, a first NodePool known to give no unit, views narrowed to a reservation's types)
+    answer as the full work would: the plan is the same with them turned off."""
+    from unittest import mock
+
+    from scheduling.engine.catalog import Catalog
+    from scheduling.engine.nodeclaim import NodeClaim
+    from scheduling.engine.scheduler import Scheduler
+
+    fast = simulate(doc)
+    every_type = lambda self, requirements: range(len(self.instance_types))  # noqa: E731
+    with mock.patch.object(NodeClaim, "refuses_outgrowing", lambda *args: False), \
+            mock.patch.object(NodeClaim, "could_stay_put", lambda *args: True), \
+            mock.patch.object(Scheduler, "_reservable", Scheduler._first_pool_reserves), \
+            mock.patch.object(Catalog, "_candidate_indexes", every_type):
+        slow = simulate(doc)
+    assert fast == slow
