@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation, Recommendation
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES
+from scheduling.loop.keptworld import MISMATCH
 from scheduling.loop.watch import DRIFT
 from scheduling.models import (ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun,
                                WatchState)
@@ -69,6 +70,12 @@ class KarpwebCollector:
         for label, value in EventCount.objects.filter(name=DRIFT).values_list("label", "value"):
             drift.add_metric([label], value)
         yield drift
+        mismatches = CounterMetricFamily(
+            "karpweb_kept_world_mismatches", "Objects the watch process's kept world had wrong when compared with "
+            "the database (it reloads then), by kind.", labels=["kind"])
+        for label, value in EventCount.objects.filter(name=MISMATCH).values_list("label", "value"):
+            mismatches.add_metric([label], value)
+        yield mismatches
 
     def reservations(self, now):
         labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]

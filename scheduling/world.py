@@ -20,8 +20,11 @@ from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodeP
 KEEP_IDLE_RESERVED_ANNOTATION = "karpweb.io/keep-idle-reserved-nodes"
 
 
-def current_world(now=None, *, include_pods: bool = True, instances: list[dict] | None = None) -> dict:
-    """`instances` (DescribeInstances items) tell the engine which reservation each instance is in."""
+def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = True,
+                  instances: list[dict] | None = None) -> dict:
+    """`instances` (DescribeInstances items) tell the engine which reservation each instance is in.
+    Without `include_nodes`, only the NodeClaims not yet registered stand in for nodes (the watch
+    process keeps the registered ones: scheduling/loop/keptworld.py)."""
     now = now or timezone.now()
     world = {
         "now": format_time(now),
@@ -31,7 +34,7 @@ def current_world(now=None, *, include_pods: bool = True, instances: list[dict] 
         "capacityReservationGroups": world_groups(),
         "ec2NodeClasses": [node_class_object(nc) for nc in EC2NodeClass.objects.order_by("name")],
         "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
-        "nodes": nodes(),
+        "nodes": nodes() if include_nodes else in_flight_nodes(),
         "pods": pods() if include_pods else [],
     }
     if instances is not None:
@@ -178,10 +181,15 @@ def node_pool_object(p: NodePool) -> dict:
 
 
 def nodes() -> list[dict]:
-    types = {it.name: it for it in InstanceType.objects.filter(name__in=Node.objects.values("instance_type"))
+    return registered_nodes() + in_flight_nodes()
+
+
+def registered_nodes(names=None) -> list[dict]:
+    """The Node rows (those named, or all), by name (in Python: the same order wherever they are read)."""
+    rows = Node.objects.all() if names is None else Node.objects.filter(name__in=list(names))
+    types = {it.name: it for it in InstanceType.objects.filter(name__in=rows.values("instance_type"))
              .only("name", "resources", "gpu_count")}
-    return [node_object(n, extended_resources(types.get(n.instance_type))) for n in Node.objects.order_by("name")
-            ] + in_flight_nodes()
+    return [node_object(n, extended_resources(types.get(n.instance_type))) for n in sorted(rows, key=lambda n: n.name)]
 
 
 def node_object(n: Node, type_resources: dict[str, int] | None = None) -> dict:
@@ -235,8 +243,14 @@ POD_FIELDS = ("namespace", "name", "uid", "node_name", "phase", "labels", "annot
               "owner_name", "priority", "created_at")
 
 
-def pods() -> list[dict]:
-    return [pod_object(SimpleNamespace(**row)) for row in Pod.objects.order_by("namespace", "name").values(*POD_FIELDS)]
+def pods(keys=None) -> list[dict]:
+    """The Pod rows (those of the (namespace, name) `keys`, or all), by namespace and name."""
+    rows = Pod.objects.all()
+    if keys is not None:
+        keys = set(keys)
+        rows = rows.filter(name__in={name for _, name in keys})
+    found = (row for row in rows.values(*POD_FIELDS) if keys is None or (row["namespace"], row["name"]) in keys)
+    return [pod_object(SimpleNamespace(**row)) for row in sorted(found, key=lambda r: (r["namespace"], r["name"]))]
 
 
 def pod_object(p) -> dict:

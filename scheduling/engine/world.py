@@ -85,6 +85,15 @@ def parse_pod(item: Any, path: str = "pod") -> Pod | None:
     return pod
 
 
+def parse_node(item: Any, path: str = "node") -> Node | None:
+    """One Node as Kubernetes writes it; a WorldError names what is wrong."""
+    reader = _Reader()
+    node = reader.node(item, path) if isinstance(item, dict) else reader.problem(path, "expected an object")
+    if reader.problems:
+        raise WorldError(reader.problems)
+    return node
+
+
 class _Reader:
     def __init__(self) -> None:
         self.problems: list[tuple[str, str]] = []

@@ -5,8 +5,9 @@ left out of that run, and a SKIPPED decision says which and why (de-duplicated l
 
 import re
 
+from scheduling.engine.cluster import World
 from scheduling.engine.simulate import simulate
-from scheduling.engine.world import WorldError
+from scheduling.engine.world import WorldError, parse_world
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision
 from scheduling.modes import global_mode
@@ -16,19 +17,34 @@ ITEM = re.compile(r"^(?P<key>[A-Za-z]+)\[(?P<index>\d+)\]")
 MAX_ROUNDS = 3
 
 
-def simulate_readable(world: dict, now=None) -> dict:
-    """simulate(world), leaving out the objects it cannot read; other problems still raise WorldError."""
+def simulate_readable(world: dict | World, now=None) -> dict:
+    """simulate(world), leaving out the objects it cannot read; other problems still raise WorldError.
+    A World already parsed (the watch process's kept world) left them out when it read them."""
+    if isinstance(world, World):
+        return simulate(world)
+    parsed, skipped = parse_readable(world)
+    decisions = simulate(parsed)
+    record(skipped, now)
+    return decisions
+
+
+def parse_readable(world: dict) -> tuple[World, list[PendingDecision]]:
+    """parse_world(world) without the objects it cannot read, and a SKIPPED decision for each."""
     skipped: list[PendingDecision] = []
     for _ in range(MAX_ROUNDS):
         try:
-            decisions = simulate(world)
-            break
+            return parse_world(world), skipped
         except WorldError as error:
             world = _without_unreadable(world, error, skipped)
-    else:
-        decisions = simulate(world)
-    record(skipped, now)
-    return decisions
+    return parse_world(world), skipped
+
+
+def skipped_decision(subject: str, messages: list[str]) -> PendingDecision:
+    return PendingDecision(
+        kind=Decision.Kind.STATUS, outcome=Decision.Outcome.SKIPPED, mode=global_mode(), subject=subject,
+        reason=f"{subject} left out of planning: the engine cannot read it ({'; '.join(messages[:5])})",
+        error="\n".join(messages),
+    )
 
 
 def _without_unreadable(world: dict, error: WorldError, skipped: list[PendingDecision]) -> dict:
@@ -42,12 +58,7 @@ def _without_unreadable(world: dict, error: WorldError, skipped: list[PendingDec
     cleaned = dict(world)
     for key, by_index in problems.items():
         for index, messages in sorted(by_index.items()):
-            subject = describe(key, world[key][index])
-            skipped.append(PendingDecision(
-                kind=Decision.Kind.STATUS, outcome=Decision.Outcome.SKIPPED, mode=global_mode(), subject=subject,
-                reason=f"{subject} left out of planning: the engine cannot read it ({'; '.join(messages[:5])})",
-                error="\n".join(messages),
-            ))
+            skipped.append(skipped_decision(describe(key, world[key][index]), messages))
         cleaned[key] = [item for index, item in enumerate(world[key]) if index not in by_index]
     return cleaned
 

@@ -31,14 +31,16 @@ PROVISIONER_LABEL = "karpweb.io/provisioner"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 
 
-def provision(cloud, cluster, now=None) -> dict:
+def provision(cloud, cluster, now=None, world_at=None) -> dict:
+    """`world_at(now)`: the engine World to plan from (the watch process's kept world, read only when pods
+    wait); by default the database's current world."""
     now = now or timezone.now()
     pending, launched, failed = [], 0, 0
     relaunched = relaunch_unlaunched_claims(cloud, cluster, pending)
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
         return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
-    decisions = simulate_readable(current_world(now), now)
+    decisions = simulate_readable(world_at(now) if world_at is not None else current_world(now), now)
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
     refusal = control_refusal()  # once per run: every claim of one run under the same verdict

@@ -105,14 +105,14 @@ def sync_kubernetes(now=None) -> dict:
     return counts
 
 
-def provision(now=None) -> dict:
+def provision(now=None, world_at=None) -> dict:
     if configured_mode() == Mode.CONTROL and (refusal := control_refusal()):
         log.warning("control mode refused, recommending only: %s", refusal)
     counts = {}
     queue = backends.interruption_queue()
     if queue is not None:  # nodes about to go are drained first; their pods are planned below or next run
         counts.update(nodes.handle_interruptions(queue, backends.cloud(), backends.cluster(), now))
-    return {**counts, **provisioning.provision(backends.cloud(), backends.cluster(), now)}
+    return {**counts, **provisioning.provision(backends.cloud(), backends.cluster(), now, world_at)}
 
 
 def consolidate(now=None) -> dict:

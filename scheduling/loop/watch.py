@@ -24,6 +24,7 @@ from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.engine.batching import BatchWindow
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.loop import leases
+from scheduling.loop.keptworld import KeptWorld
 from scheduling.models import Pod, WatchState
 
 log = logging.getLogger(__name__)
@@ -34,9 +35,15 @@ LEASE_TTL = datetime.timedelta(seconds=30)
 class WatchLoop:
     def __init__(self, adapter, *, provision: Callable[[], object], after_launch: Callable[[], object] | None = None,
                  idle_seconds: float | None = None, max_seconds: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, kept: KeptWorld | None = None,
+                 check_seconds: float | None = None, lease_ttl: datetime.timedelta = LEASE_TTL) -> None:
+        """`kept`: the world `provision` plans from, kept up to date with every change applied here
+        and compared with the database every `check_seconds` (KARPWEB_KEPT_WORLD_CHECK_SECONDS)."""
         self.adapter = adapter
         self.provision = provision
+        self.lease_ttl = lease_ttl  # a replica that dies holding it is replaced within this time
+        self.kept = kept
+        self.check_seconds = check_seconds if check_seconds is not None else settings.KARPWEB_KEPT_WORLD_CHECK_SECONDS
         self.after_launch = after_launch
         self.window = BatchWindow(idle_seconds if idle_seconds is not None else settings.KARPWEB_BATCH_IDLE_SECONDS,
                                   max_seconds if max_seconds is not None else settings.KARPWEB_BATCH_MAX_SECONDS)
@@ -50,7 +57,7 @@ class WatchLoop:
         stop = stop or threading.Event()
         deadline = None if duration is None else self.clock() + duration
         done = lambda: stop.is_set() or (deadline is not None and self.clock() >= deadline)  # noqa: E731
-        while not leases.acquire(LEASE, self.holder, LEASE_TTL):
+        while not leases.acquire(LEASE, self.holder, self.lease_ttl):
             if done():
                 return {"leading": False, "batches": 0}
             stop.wait(1.0)  # another replica watches: wait for its lease to lapse
@@ -60,11 +67,17 @@ class WatchLoop:
         sync.start()
         renewed = self.clock()
         heartbeat = Heartbeat(self.holder)
+        checked = self.clock()
         try:
             while not done():
                 stats = sync.pump(timeout=0.2)
                 now = self.clock()
                 heartbeat.add(stats, now)
+                if self.kept is not None:
+                    self.kept.apply(stats)
+                    if now - checked >= self.check_seconds:
+                        self.kept.check()
+                        checked = now
                 if (stats.created["Pod"] or stats.updated["Pod"] or stats.deleted["Node"]) and pending_pods():
                     self.window.trigger(now)
                 if (stats.created["Node"] or stats.updated["Node"]) and self.after_launch is not None:
@@ -74,8 +87,8 @@ class WatchLoop:
                     self.batches += 1
                     WatchState.record(batches=F("batches") + 1, last_batch_at=timezone.now())
                     self.provision()
-                if now - renewed >= LEASE_TTL.total_seconds() / 3:
-                    if not leases.acquire(LEASE, self.holder, LEASE_TTL):
+                if now - renewed >= self.lease_ttl.total_seconds() / 3:
+                    if not leases.acquire(LEASE, self.holder, self.lease_ttl):
                         log.warning("lost the %s lease; another replica watches now", LEASE)
                         break
                     renewed = now

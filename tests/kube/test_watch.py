@@ -107,3 +107,73 @@ def test_while_a_watch_leads_the_periodic_sync_lists_once_per_resync_interval(ad
         assert steps.sync_kubernetes()["lists"] > 0
     finally:
         leases.release(LEASE, "a-watch-process")
+
+
+def test_a_replica_that_dies_holding_the_lease_is_replaced_within_the_lease_time(adapter, settings):
+    """A second replica provisions nothing while the first holds the lease, and leads once a first
+    that died without releasing it (killed, OOM) lets it lapse."""
+    import datetime
+
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    ttl = datetime.timedelta(seconds=2)
+    assert leases.acquire(LEASE, "killed-replica", ttl)  # it took the lease, then died
+    died = time.monotonic()
+    second = WatchLoop(adapter, provision=lambda: None, lease_ttl=ttl)
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: second.run(stop=stop), daemon=True)
+    worker.start()
+    try:
+        time.sleep(1.0)
+        assert not second.leading and leases.holder(LEASE) == "killed-replica"
+        while not second.leading and time.monotonic() - died < 10:
+            time.sleep(0.05)
+        took_over = time.monotonic() - died
+    finally:
+        stop.set()
+        worker.join(10)
+    print(f"takeover: the second replica led {took_over:.2f} s after the first died (lease {ttl.total_seconds():.0f} s)")
+    assert second.leading is False and 2.0 <= took_over < 4.0  # the lease time, plus at most one 1 s wait
+
+
+def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
+    """Pods created, changed and deleted through the API server reach the kept world through the
+    watch; every provisioning batch plans from it exactly what a fresh rebuild plans."""
+    from scheduling.loop.keptworld import KeptWorld
+    from tests.loop.test_kept_world import fresh_plan
+
+    from scheduling.engine.simulate import simulate
+    from django.utils import timezone
+
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    kept = KeptWorld()
+    compared = []
+
+    def provision():
+        now = timezone.now()
+        compared.append(simulate(kept.world(now)) == fresh_plan(now))
+
+    loop = WatchLoop(adapter, provision=provision, idle_seconds=0.3, max_seconds=3, kept=kept, check_seconds=3600)
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: loop.run(stop=stop), daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not loop.leading and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ns = h.namespace(rest, f"kept-{unique}")
+        for index in range(4):
+            h.pod(rest, ns, f"kept-{index}", node_selector={}, cpu="300m")
+        time.sleep(1.0)
+        rest.delete(h.POD, "kept-0", namespace=ns)
+        rest.patch(h.POD, "kept-1", {"metadata": {"labels": {"tier": "batch"}}}, namespace=ns)
+        h.node(rest, f"kept-node-{unique}")
+        time.sleep(1.0)
+        h.pod(rest, ns, "kept-late", node_selector={}, cpu="2")
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        worker.join(10)
+    assert len(compared) >= 2 and all(compared), compared
+    assert kept.check() == {}
+    assert (ns, "kept-0") not in kept.pods and (ns, "kept-late") in kept.pods
+    assert kept.pods[(ns, "kept-1")][0]["metadata"]["labels"] == {"tier": "batch"}

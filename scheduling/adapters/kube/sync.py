@@ -60,6 +60,10 @@ class SyncStats:
     relists: int = 0  # lists after a 410 Gone
     reconnects: int = 0  # watches resumed after a connection was lost
     lag_seconds: float = 0.0  # the longest an event waited between its read and its write
+    # What changed, for readers that keep their own copy (the watch process's kept world): the
+    # keys each kind's events touched, and the kinds listed in full (every row may have changed).
+    touched: dict[str, set[tuple]] = field(default_factory=dict)
+    listed: set[str] = field(default_factory=set)
     errors: list[ClusterError] = field(default_factory=list)
 
     def add_error(self, error: ClusterError) -> None:
@@ -251,6 +255,7 @@ class ClusterSync:
             self._write(snapshot.kind, snapshot.items, existing, stats)
             self._relink({snapshot.kind})
         self.resource_versions[snapshot.kind] = snapshot.resource_version
+        stats.listed.add(snapshot.kind)
         return stats
 
     def apply_events(self, events: Iterable[WatchEvent], stats: SyncStats | None = None) -> SyncStats:
@@ -268,6 +273,7 @@ class ClusterSync:
             for kind in KINDS:
                 if not latest[kind]:
                     continue
+                stats.touched.setdefault(kind, set()).update(latest[kind])
                 model = MODELS[kind]
                 deleted = [key for key, event in latest[kind].items() if event.type == "DELETED"]
                 upserts = [event.object for event in latest[kind].values() if event.type != "DELETED"]

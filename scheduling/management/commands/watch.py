@@ -20,6 +20,7 @@ class Command(BaseCommand):
         from django.utils import timezone
 
         from scheduling.loop import backends, nodes, steps
+        from scheduling.loop.keptworld import KeptWorld
         from scheduling.loop.runs import run_step
         from scheduling.loop.watch import WatchLoop
 
@@ -27,8 +28,9 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         cluster = backends.cluster()
-        loop = WatchLoop(cluster, provision=lambda: run_step("provision", steps.provision),
-                         after_launch=lambda: nodes.after_launch(backends.cloud(), cluster, timezone.now()))
+        kept = KeptWorld()  # pods and nodes kept parsed between runs, updated from the watch's changes
+        loop = WatchLoop(cluster, provision=lambda: run_step("provision", lambda: steps.provision(world_at=kept.world)),
+                         after_launch=lambda: nodes.after_launch(backends.cloud(), cluster, timezone.now()), kept=kept)
         result = loop.run(duration=duration, stop=stop)
         self.stdout.write(f"watch stopped: {'led' if result['leading'] else 'never held the lease'}, "
                           f"{result['batches']} provisioning batch{'es' if result['batches'] != 1 else ''}")
