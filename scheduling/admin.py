@@ -15,6 +15,7 @@ from scheduling.models import (
     InstanceType,
     KarpenterLaunch,
     Lease,
+    WatchState,
     Mode,
     Node,
     NodeClaim,
@@ -232,6 +233,14 @@ def _audit_unlock(request, attempt):
     record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=attempt, action=AuditEntry.Action.DELETE,
                   changes={"locked_out": [True, False], "username": [attempt.username, None],
                            "ip_address": [attempt.ip_address, None]})
+
+
+@admin.register(WatchState)
+class WatchStateAdmin(ReadOnlyAdmin):
+    """The watch process's heartbeat and counts, and when the cluster's state was last applied."""
+
+    list_display = ("holder", "heartbeat_at", "last_event_at", "events", "relists", "reconnects", "lag_seconds",
+                    "batches", "world_as_of")
 
 
 @admin.register(EventCount)
