@@ -10,7 +10,8 @@ the demo world, the reservations with a day of raw samples at the loop's 30 s ra
 a month of hourly roll-ups, a NodeClaim and 10 pods per node, 500 pending pods, 20,000 decisions.
 Latency is measured by the client, so it includes loopback HTTP and the wait for a free gunicorn
 worker (more clients than workers); the server time (gunicorn's request time, from its access log:
-from the worker taking the request to the last byte) is printed beside it.
+from the worker taking the request to the last byte) is printed beside it, and the CPU time the
+worker spent on each request (gunicorn hooks around it), which compares across machines.
 """
 
 import argparse
@@ -272,6 +273,25 @@ def read_access_log(path, skip=0) -> dict[str, list[float]]:
     return times
 
 
+def cpu_hooks() -> tuple[str, str]:
+    """A gunicorn config whose hooks log each request's CPU time in its worker (a sync worker serves
+    one request at a time, so the process's CPU clock is the request's): comparable across machines
+    where wall-clock times are not. PostgreSQL's own CPU is not in it. Returns (log, config) paths."""
+    log = tempfile.NamedTemporaryFile(prefix="karpweb-load-cpu-", suffix=".log", delete=False)
+    log.close()
+    config = tempfile.NamedTemporaryFile("w", prefix="karpweb-load-hooks-", suffix=".py", delete=False)
+    config.write(
+        "import time\n"
+        "def pre_request(worker, req):\n"
+        "    worker.karpweb_cpu = time.process_time()\n"
+        "def post_request(worker, req, environ, resp):\n"
+        f"    with open({log.name!r}, 'a') as out:\n"
+        "        micros = int((time.process_time() - worker.karpweb_cpu) * 1e6)\n"
+        "        out.write(f\"{req.path}?{req.query or ''} {micros}\\n\")\n")
+    config.close()
+    return log.name, config.name
+
+
 def percentile(values, share):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -296,8 +316,9 @@ def main():
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v", "0"], cwd=ROOT, check=True)
     access_log = tempfile.NamedTemporaryFile(prefix="karpweb-load-", suffix=".log", delete=False)
     access_log.close()
+    cpu_log, hooks = cpu_hooks()
     server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "karpweb.wsgi", "-b", f"127.0.0.1:{args.port}",
-                               "--workers", str(args.workers), "--log-level", "warning",
+                               "-c", hooks, "--workers", str(args.workers), "--log-level", "warning",
                                "--access-logfile", access_log.name, "--access-logformat", "%(U)s?%(q)s %(D)s"], cwd=ROOT)
     try:
         for _ in range(100):
@@ -315,6 +336,7 @@ def main():
                 for path in paths:
                     client(args.port, [path], headers, warm_deadline, {}, [], once=True)
         warm_lines = len(Path(access_log.name).read_text().splitlines())
+        warm_cpu_lines = len(Path(cpu_log).read_text().splitlines())
         results, errors = {}, []
         deadline = time.monotonic() + args.seconds
         threads = [threading.Thread(target=client, args=(args.port, PAGES if i % 2 == 0 else API,
@@ -328,17 +350,20 @@ def main():
         server.terminate()
         server.wait(10)
     server_times = read_access_log(access_log.name, skip=warm_lines)
-    os.unlink(access_log.name)
+    cpu_times = read_access_log(cpu_log, skip=warm_cpu_lines)
+    for name in (access_log.name, cpu_log, hooks):
+        os.unlink(name)
     total = sum(len(v) for v in results.values())
     print(f"\n{args.clients} clients x {args.seconds} s, gunicorn {args.workers} workers, {args.nodes} nodes, "
           f"{args.reservations} reservations: {total} requests, {total / args.seconds:.1f} req/s, {len(errors)} errors")
-    print(f"{'':47} {'client (ms)':>26} {'server (ms)':>26}")
-    print(f"{'path':40} {'n':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'p50':>8} {'p95':>8} {'p99':>8}")
+    print(f"{'':47} {'client (ms)':>26} {'server (ms)':>26} {'worker CPU (ms)':>17}")
+    print(f"{'path':40} {'n':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'p50':>8} {'p95':>8} {'p99':>8} {'mean':>8} {'p95':>8}")
     for path, values in sorted(results.items()):
         server = server_times.get(path) or [float("nan")]
+        cpu = cpu_times.get(path) or [float("nan")]
         print(f"{path:40} {len(values):6} {statistics.median(values):8.1f} {percentile(values, .95):8.1f} "
               f"{percentile(values, .99):8.1f} {statistics.median(server):8.1f} {percentile(server, .95):8.1f} "
-              f"{percentile(server, .99):8.1f}")
+              f"{percentile(server, .99):8.1f} {statistics.fmean(cpu):8.1f} {percentile(cpu, .95):8.1f}")
     page_p95 = {path: percentile(server_times[path], .95) for path in PAGES if path in server_times}
     if page_p95:
         worst = max(page_p95, key=page_p95.get)

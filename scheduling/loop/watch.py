@@ -11,6 +11,7 @@ runs; a second replica waits for it. The periodic steps stay as a safety net."""
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
 import threading
 import time
@@ -70,11 +71,17 @@ class WatchLoop:
         checked = self.clock()
         try:
             while not done():
-                stats = sync.pump(timeout=0.2)
+                stats = sync.pump(timeout=0.1)
                 now = self.clock()
                 heartbeat.add(stats, now)
                 if self.kept is not None:
                     self.kept.apply(stats)
+                    if not self.kept.loaded and all(kind in sync.resource_versions for kind in sync.kinds):
+                        self.kept.load()  # once the first lists are in: not in the first batch's time
+                        # Millions of long-lived objects: out of the cyclic collector's way, or each
+                        # full collection (a second at 50,000 pods) lands in some batch's time.
+                        gc.collect()
+                        gc.freeze()
                     if now - checked >= self.check_seconds:
                         self.kept.check()
                         checked = now
