@@ -509,6 +509,8 @@ class WatchState(models.Model):
     last_batch_at = models.DateTimeField(null=True, blank=True)
     world_as_of = models.DateTimeField(null=True, blank=True,
                                        help_text="When the models last took in the cluster's state.")
+    kept_objects = models.PositiveIntegerField(default=0, help_text="Pods and nodes the watch process keeps parsed "
+                                                                    "in memory (0 until it has loaded them).")
 
     def __str__(self):
         return f"watch by {self.holder or 'nobody'}, world as of {self.world_as_of}"

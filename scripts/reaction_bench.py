@@ -89,7 +89,7 @@ def main() -> int:
         watcher = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "watch"], cwd=ROOT, env=os.environ.copy(),
                                    stdout=subprocess.DEVNULL, stderr=open(workdir / "watch.log", "wb"))
         listed = wait_until_listed(args.nodes * args.pods_per_node, watcher)
-        print(f"watch process: listed and mirrored the cluster in {listed:.1f} s")
+        print(f"watch process: listed, mirrored and loaded the cluster in {listed:.1f} s")
 
         claims = NodeClaimTimes(adapter)
         claims.start()
@@ -166,13 +166,13 @@ def pod_body(name: str, node_name: str | None = None) -> dict:
 
 
 def wait_until_listed(pods: int, watcher, timeout: float = 1800) -> float:
-    from scheduling.models import Pod, WatchState
+    from scheduling.models import WatchState
 
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         if watcher.poll() is not None:
             raise SystemExit(f"manage.py watch exited with {watcher.returncode}")
-        if WatchState.current().holder and Pod.objects.count() >= pods:
+        if WatchState.current().kept_objects >= pods:  # its world loaded, not only the rows written
             return time.monotonic() - started
         time.sleep(0.5)
     raise SystemExit("the watch process did not mirror the cluster in time")

@@ -38,6 +38,10 @@ class KeptWorld:
         self.loaded = False
         self.parses = 0  # objects parsed since start (a run that changed nothing parses none)
 
+    def size(self) -> int:
+        """Pods and nodes kept (0 until loaded)."""
+        return len(self.pods) + len(self.nodes) if self.loaded else 0
+
     # keeping ------------------------------------------------------------------------------------
 
     def load(self) -> None:

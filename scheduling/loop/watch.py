@@ -73,7 +73,7 @@ class WatchLoop:
             while not done():
                 stats = sync.pump(timeout=0.1)
                 now = self.clock()
-                heartbeat.add(stats, now)
+                heartbeat.add(stats, now, kept_objects=self.kept.size() if self.kept is not None else 0)
                 if self.kept is not None:
                     self.kept.apply(stats)
                     if not self.kept.loaded and all(kind in sync.resource_versions for kind in sync.kinds):
@@ -122,7 +122,7 @@ class Heartbeat:
         now = timezone.now()
         WatchState.record(holder=holder, started_at=now, heartbeat_at=now, lag_seconds=0.0)
 
-    def add(self, stats, clock_now: float) -> None:
+    def add(self, stats, clock_now: float, kept_objects: int = 0) -> None:
         if stats.events or stats.lists:
             self.changed_at = timezone.now()
         if stats.events:
@@ -132,7 +132,7 @@ class Heartbeat:
         self.reconnects += stats.reconnects
         self.lag = max(self.lag, stats.lag_seconds)
         if self.written is None or clock_now - self.written >= self.HEARTBEAT_SECONDS:
-            self.write()
+            self.write(kept_objects=kept_objects)
             self.written = clock_now
 
     def write(self, **extra) -> None:
@@ -148,7 +148,7 @@ class Heartbeat:
         self.changed_at = self.event_at = None
 
     def stop(self) -> None:
-        self.write(holder="")
+        self.write(holder="", kept_objects=0)
 
 
 def pending_pods() -> bool:
