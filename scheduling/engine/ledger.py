@@ -39,6 +39,8 @@ class ReservationLedger:
         # Counts units given back. A claim refused because no unit was free may be retried only
         # once this has moved: until then nothing has changed for it.
         self.releases = 0
+        self._free_masks: dict[int, int] = {}  # id(catalog view) -> free_type_mask, for one ledger state
+        self._free_masks_state: tuple[int, int] | None = None
 
     @classmethod
     def from_offerings(cls, offerings: Iterable[Offering]) -> "ReservationLedger":
@@ -57,6 +59,7 @@ class ReservationLedger:
         remaining = capacity - len(holders)
         self.free_units += remaining - self._remaining.get(reservation_id, 0)
         self._remaining[reservation_id] = remaining
+        self._free_masks_state = None  # capacities changed: free_type_mask computes again
 
     def capacity(self, reservation_id: str) -> int:
         return self._capacity.get(reservation_id, 0)
@@ -69,6 +72,21 @@ class ReservationLedger:
 
     def any_free(self) -> bool:
         return self.free_units > 0
+
+    def free_type_mask(self, view) -> int:
+        """The instance types (a bitmask over the view's catalog) with a free unit among a catalog
+        view's reserved offerings; cached until the ledger next changes."""
+        state = (self.free_units, self.releases)  # one state per change within a run
+        if self._free_masks_state != state:
+            self._free_masks, self._free_masks_state = {}, state
+        found = self._free_masks.get(id(view))
+        if found is None:
+            found = 0
+            for index, offers in view.reserved_at.items():
+                if any(self._remaining.get(o.reservation.id, 0) > 0 for o in offers):
+                    found |= 1 << index
+            self._free_masks[id(view)] = found
+        return found
 
     def held_by(self, host: str) -> str | None:
         return self._held_by.get(host)

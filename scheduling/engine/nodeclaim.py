@@ -310,8 +310,7 @@ class NodeClaim:
         if self._none_free == ledger.releases:
             return True
         others = self.mask & ~(1 << catalog.index[held_type])
-        if any(ledger.remaining(o.reservation.id) > 0
-               for o in self._reserved_options(catalog.view(self.requirements), others)):
+        if others & ledger.free_type_mask(catalog.view(self.requirements)):
             return False
         self._none_free = ledger.releases  # stands until a unit is given back: units are only taken
         return True

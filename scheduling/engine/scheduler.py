@@ -383,6 +383,8 @@ class Scheduler:
         return False
 
     def _first_pool_reserves(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:
+        if not self._free_unit_fits(pod):
+            return False
         for template in self.templates:
             if template.name in memo.pools or template.problem is not None:
                 continue
@@ -393,6 +395,15 @@ class Scheduler:
             outcome = NodeClaim(template, mask, self._seq).fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
                 return outcome.hold is not None
+        return False
+
+    def _free_unit_fits(self, pod: Pod) -> bool:
+        """Whether some NodePool has a free unit of a type with room for the pod: what any new
+        claim holding a unit needs, from bitmasks."""
+        for template in self.templates:
+            free = self.ledger.free_type_mask(template.catalog.view(template.requirements))
+            if free and template.catalog.fits_mask(template.daemon_overhead.add(pod.requests)) & free:
+                return True
         return False
 
     def _open_reserved_claim(self, pod: Pod, memo: _Memo, attempt: Attempt | None) -> bool:

@@ -408,7 +408,8 @@ def check_plan(doc, decisions):
 @given(st.one_of(reserved_worlds(), worlds()))
 def test_the_reserved_path_shortcuts_change_no_decision(doc):
     """The scheduler's cheap tests (a strict claim a pod would outgrow, a paid claim that could
-    only grow, a first NodePool known to give no unit, views narrowed to a reservation's types)
+    only grow, a first NodePool known to give no unit, no free unit with room for the pod, views
+    narrowed to a reservation's types)
     answer as the full work would: the plan is the same with them turned off."""
     from unittest import mock
 
@@ -421,6 +422,7 @@ def test_the_reserved_path_shortcuts_change_no_decision(doc):
     with mock.patch.object(NodeClaim, "refuses_outgrowing", lambda *args: False), \
             mock.patch.object(NodeClaim, "could_stay_put", lambda *args: True), \
             mock.patch.object(Scheduler, "_reservable", Scheduler._first_pool_reserves), \
+            mock.patch.object(Scheduler, "_free_unit_fits", lambda *args: True), \
             mock.patch.object(Catalog, "_candidate_indexes", every_type):
         slow = simulate(doc)
     assert fast == slow
