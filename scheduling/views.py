@@ -287,7 +287,10 @@ class DecisionListView(ObjectListView):
     template_name = "scheduling/decision_list.html"
 
     def get_queryset(self):
-        return Decision.objects.select_related("node_pool").order_by("-created_at")
+        # Only what the table shows: the decisions' and NodePools' JSON columns (details, the pods
+        # involved, requirements, limits) were decoded for every row and never read.
+        return (Decision.objects.select_related("node_pool").order_by("-created_at")
+                .only(*DecisionTable.Meta.fields, "node_pool__name"))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
