@@ -57,25 +57,18 @@ class KarpwebCollector:
                                 "it, over the last heartbeat.", value=state.lag_seconds)
 
     def interruptions(self):
-        messages = CounterMetricFamily(
-            "karpweb_interruption_messages", "Messages taken from the interruption queue, by kind "
-            "(spot_interrupted, scheduled_change, ..., ignored, unknown: malformed or not an interruption event).",
-            labels=["kind"])
-        for label, value in EventCount.objects.filter(name=INTERRUPTION_MESSAGES).values_list("label", "value"):
-            messages.add_metric([label], value)
-        yield messages
-        drift = CounterMetricFamily(
-            "karpweb_kubernetes_drift_repairs", "Objects the periodic full sync had to change while the watch process "
-            "ran: changes the watch missed, by kind.", labels=["kind"])
-        for label, value in EventCount.objects.filter(name=DRIFT).values_list("label", "value"):
-            drift.add_metric([label], value)
-        yield drift
-        mismatches = CounterMetricFamily(
-            "karpweb_kept_world_mismatches", "Objects the watch process's kept world had wrong when compared with "
-            "the database (it reloads then), by kind.", labels=["kind"])
-        for label, value in EventCount.objects.filter(name=MISMATCH).values_list("label", "value"):
-            mismatches.add_metric([label], value)
-        yield mismatches
+        for count, metric, text in (
+            (INTERRUPTION_MESSAGES, "karpweb_interruption_messages", "Messages taken from the interruption queue, by "
+             "kind (spot_interrupted, scheduled_change, ..., ignored, unknown: malformed or not an interruption event)."),
+            (DRIFT, "karpweb_kubernetes_drift_repairs", "Objects the periodic full sync had to change while the watch "
+             "process ran: changes the watch missed, by kind."),
+            (MISMATCH, "karpweb_kept_world_mismatches", "Objects the watch process's kept world had wrong when compared "
+             "with the database (it reloads then), by kind."),
+        ):
+            family = CounterMetricFamily(metric, text, labels=["kind"])
+            for label, value in EventCount.objects.filter(name=count).values_list("label", "value"):
+                family.add_metric([label], value)
+            yield family
 
     def reservations(self, now):
         labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]

@@ -78,20 +78,20 @@ def parse_world(data: Any, now: datetime | None = None) -> World:
 
 def parse_pod(item: Any, path: str = "pod") -> Pod | None:
     """One Pod as Kubernetes writes it (None for a finished one); a WorldError names what is wrong."""
-    reader = _Reader()
-    pod = reader.pod(item, path) if isinstance(item, dict) else reader.problem(path, "expected an object")
-    if reader.problems:
-        raise WorldError(reader.problems)
-    return pod
+    return _parse_one(_Reader.pod, item, path)
 
 
 def parse_node(item: Any, path: str = "node") -> Node | None:
     """One Node as Kubernetes writes it; a WorldError names what is wrong."""
+    return _parse_one(_Reader.node, item, path)
+
+
+def _parse_one(read: Callable, item: Any, path: str):
     reader = _Reader()
-    node = reader.node(item, path) if isinstance(item, dict) else reader.problem(path, "expected an object")
+    parsed = read(reader, item, path) if isinstance(item, dict) else reader.problem(path, "expected an object")
     if reader.problems:
         raise WorldError(reader.problems)
-    return node
+    return parsed
 
 
 class _Reader:

@@ -17,17 +17,24 @@ from . import helpers as h
 pytestmark = [pytest.mark.kube, pytest.mark.django_db(transaction=True)]
 
 
+def start(loop: WatchLoop, lead: bool = True) -> tuple[threading.Thread, threading.Event]:
+    """Run the loop in a thread; with `lead`, return once it holds the lease (20 s at most)."""
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: loop.run(stop=stop), daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 20
+    while lead and not loop.leading and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return worker, stop
+
+
 def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, unique, settings):
     settings.KARPWEB_CLUSTER = "kubernetes"
     batches = []
     loop = WatchLoop(adapter, provision=lambda: batches.append(time.monotonic()), idle_seconds=0.8, max_seconds=5)
-    stop = threading.Event()
-    worker = threading.Thread(target=lambda: loop.run(stop=stop), daemon=True)
-    worker.start()
+    worker, stop = start(loop)
     try:
         deadline = time.monotonic() + 20
-        while not loop.leading and time.monotonic() < deadline:
-            time.sleep(0.05)
         time.sleep(2.0)  # the initial list (and any batch its pending pods open) is done
         batches.clear()
         ns = h.namespace(rest, f"watch-{unique}")
@@ -119,9 +126,7 @@ def test_a_replica_that_dies_holding_the_lease_is_replaced_within_the_lease_time
     assert leases.acquire(LEASE, "killed-replica", ttl)  # it took the lease, then died
     died = time.monotonic()
     second = WatchLoop(adapter, provision=lambda: None, lease_ttl=ttl)
-    stop = threading.Event()
-    worker = threading.Thread(target=lambda: second.run(stop=stop), daemon=True)
-    worker.start()
+    worker, stop = start(second, lead=False)
     try:
         time.sleep(1.0)
         assert not second.leading and leases.holder(LEASE) == "killed-replica"
@@ -153,13 +158,8 @@ def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
         compared.append(simulate(kept.world(now)) == fresh_plan(now))
 
     loop = WatchLoop(adapter, provision=provision, idle_seconds=0.3, max_seconds=3, kept=kept, check_seconds=3600)
-    stop = threading.Event()
-    worker = threading.Thread(target=lambda: loop.run(stop=stop), daemon=True)
-    worker.start()
+    worker, stop = start(loop)
     try:
-        deadline = time.monotonic() + 20
-        while not loop.leading and time.monotonic() < deadline:
-            time.sleep(0.05)
         ns = h.namespace(rest, f"kept-{unique}")
         for index in range(4):
             h.pod(rest, ns, f"kept-{index}", node_selector={}, cpu="300m")
