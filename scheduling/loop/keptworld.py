@@ -64,31 +64,25 @@ class KeptWorld:
             self._read_nodes({key[-1] for key in stats.touched["Node"]})
 
     def _read_pods(self, keys) -> None:
-        documents = pods(keys)
-        if keys is None:
-            self.pods = {}
-            self.skipped = {k: v for k, v in self.skipped.items() if k[0] != "pod"}
-        else:
-            for key in keys:
-                self.pods.pop(tuple(key), None)
-                self.skipped.pop(("pod", *key), None)
-        for document in documents:
-            meta = document["metadata"]
-            key = (meta["namespace"], meta["name"])
-            self.pods[key] = (document, self._parse(parse_pod, document, ("pod", *key), "pods"))
+        keys = None if keys is None else {tuple(key) for key in keys}
+        self._read("pod", self.pods, keys, pods(keys), parse_pod,
+                   lambda d: (d["metadata"]["namespace"], d["metadata"]["name"]))
 
     def _read_nodes(self, names) -> None:
-        documents = registered_nodes(names)
-        if names is None:
-            self.nodes = {}
-            self.skipped = {k: v for k, v in self.skipped.items() if k[0] != "node"}
+        self._read("node", self.nodes, names, registered_nodes(names), parse_node, lambda d: d["metadata"]["name"])
+
+    def _read(self, kind: str, kept: dict, keys, documents: list[dict], parse, key_of) -> None:
+        """Replace the kept objects of `keys` (all of the kind when None) with `documents`."""
+        if keys is None:
+            kept.clear()
+            self.skipped = {k: v for k, v in self.skipped.items() if k[0] != kind}
         else:
-            for name in names:
-                self.nodes.pop(name, None)
-                self.skipped.pop(("node", name), None)
+            for key in keys:
+                kept.pop(key, None)
+                self.skipped.pop((kind, key), None)
         for document in documents:
-            name = document["metadata"]["name"]
-            self.nodes[name] = (document, self._parse(parse_node, document, ("node", name), "nodes"))
+            key = key_of(document)
+            kept[key] = (document, self._parse(parse, document, (kind, key), f"{kind}s"))
 
     def _parse(self, parse, document: dict, key: tuple, kind: str):
         self.parses += 1
