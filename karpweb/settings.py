@@ -244,6 +244,9 @@ KARPWEB_BATCH_IDLE_SECONDS = env_float("KARPWEB_BATCH_IDLE_SECONDS", 1.0, minimu
 KARPWEB_BATCH_MAX_SECONDS = env_float("KARPWEB_BATCH_MAX_SECONDS", 10.0, minimum=1, below=600)
 # While the watch process runs, the periodic sync lists every kind only this often (the safety net).
 KARPWEB_KUBERNETES_RESYNC_SECONDS = env_int("KARPWEB_KUBERNETES_RESYNC_SECONDS", 300, minimum=30)
+# How often manage.py watch runs the lifecycle pass (drain, demotion, consolidation, drift, conditions)
+# on its kept world; the beat's lifecycle task leaves it to the watch process while one runs.
+KARPWEB_LIFECYCLE_SECONDS = env_int("KARPWEB_LIFECYCLE_SECONDS", 60, minimum=10)
 # How often the watch process compares the world it keeps in memory with the database.
 KARPWEB_KEPT_WORLD_CHECK_SECONDS = env_int("KARPWEB_KEPT_WORLD_CHECK_SECONDS", 600, minimum=10)
 # Reservation recommendations (scheduling/engine/recommendations.py).

@@ -20,8 +20,12 @@ CONSOLIDATION = "consolidation"
 DRIFT = "drift"
 
 
-def engine_decisions(cloud, now) -> dict:
-    return simulate_readable(current_world(now, instances=instance_membership(cloud)), now)
+def engine_decisions(cloud, now, world_at=None) -> dict:
+    """One engine run with DescribeInstances; `world_at(now, instances)`: the world to run on (the
+    watch process's kept world), by default the database's current world."""
+    instances = instance_membership(cloud)
+    world = world_at(now, instances) if world_at is not None else current_world(now, instances=instances)
+    return simulate_readable(world, now)
 
 
 def instance_membership(cloud) -> list[dict]:

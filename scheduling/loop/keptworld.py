@@ -95,12 +95,14 @@ class KeptWorld:
 
     # planning ------------------------------------------------------------------------------------
 
-    def world(self, now) -> World:
+    def world(self, now, instances: list[dict] | None = None) -> World:
         """The engine's World now: the small kinds read fresh, pods and nodes as kept. Objects the
-        engine cannot read are left out, with a SKIPPED decision (de-duplicated like any other)."""
+        engine cannot read are left out, with a SKIPPED decision (de-duplicated like any other).
+        `instances`: DescribeInstances items, for the lifecycle pass (which reservation each is in)."""
         if not self.loaded:
             self.load()
-        world, skipped = parse_readable(current_world(now, include_pods=False, include_nodes=False))
+        world, skipped = parse_readable(current_world(now, include_pods=False, include_nodes=False,
+                                                      instances=instances))
         registered = [node for _, node in (self.nodes[name] for name in sorted(self.nodes)) if node is not None]
         world.nodes = registered + world.nodes  # in-flight claims after the nodes, as current_world orders them
         world.pods = [pod for _, pod in (self.pods[key] for key in sorted(self.pods)) if pod is not None]

@@ -19,7 +19,7 @@ from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
 from scheduling.loop.nodeclass_launch import refresh_launch_status
-from scheduling.loop.watch import count_drift, full_sync_due
+from scheduling.loop.watch import count_drift, full_sync_due, watching
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun, WatchState
 from scheduling.modes import configured_mode, control_refusal, global_mode
@@ -129,15 +129,19 @@ def demote(now=None) -> dict:
     return disruption.demote(backends.cloud(), backends.cluster(), now)
 
 
-def lifecycle(now=None) -> dict:
+def lifecycle(now=None, world_at=None) -> dict:
     """The 60 s steps on one engine run (at 5,000 nodes a run takes seconds): capacity-block drain,
     demotion, consolidation and drift, then the conditions. One pass of the engine plans all the
-    disruptions together, as Karpenter's disruption controller does from one cluster snapshot."""
+    disruptions together, as Karpenter's disruption controller does from one cluster snapshot.
+    `world_at`: the watch process's kept world; while a watch process runs, it runs this step on
+    that world and the beat's run (world_at None) leaves it to it."""
     now = now or timezone.now()
+    if world_at is None and settings.KARPWEB_CLUSTER == "kubernetes" and watching(now):
+        return {"skipped": "the watch process runs the lifecycle pass on the world it keeps"}
     cloud, cluster = backends.cloud(), backends.cluster()
     if settings.KARPWEB_PROVIDER != "aws":
         refresh_node_class_status(now)
-    decisions = disruption.engine_decisions(cloud, now)
+    decisions = disruption.engine_decisions(cloud, now, world_at)
     parts = {
         "expiry": disruption.act_on_disruptions(cloud, cluster, {disruption.EXPIRY}, now, decisions),
         "demote": disruption.demote(cloud, cluster, now, decisions),

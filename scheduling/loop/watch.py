@@ -37,15 +37,22 @@ class WatchLoop:
     def __init__(self, adapter, *, provision: Callable[[], object], after_launch: Callable[[], object] | None = None,
                  idle_seconds: float | None = None, max_seconds: float | None = None,
                  clock: Callable[[], float] = time.monotonic, kept: KeptWorld | None = None,
-                 check_seconds: float | None = None, lease_ttl: datetime.timedelta = LEASE_TTL) -> None:
+                 check_seconds: float | None = None, lease_ttl: datetime.timedelta = LEASE_TTL,
+                 lifecycle: Callable[[], object] | None = None, lifecycle_seconds: float | None = None) -> None:
         """`kept`: the world `provision` plans from, kept up to date with every change applied here
-        and compared with the database every `check_seconds` (KARPWEB_KEPT_WORLD_CHECK_SECONDS)."""
+        and compared with the database every `check_seconds` (KARPWEB_KEPT_WORLD_CHECK_SECONDS).
+        `lifecycle`: the lifecycle pass on that world, every `lifecycle_seconds` (KARPWEB_LIFECYCLE_SECONDS)
+        while no batch window is open, so that it never delays a waiting pod's provisioning run."""
         self.adapter = adapter
         self.provision = provision
         self.lease_ttl = lease_ttl  # a replica that dies holding it is replaced within this time
         self.kept = kept
         self.check_seconds = check_seconds if check_seconds is not None else settings.KARPWEB_KEPT_WORLD_CHECK_SECONDS
         self.after_launch = after_launch
+        self.lifecycle = lifecycle
+        self.lifecycle_seconds = (lifecycle_seconds if lifecycle_seconds is not None
+                                  else settings.KARPWEB_LIFECYCLE_SECONDS)
+        self.lifecycles = 0
         self.window = BatchWindow(idle_seconds if idle_seconds is not None else settings.KARPWEB_BATCH_IDLE_SECONDS,
                                   max_seconds if max_seconds is not None else settings.KARPWEB_BATCH_MAX_SECONDS)
         self.clock = clock
@@ -60,7 +67,7 @@ class WatchLoop:
         done = lambda: stop.is_set() or (deadline is not None and self.clock() >= deadline)  # noqa: E731
         while not leases.acquire(LEASE, self.holder, self.lease_ttl):
             if done():
-                return {"leading": False, "batches": 0}
+                return {"leading": False, "batches": 0, "lifecycles": 0}
             stop.wait(1.0)  # another replica watches: wait for its lease to lapse
         self.leading = True
         log.info("watching the cluster (lease %s held by %s)", LEASE, self.holder)
@@ -69,6 +76,7 @@ class WatchLoop:
         renewed = self.clock()
         heartbeat = Heartbeat(self.holder)
         checked = self.clock()
+        lifecycle_at = None  # the first pass runs once the kept world is loaded
         try:
             while not done():
                 stats = sync.pump(timeout=0.1)
@@ -94,6 +102,10 @@ class WatchLoop:
                     self.batches += 1
                     WatchState.record(batches=F("batches") + 1, last_batch_at=timezone.now())
                     self.provision()
+                if self._lifecycle_due(now, lifecycle_at):
+                    lifecycle_at = now
+                    self.lifecycles += 1
+                    self.lifecycle()
                 if now - renewed >= self.lease_ttl.total_seconds() / 3:
                     if not leases.acquire(LEASE, self.holder, self.lease_ttl):
                         log.warning("lost the %s lease; another replica watches now", LEASE)
@@ -104,7 +116,12 @@ class WatchLoop:
             heartbeat.stop()
             leases.release(LEASE, self.holder)
             self.leading = False
-        return {"leading": True, "batches": self.batches}
+        return {"leading": True, "batches": self.batches, "lifecycles": self.lifecycles}
+
+    def _lifecycle_due(self, now: float, last: float | None) -> bool:
+        if self.lifecycle is None or self.window.open or (self.kept is not None and not self.kept.loaded):
+            return False
+        return last is None or now - last >= self.lifecycle_seconds
 
 
 class Heartbeat:

@@ -63,7 +63,7 @@ def test_a_second_replica_waits_for_the_lease(adapter, settings):
     assert leases.acquire(LEASE, "the-other-replica")
     batches = []
     result = WatchLoop(adapter, provision=lambda: batches.append(1)).run(duration=1.5)
-    assert result == {"leading": False, "batches": 0} and batches == []
+    assert result == {"leading": False, "batches": 0, "lifecycles": 0} and batches == []
     leases.release(LEASE, "the-other-replica")
 
 
@@ -177,3 +177,32 @@ def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
     assert kept.check() == {}
     assert (ns, "kept-0") not in kept.pods and (ns, "kept-late") in kept.pods
     assert kept.pods[(ns, "kept-1")][0]["metadata"]["labels"] == {"tier": "batch"}
+
+
+def test_the_watch_process_runs_the_lifecycle_pass_and_the_beat_leaves_it_to_it(adapter, settings, monkeypatch):
+    """While it leads, the watch process runs the lifecycle pass on its kept world every
+    KARPWEB_LIFECYCLE_SECONDS (never while a batch window is open); the beat's lifecycle run, meanwhile,
+    does nothing, so the pass never runs twice."""
+    from scheduling.loop import backends, steps
+    from scheduling.loop.keptworld import KeptWorld
+
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    monkeypatch.setattr(backends, "cluster", lambda: adapter)
+    kept = KeptWorld()
+    passes = []
+    loop = WatchLoop(adapter, provision=lambda: None, kept=kept, check_seconds=3600, lifecycle_seconds=1,
+                     lifecycle=lambda: passes.append((time.monotonic(), kept.loaded)))
+    worker, stop = start(loop)
+    try:
+        time.sleep(3.5)
+        assert steps.lifecycle() == {"skipped": "the watch process runs the lifecycle pass on the world it keeps"}
+    finally:
+        stop.set()
+        worker.join(10)
+    assert len(passes) >= 2 and all(loaded for _, loaded in passes), passes  # on a loaded kept world
+    assert all(later - earlier >= 0.9 for (earlier, _), (later, _) in zip(passes, passes[1:]))  # 1 s apart
+    loop.window.trigger(0.0)  # pods wait for their batch: the pass waits for it
+    assert not loop._lifecycle_due(100.0, None)
+    loop.window.close()
+    assert loop._lifecycle_due(100.0, None) and not loop._lifecycle_due(100.5, 100.0)
+    assert "skipped" not in steps.lifecycle()  # the watch stopped: the beat runs the pass again

@@ -163,3 +163,20 @@ def test_the_small_kinds_are_read_fresh_for_every_run(small_world):
     OfferingFactory(instance_type=it, zone="us-east-1a", price=0.01)  # a new, cheaper type: no event needed
     after = simulate(kept.world(timezone.now()))
     assert after["nodeClaims"][0]["instanceTypeOptions"][0] == "m5.2xlarge"
+
+
+def test_the_lifecycle_pass_on_the_kept_world_decides_and_acts_as_on_the_database(demo):
+    """The watch process runs drain, demotion, consolidation and drift on the world it keeps: the
+    engine run it acts on equals the one rebuilt from the database (DescribeInstances included)."""
+    from scheduling.loop import backends, disruption, steps
+
+    kept = KeptWorld()
+    now = timezone.now()
+    cloud = backends.cloud()
+    membership = disruption.instance_membership(cloud)
+    assert membership and len(kept.world(now, membership).instances) == len(membership)  # EC2's word on each node
+    from_kept = disruption.engine_decisions(cloud, now, kept.world)
+    assert from_kept == disruption.engine_decisions(cloud, now)
+    assert from_kept["disruptions"] and from_kept["demotions"]  # the demo has an idle node and an expired ODCR node
+    counts = steps.lifecycle(now, world_at=kept.world)
+    assert counts["demote_acted"] == 1 and counts["consolidate_planned"] >= 1

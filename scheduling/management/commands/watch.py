@@ -30,7 +30,9 @@ class Command(BaseCommand):
         cluster = backends.cluster()
         kept = KeptWorld()  # pods and nodes kept parsed between runs, updated from the watch's changes
         loop = WatchLoop(cluster, provision=lambda: run_step("provision", lambda: steps.provision(world_at=kept.world)),
-                         after_launch=lambda: nodes.after_launch(backends.cloud(), cluster, timezone.now()), kept=kept)
+                         after_launch=lambda: nodes.after_launch(backends.cloud(), cluster, timezone.now()), kept=kept,
+                         lifecycle=lambda: run_step("lifecycle", lambda: steps.lifecycle(world_at=kept.world)))
         result = loop.run(duration=duration, stop=stop)
         self.stdout.write(f"watch stopped: {'led' if result['leading'] else 'never held the lease'}, "
-                          f"{result['batches']} provisioning batch{'es' if result['batches'] != 1 else ''}")
+                          f"{result['batches']} provisioning batch{'es' if result['batches'] != 1 else ''}, "
+                          f"{result['lifecycles']} lifecycle pass{'es' if result['lifecycles'] != 1 else ''}")
