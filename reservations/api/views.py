@@ -1,7 +1,7 @@
 """Capacity reservations (read-only, with utilization and capacity-block timing) and EC2NodeClasses
 (read, plus the one write operators make: capacityReservationSelectorTerms, conflict-safe)."""
 
-from django.db.models import Case, ExpressionWrapper, F, FloatField, Value, When
+from django.db.models import Case, ExpressionWrapper, F, FloatField, Prefetch, Value, When
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
@@ -130,7 +130,9 @@ class CapacityReservationViewSet(ReadOnlyViewSet):
         return (
             with_running_nodes(CapacityReservation.objects.with_recent_utilization(self._now()))
             .annotate(current_utilization=Case(When(total_instance_count__gt=0, then=used_share), default=Value(0.0)))
-            .prefetch_related("node_classes", "open_instances", "groups")
+            .prefetch_related(Prefetch("node_classes", to_attr="node_class_list"),  # PrefetchedSlugsField reads these
+                              Prefetch("open_instances", to_attr="open_instance_list"),
+                              Prefetch("groups", to_attr="group_list"))
         )
 
     def _now(self):
