@@ -11,13 +11,16 @@ a month of hourly roll-ups, a NodeClaim and 10 pods per node, 500 pending pods, 
 Latency is measured by the client, so it includes loopback HTTP and the wait for a free gunicorn
 worker (more clients than workers); the server time (gunicorn's request time, from its access log:
 from the worker taking the request to the last byte) is printed beside it, and the CPU time the
-worker spent on each request (gunicorn hooks around it), which compares across machines.
+worker spent on each request (gunicorn hooks around it), which compares across machines, with the
+median count of fresh memory pages the worker faulted in for it (a few dozen normally; thousands
+mean the interpreter maps and unmaps memory in a loop: see docs/operations.md#performance).
 """
 
 import argparse
 import datetime
 import http.client
 import os
+import platform
 import random
 import statistics
 import subprocess
@@ -45,6 +48,8 @@ API = ["/api/v1/capacity-reservations/", "/api/v1/nodes/", "/api/v1/nodepools/",
 PODS_PER_NODE = 10
 PENDING_PODS = 500
 DECISIONS = 20_000
+# A request that faults in this many fresh pages (4 KiB each) maps and unmaps memory in a loop.
+THRASH_FAULTS = 1000
 SYNC_SECONDS = 30  # the beat schedule's EC2 sync: one raw sample per reservation each time
 RAW_HOURS = 24
 HOURLY_DAYS = 30
@@ -262,15 +267,16 @@ def client(port, paths, headers, deadline, results, errors, once=False):
         results.setdefault(path.split("?")[0] if path.startswith("/api") else path, []).append(elapsed)
 
 
-def read_access_log(path, skip=0) -> dict[str, list[float]]:
-    """gunicorn's request times (microseconds) per path, keyed as the clients key their results."""
-    times: dict[str, list[float]] = {}
+def read_access_log(path, skip=0, column=0) -> dict[str, list[float]]:
+    """One figure per request and path, keyed as the clients key their results: the access log's
+    microseconds (as ms), or the CPU log's microseconds (column 0, as ms) or page faults (column 1)."""
+    figures: dict[str, list[float]] = {}
     for line in Path(path).read_text().splitlines()[skip:]:
-        request, _, micros = line.rpartition(" ")
+        request, *values = line.split(" ")
         path_only, _, query = request.partition("?")
         key = path_only if path_only.startswith("/api") or not query else f"{path_only}?{query}"
-        times.setdefault(key, []).append(int(micros) / 1000)
-    return times
+        figures.setdefault(key, []).append(int(values[column]) / (1000 if column == 0 else 1))
+    return figures
 
 
 def cpu_hooks() -> tuple[str, str]:
@@ -281,13 +287,15 @@ def cpu_hooks() -> tuple[str, str]:
     log.close()
     config = tempfile.NamedTemporaryFile("w", prefix="karpweb-load-hooks-", suffix=".py", delete=False)
     config.write(
-        "import time\n"
+        "import resource, time\n"
         "def pre_request(worker, req):\n"
         "    worker.karpweb_cpu = time.process_time()\n"
+        "    worker.karpweb_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
         "def post_request(worker, req, environ, resp):\n"
         f"    with open({log.name!r}, 'a') as out:\n"
         "        micros = int((time.process_time() - worker.karpweb_cpu) * 1e6)\n"
-        "        out.write(f\"{req.path}?{req.query or ''} {micros}\\n\")\n")
+        "        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - worker.karpweb_faults\n"
+        "        out.write(f\"{req.path}?{req.query or ''} {micros} {faults}\\n\")\n")
     config.close()
     return log.name, config.name
 
@@ -351,23 +359,31 @@ def main():
         server.wait(10)
     server_times = read_access_log(access_log.name, skip=warm_lines)
     cpu_times = read_access_log(cpu_log, skip=warm_cpu_lines)
+    faults = read_access_log(cpu_log, skip=warm_cpu_lines, column=1)
     for name in (access_log.name, cpu_log, hooks):
         os.unlink(name)
     total = sum(len(v) for v in results.values())
     print(f"\n{args.clients} clients x {args.seconds} s, gunicorn {args.workers} workers, {args.nodes} nodes, "
           f"{args.reservations} reservations: {total} requests, {total / args.seconds:.1f} req/s, {len(errors)} errors")
-    print(f"{'':47} {'client (ms)':>26} {'server (ms)':>26} {'worker CPU (ms)':>17}")
-    print(f"{'path':40} {'n':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'p50':>8} {'p95':>8} {'p99':>8} {'mean':>8} {'p95':>8}")
+    print(f"Python {platform.python_version()}")
+    print(f"{'':47} {'client (ms)':>26} {'server (ms)':>26} {'worker CPU (ms)':>17} {'faults':>7}")
+    print(f"{'path':40} {'n':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'p50':>8} {'p95':>8} {'p99':>8} {'mean':>8} {'p95':>8} "
+          f"{'median':>7}")
     for path, values in sorted(results.items()):
         server = server_times.get(path) or [float("nan")]
         cpu = cpu_times.get(path) or [float("nan")]
         print(f"{path:40} {len(values):6} {statistics.median(values):8.1f} {percentile(values, .95):8.1f} "
               f"{percentile(values, .99):8.1f} {statistics.median(server):8.1f} {percentile(server, .95):8.1f} "
-              f"{percentile(server, .99):8.1f} {statistics.fmean(cpu):8.1f} {percentile(cpu, .95):8.1f}")
+              f"{percentile(server, .99):8.1f} {statistics.fmean(cpu):8.1f} {percentile(cpu, .95):8.1f} "
+              f"{statistics.median(faults.get(path) or [float('nan')]):7.0f}")
     page_p95 = {path: percentile(server_times[path], .95) for path in PAGES if path in server_times}
     if page_p95:
         worst = max(page_p95, key=page_p95.get)
-        print(f"pages: worst server p95 {page_p95[worst]:.1f} ms ({worst}); goal under 150 ms")
+        print(f"pages: worst server p95 {page_p95[worst]:.1f} ms ({worst}); goal under 100 ms")
+    thrashing = sorted(path for path, counts in faults.items() if statistics.median(counts) > THRASH_FAULTS)
+    if thrashing:
+        print(f"{', '.join(thrashing)}: over {THRASH_FAULTS} page faults a request: CPython's data-stack chunk "
+              "thrash (gh-142183, fixed in 3.13.13), see docs/operations.md#performance")
     if errors:
         print("errors (first 5):", *errors[:5], sep="\n  ")
 

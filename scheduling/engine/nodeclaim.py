@@ -164,7 +164,7 @@ class NodeClaim:
     it holds at most one reservation unit, the one it will launch into (see scheduler.py)."""
 
     __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "hold",
-                 "_price", "_steady", "_none_free")
+                 "_price", "_steady", "_none_free", "_sizing")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType] | int, seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
@@ -184,6 +184,7 @@ class NodeClaim:
         self._price: float | None = None  # cheapest on-demand/spot launch, computed when asked
         self._steady: int | None = None  # see could_stay_put, computed when asked
         self._none_free = -1  # the ledger's `releases` when no other type had a free unit
+        self._sizing: tuple | None = None  # see _sized: the last pod sized against this claim
 
     @property
     def instance_types(self) -> list[InstanceType]:
@@ -215,8 +216,7 @@ class NodeClaim:
             rejection = attempt.check_host(self.name or None)
             if rejection is not None:
                 return rejection
-        requests = self.requests.add(pod.requests)
-        fits = self.template.catalog.fits_mask(requests) & self.mask
+        requests, fits = self._sized(pod)
         if not fits:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
         if self.refuses_outgrowing(pod, ledger, mode):
@@ -228,6 +228,17 @@ class NodeClaim:
                 return outcome
             rejection = rejection or outcome
         return rejection or Rejection("required node affinity has no term that can match a node")
+
+    def _sized(self, pod: Pod) -> tuple[ResourceList, int]:
+        """The claim's requests with the pod's, and the types left with room for them: the
+        scheduler asks could_stay_put and then fit for the same pod, so it is computed once."""
+        sizing = self._sizing
+        if sizing is not None and sizing[0] is pod and sizing[1] is self.requests and sizing[2] == self.mask:
+            return sizing[3], sizing[4]
+        requests = self.requests.add(pod.requests)
+        fits = self.template.catalog.fits_mask(requests) & self.mask
+        self._sizing = (pod, self.requests, self.mask, requests, fits)
+        return requests, fits
 
     def _fit_alternative(self, alternative: Requirements, requests: ResourceList, fits: int, ledger: ReservationLedger,
                          mode: ReservedMode, attempt: Attempt | None) -> Proposal | Rejection:
@@ -374,7 +385,7 @@ class NodeClaim:
                     steady |= 1 << index
                 steady &= self.mask
             self._steady = steady
-        return bool(self.template.catalog.fits_mask(self.requests.add(pod.requests)) & self._steady)
+        return bool(self._sized(pod)[1] & self._steady)  # _steady is within the mask
 
     def take(self, hold: Offering | None, ledger: ReservationLedger) -> None:
         if hold is self.hold:

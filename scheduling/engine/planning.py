@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .catalog import Catalog
+from .gcpause import cyclic_gc_paused
 from .cluster import NodePool, Pod, World
 from .instancetypes import reserved_offering
 from .labels import INSTANCE_LABELS
@@ -136,10 +137,11 @@ def sum_capacity(nodes) -> ResourceList:
 
 
 def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
-    resolved = resolve_node_classes(world)
-    catalogs = build_catalogs(world, resolved)
-    templates = build_templates(world, catalogs, resolved)
-    scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
-                          build_limits(world, templates), namespaces=world.namespaces)
-    results = scheduler.solve(world.pending_pods())
-    return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims])
+    with cyclic_gc_paused():  # a plan makes no cycles: the collector would only walk the world
+        resolved = resolve_node_classes(world)
+        catalogs = build_catalogs(world, resolved)
+        templates = build_templates(world, catalogs, resolved)
+        scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
+                              build_limits(world, templates), namespaces=world.namespaces)
+        results = scheduler.solve(world.pending_pods())
+        return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims])

@@ -329,7 +329,10 @@ class Scheduler:
         otherwise the standing order is walked."""
         refused = memo.refused
         if len(memo.claims) * 4 <= len(self._order):
-            return sorted(memo.claims, key=_order_key)
+            # Claims that refused such a pod until a unit is given back are left out before the
+            # sort, not skipped after it (held strict claims: dozens per memo once units run out).
+            releases, blocked = self.ledger.releases, memo.blocked
+            return sorted((c for c in memo.claims if blocked.get(c.seq) != releases), key=_order_key)
         if attempt is not None:
             hosts = attempt.host_hint() if attempt.host else None
             if hosts is not None:

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from .cluster import World
 from .decisions import decisions
+from .gcpause import cyclic_gc_paused
 from .disruption import lifecycle_decisions
 from .planning import plan
 from .world import load_json, parse_world
@@ -17,9 +18,10 @@ def simulate(world: dict | World, now: datetime | None = None) -> dict:
     `now` is used only when the world has no `now` of its own. Raises WorldError (with every
     problem and its JSON path) for bad input; never anything else for any JSON value."""
     parsed = world if isinstance(world, World) else parse_world(world, now)
-    provisioning = plan(parsed)
-    result = decisions(provisioning)
-    result.update(lifecycle_decisions(provisioning))  # disruptions and demotions
+    with cyclic_gc_paused():  # the plan and the consolidation simulations make no cycles
+        provisioning = plan(parsed)
+        result = decisions(provisioning)
+        result.update(lifecycle_decisions(provisioning))  # disruptions and demotions
     return result
 
 

@@ -409,18 +409,23 @@ def check_plan(doc, decisions):
 def test_the_reserved_path_shortcuts_change_no_decision(doc):
     """The scheduler's cheap tests (a strict claim a pod would outgrow, a paid claim that could
     only grow, a first NodePool known to give no unit, no free unit with room for the pod, views
-    narrowed to a reservation's types)
-    answer as the full work would: the plan is the same with them turned off."""
+    narrowed to a reservation's types, a claim's room for a pod sized once) answer as the full work would: the plan is the same with
+    them turned off."""
     from unittest import mock
 
     from scheduling.engine.catalog import Catalog
     from scheduling.engine.nodeclaim import NodeClaim
     from scheduling.engine.scheduler import Scheduler
 
+    def sized_afresh(claim, pod):
+        requests = claim.requests.add(pod.requests)
+        return requests, claim.template.catalog.fits_mask(requests) & claim.mask
+
     fast = simulate(doc)
     every_type = lambda self, requirements: range(len(self.instance_types))  # noqa: E731
     with mock.patch.object(NodeClaim, "refuses_outgrowing", lambda *args: False), \
             mock.patch.object(NodeClaim, "could_stay_put", lambda *args: True), \
+            mock.patch.object(NodeClaim, "_sized", sized_afresh), \
             mock.patch.object(Scheduler, "_reservable", Scheduler._first_pool_reserves), \
             mock.patch.object(Scheduler, "_free_unit_fits", lambda *args: True), \
             mock.patch.object(Catalog, "_candidate_indexes", every_type):
