@@ -303,6 +303,11 @@ def report(args, created, claims, before, after, own_requests, minutes, window_s
     if runs:
         print(f"provisioning runs: {len(runs)}, each {statistics.median(runs):.2f} s median, "
               f"{max(runs):.2f} s max (engine, database and launches)")
+    passes = [run.duration.total_seconds() for run in TaskRun.objects.filter(task="lifecycle", started_at__gte=since,
+                                                                            status=TaskRun.Status.SUCCEEDED)
+              if run.duration]
+    if passes:  # the watch process's lifecycle pass on its kept world, every KARPWEB_LIFECYCLE_SECONDS
+        print(f"lifecycle passes: {len(passes)}, each {statistics.median(passes):.2f} s median, {max(passes):.2f} s max")
     delta = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in set(after) | set(before)}
     by_verb: dict[str, float] = {}
     for (verb, _resource), count in delta.items():
