@@ -2,7 +2,7 @@
 
 A plan makes no reference cycles (tests/engine/test_gc_pause.py plans a reserved world and finds
 nothing for the collector afterwards), so every collection during a run only walks the parsed world
-and the claims again: measured at 20,000 pods, 15 % of a plain plan's time and 25 % of one with 50
+and the claims again: measured at 20,000 pods, 14 % of a plain plan's time and 25 % of one with 50
 reservations, in bursts that land wherever the allocation counters trip. Memory is unaffected:
 objects without cycles are freed by their reference counts as usual.
 """
