@@ -206,3 +206,21 @@ def test_the_watch_process_runs_the_lifecycle_pass_and_the_beat_leaves_it_to_it(
     loop.window.close()
     assert loop._lifecycle_due(100.0, None) and not loop._lifecycle_due(100.5, 100.0)
     assert "skipped" not in steps.lifecycle()  # the watch stopped: the beat runs the pass again
+
+
+def test_the_watch_command_runs_the_lifecycle_pass_on_its_kept_world(adapter, settings, monkeypatch):
+    """`manage.py watch` as operators start it: once the first lists are in, it runs the lifecycle
+    pass (a `lifecycle` task run, done in this process on the kept world) and says so when it stops."""
+    import io
+
+    from scheduling.loop import backends
+    from scheduling.models import TaskRun
+
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    monkeypatch.setattr(backends, "cluster", lambda: adapter)
+    out = io.StringIO()
+    call_command("watch", duration=4, stdout=out)
+    passes = TaskRun.objects.filter(task="lifecycle")
+    assert passes.count() == 1 and passes.get().status == TaskRun.Status.SUCCEEDED, list(passes.values())
+    assert "skipped" not in passes.get().counts and "status_node_pools_changed" in passes.get().counts
+    assert "1 lifecycle pass" in out.getvalue()
