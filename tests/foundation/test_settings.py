@@ -110,3 +110,12 @@ def test_commands_print_no_library_chatter():
     result = run_check("manage.py", "check")
     assert result.returncode == 0
     assert result.stderr.strip() == "" and result.stdout.strip() == "System check identified no issues (0 silenced)."
+
+
+def test_the_web_process_freezes_what_it_loaded_out_of_the_cyclic_collector():
+    """karpweb/wsgi.py loads the URLconf and its views, then gc.freeze(): a full collection in a
+    request walks only that request's objects, not the 170,000 the worker loaded (60 to 120 ms)."""
+    script = "import gc, sys, karpweb.wsgi; print(gc.get_freeze_count(), 'scheduling.views' in sys.modules)"
+    result = run_check("-c", script, SECRET_KEY=STRONG_KEY, DEBUG="false")
+    frozen, views_loaded = result.stdout.split()
+    assert result.returncode == 0 and int(frozen) > 50_000 and views_loaded == "True", result.stderr[-500:]
