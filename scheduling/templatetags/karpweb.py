@@ -31,6 +31,15 @@ def countdown(moment: datetime.datetime | None, now: datetime.datetime | None = 
 
 
 @register.filter
+def utc_minute(moment: datetime.datetime | None) -> str:
+    """'2026-11-25 19:40', in UTC whatever the active time zone (the pages say "UTC" beside it);
+    a strftime, not the date filter's format machinery (300 of them on the capacity-blocks page)."""
+    if moment is None:
+        return ""
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+@register.filter
 def is_past(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> bool:
     return moment is not None and moment <= (now or timezone.now())
 
