@@ -107,12 +107,15 @@ def test_a_replayed_timeline(world, clock, provider, adapter, rest, unique, view
     assert judged[f"pin-{unique}"].reason.endswith(
         f"reservation {reservation} matches, but its pod {ns}/pod-pin-{unique} requires karpenter.sh/capacity-type In [on-demand]")
 
-    # The claim whose node never registers is judged after the registration TTL, without its pods.
-    assert audit_launches(launched_at + timedelta(minutes=14))["claims_audited"] == 0
-    assert audit_launches(launched_at + timedelta(minutes=15))["claims_audited"] >= 1
+    # The claim whose node never registers is judged after the registration TTL, without its pods
+    # (from its own creation: the API server's timestamps are whole seconds, so the claims created
+    # one after another may straddle a second).
+    odonly_at = NodeClaim.objects.get(name=f"odonly-{unique}").created_at
+    assert audit_launches(odonly_at + timedelta(minutes=14))["claims_audited"] == 0
+    assert audit_launches(odonly_at + timedelta(minutes=15))["claims_audited"] >= 1
     ours = ours()
     odonly = ours[f"odonly-{unique}"]
-    assert odonly.outcome == "no-compatible-reservation" and odonly.audited_at == launched_at + timedelta(minutes=15)
+    assert odonly.outcome == "no-compatible-reservation" and odonly.audited_at == odonly_at + timedelta(minutes=15)
     assert "requirement karpenter.sh/capacity-type In on-demand rules it out" in odonly.reason
     missed = ours[f"od-{unique}"]
     assert missed.reservation_label == reservation and missed.free_units == 1 and missed.ec2_sync_at == T0
