@@ -39,8 +39,9 @@ class ReservationLedger:
         # Counts units given back. A claim refused because no unit was free may be retried only
         # once this has moved: until then nothing has changed for it.
         self.releases = 0
-        self._free_masks: dict[int, int] = {}  # id(catalog view) -> free_type_mask, for one ledger state
-        self._free_masks_state: tuple[int, int] | None = None
+        # id(catalog view) -> its types with a free unit, kept up to date as units are taken and
+        # given back (free_type_mask): asked for every claim a pod walks past.
+        self._free_types: dict[int, _FreeTypes] = {}
 
     @classmethod
     def from_offerings(cls, offerings: Iterable[Offering]) -> "ReservationLedger":
@@ -59,7 +60,7 @@ class ReservationLedger:
         remaining = capacity - len(holders)
         self.free_units += remaining - self._remaining.get(reservation_id, 0)
         self._remaining[reservation_id] = remaining
-        self._free_masks_state = None  # capacities changed: free_type_mask computes again
+        self._free_types = {}  # capacities changed: free_type_mask starts again
 
     def capacity(self, reservation_id: str) -> int:
         return self._capacity.get(reservation_id, 0)
@@ -75,18 +76,16 @@ class ReservationLedger:
 
     def free_type_mask(self, view) -> int:
         """The instance types (a bitmask over the view's catalog) with a free unit among a catalog
-        view's reserved offerings; cached until the ledger next changes."""
-        state = (self.free_units, self.releases)  # one state per change within a run
-        if self._free_masks_state != state:
-            self._free_masks, self._free_masks_state = {}, state
-        found = self._free_masks.get(id(view))
-        if found is None:
-            found = 0
-            for index, offers in view.reserved_at.items():
-                if any(self._remaining.get(o.reservation.id, 0) > 0 for o in offers):
-                    found |= 1 << index
-            self._free_masks[id(view)] = found
-        return found
+        view's reserved offerings."""
+        tracked = self._free_types.get(id(view))
+        if tracked is None or tracked.view is not view:
+            tracked = self._free_types[id(view)] = _FreeTypes(view, self._remaining)
+        return tracked.mask
+
+    def _became(self, reservation_id: str, free: bool) -> None:
+        """A reservation's last unit was taken (free=False) or its first given back."""
+        for tracked in self._free_types.values():
+            tracked.change(reservation_id, 1 if free else -1)
 
     def held_by(self, host: str) -> str | None:
         return self._held_by.get(host)
@@ -107,6 +106,8 @@ class ReservationLedger:
         self._held_by[host] = reservation_id
         self._remaining[reservation_id] -= 1
         self.free_units -= 1
+        if self._remaining[reservation_id] == 0:
+            self._became(reservation_id, free=False)
 
     def release(self, host: str) -> None:
         current = self._held_by.pop(host, None)
@@ -115,6 +116,8 @@ class ReservationLedger:
             self._remaining[current] += 1
             self.free_units += 1
             self.releases += 1
+            if self._remaining[current] == 1:
+                self._became(current, free=True)
 
     def copy(self) -> "ReservationLedger":
         """An independent ledger with the same capacities and holders (consolidation simulations)."""
@@ -129,3 +132,32 @@ class ReservationLedger:
 
     def reservation_ids(self) -> list[str]:
         return sorted(self._capacity)
+
+
+class _FreeTypes:
+    """One catalog view's types with a free unit: per type, how many of its reserved offerings
+    have a unit left (a type has one offering per reservation of it the view admits)."""
+
+    __slots__ = ("view", "mask", "_free_offers", "_indexes")
+
+    def __init__(self, view, remaining: dict[str, int]):
+        self.view = view  # kept so that its id is never reused while tracked
+        self.mask = 0
+        self._free_offers: dict[int, int] = {}
+        self._indexes: dict[str, list[int]] = {}  # reservation id -> the type indexes it offers
+        for index, offers in view.reserved_at.items():
+            free = 0
+            for offering in offers:
+                self._indexes.setdefault(offering.reservation.id, []).append(index)
+                free += remaining.get(offering.reservation.id, 0) > 0
+            self._free_offers[index] = free
+            if free:
+                self.mask |= 1 << index
+
+    def change(self, reservation_id: str, delta: int) -> None:
+        for index in self._indexes.get(reservation_id, ()):
+            free = self._free_offers[index] = self._free_offers[index] + delta
+            if free:
+                self.mask |= 1 << index
+            else:
+                self.mask &= ~(1 << index)

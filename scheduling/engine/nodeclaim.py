@@ -164,7 +164,7 @@ class NodeClaim:
     it holds at most one reservation unit, the one it will launch into (see scheduler.py)."""
 
     __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "hold",
-                 "_price", "_steady", "_none_free", "_sizing")
+                 "_price", "_steady", "_none_free", "_sizing", "_held_room", "_view")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType] | int, seq: int):
         self.name = ""  # given when the first pod commits, so rejected attempts use no name
@@ -185,6 +185,8 @@ class NodeClaim:
         self._steady: int | None = None  # see could_stay_put, computed when asked
         self._none_free = -1  # the ledger's `releases` when no other type had a free unit
         self._sizing: tuple | None = None  # see _sized: the last pod sized against this claim
+        self._held_room: dict[str, int] | None = None  # see _room_in_held_unit
+        self._view = None  # the catalog view of its requirements, while they stay the same
 
     @property
     def instance_types(self) -> list[InstanceType]:
@@ -192,12 +194,19 @@ class NodeClaim:
         return self.template.catalog.types(self.mask)
 
     @property
+    def view(self):
+        """The catalog view of the claim's requirements."""
+        if self._view is None:
+            self._view = self.template.catalog.view(self.requirements)
+        return self._view
+
+    @property
     def price(self) -> float:
         """The cheapest on-demand or spot launch (inf while the claim holds a reservation unit)."""
         if self.hold is not None:
             return math.inf
         if self._price is None:
-            self._price = self.template.catalog.view(self.requirements).cheapest_open_price(self.mask)
+            self._price = self.view.cheapest_open_price(self.mask)
         return self._price
 
     # fitting ------------------------------------------------------------------------------------
@@ -289,15 +298,18 @@ class NodeClaim:
             index = self.template.catalog.index[hold.reservation.instance_type]
             if mask >> index & 1 and hold in view.reserved.get(hold.reservation.instance_type, ()):
                 return hold  # the unit it holds still fits: nothing to choose
-        options = self._reserved_options(view, mask)
-        free = [o for o in options if ledger.can_reserve(self.name, o.reservation.id)] if ledger.free_units else []
-        if free:
+        # Only types with a free unit are listed (the unit a claim holds is never among them: it
+        # was kept above when it still fits).
+        free_types = mask & ledger.free_type_mask(view) if ledger.free_units else 0
+        if free_types:
+            free = [o for o in self._reserved_options(view, free_types) if ledger.remaining(o.reservation.id) > 0]
             return min(free, key=reservation_preference(ledger))
         if self.hold is not None and mode is ReservedMode.STRICT:
             return self._strict_rejection()
         if mask & view.open_mask:
             return None
-        return Rejection(held_message(options, ledger), permanent=False, kind=RESERVED_HELD, until_release=True)
+        return Rejection(held_message(self._reserved_options(view, mask), ledger), permanent=False, kind=RESERVED_HELD,
+                         until_release=True)
 
     def refuses_outgrowing(self, pod: Pod, ledger: ReservationLedger, mode: ReservedMode) -> bool:
         """A strict claim refuses a pod that would outgrow the type of the unit it keeps while no
@@ -306,25 +318,32 @@ class NodeClaim:
         kind of pod once the units are taken (the claim's types only narrow meanwhile)."""
         if self.hold is None or mode is not ReservedMode.STRICT:
             return False
-        catalog = self.template.catalog
-        held_type = self.hold.reservation.instance_type
-        allocatable = catalog.by_name[held_type].allocatable
-        requests = self.requests
+        room = self._held_room
+        if room is None:
+            room = self._held_room = self._room_in_held_unit()
         for name, amount in pod.requests.items():
-            total = requests.get(name, 0) + amount
-            if total > 0 and allocatable.get(name, 0) < total:
+            if amount > room.get(name, 0):
                 break
         else:
             return False  # the unit it keeps still holds the pod
+        catalog = self.template.catalog
+        held_type = self.hold.reservation.instance_type
         if not ledger.free_units:
             return True
         if self._none_free == ledger.releases:
             return True
         others = self.mask & ~(1 << catalog.index[held_type])
-        if others & ledger.free_type_mask(catalog.view(self.requirements)):
+        if others & ledger.free_type_mask(self.view):
             return False
         self._none_free = ledger.releases  # stands until a unit is given back: units are only taken
         return True
+
+    def _room_in_held_unit(self) -> dict[str, int]:
+        """What the held unit's type has left after the claim's requests (negative for a resource
+        the claim asks for and the type lacks), kept until the claim's requests or unit change."""
+        allocatable = self.template.catalog.by_name[self.hold.reservation.instance_type].allocatable
+        requests = self.requests
+        return {name: allocatable.get(name, 0) - requests.get(name, 0) for name in allocatable.keys() | requests.keys()}
 
     def _strict_rejection(self) -> Rejection:
         return Rejection(f"it would take the claim's last reserved option ({self.hold.reservation.id})",
@@ -350,10 +369,13 @@ class NodeClaim:
             self.requirements = self.requirements.intersect([Requirement.single(HOSTNAME, name)])
             proposal.requirements = proposal.requirements.intersect([Requirement.single(HOSTNAME, name)])
         self.take(proposal.hold, ledger)
+        if proposal.requirements is not self.requirements:
+            self._view = None
         if proposal.mask != self.mask or proposal.requirements is not self.requirements:
             self._price = self._steady = None
         self.requirements = proposal.requirements
         self.requests = proposal.requests
+        self._held_room = None
         self.mask = proposal.mask
         self.pods.append(pod)
         if pod.anti_affinity:
@@ -373,7 +395,7 @@ class NodeClaim:
         requirements only remove types and offerings), so the scheduler need not ask it when it
         already knows a claim to grow. A cheap bitmask test instead of a full fit."""
         if self._steady is None:
-            view = self.template.catalog.view(self.requirements)
+            view = self.view
             price = self.price
             if price == math.inf:
                 steady = self.mask
@@ -395,11 +417,11 @@ class NodeClaim:
         else:
             ledger.reserve(self.name, hold.reservation.id)
         self.hold = hold
-        self._price = self._steady = None
+        self._price = self._steady = self._held_room = None
 
     def free_reservation(self, ledger: ReservationLedger) -> Offering | None:
         """The best reservation unit this claim could take now, if it holds none."""
-        view = self.template.catalog.view(self.requirements)
+        view = self.view
         options = [o for o in self._reserved_options(view, self.mask)
                    if ledger.can_reserve(self.name, o.reservation.id)]
         return min(options, key=reservation_preference(ledger)) if options else None
