@@ -13,7 +13,7 @@ also keeps its types ordered by price, so the cheapest type of any mask is found
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -54,11 +54,39 @@ class CatalogView:
 
     def cheapest_open_price(self, mask: int) -> float:
         """The cheapest on-demand or spot launch among the types in `mask` (inf when none)."""
-        if mask & self.open_mask:
+        if not mask & self.open_mask:
+            return float("inf")
+        prices, prefixes = self._open_prefixes()
+        low, high = 0, len(prefixes) - 1  # the first prefix of open_order that meets the mask
+        while low < high:
+            middle = (low + high) // 2
+            if prefixes[middle] & mask:
+                high = middle
+            else:
+                low = middle + 1
+        return prices[low]
+
+    def open_types_up_to(self, price: float) -> int:
+        """The types whose cheapest on-demand or spot launch costs at most `price` (a mask)."""
+        prices, prefixes = self._open_prefixes()
+        count = bisect_right(prices, price)
+        return prefixes[count - 1] if count else 0
+
+    def _open_prefixes(self) -> tuple[list[float], list[int]]:
+        """`open_order`'s prices, and for each position the types up to it as a mask: the
+        cheapest type of a mask, or every type up to a price, by bisection instead of a walk."""
+        found = self.memo.get(_OPEN_PREFIXES)
+        if found is None:
+            prices, prefixes, mask = [], [], 0
             for price, _, index in self.open_order:
-                if mask >> index & 1:
-                    return price
-        return float("inf")
+                mask |= 1 << index
+                prices.append(price)
+                prefixes.append(mask)
+            found = self.memo[_OPEN_PREFIXES] = (prices, prefixes)
+        return found
+
+
+_OPEN_PREFIXES = object()  # CatalogView.memo's key for _open_prefixes (other keys are type masks)
 
 
 class Catalog:

@@ -400,12 +400,7 @@ class NodeClaim:
             if price == math.inf:
                 steady = self.mask
             else:
-                steady = self.mask & view.reserved_mask
-                for open_price, _, index in view.open_order:
-                    if open_price > price:
-                        break
-                    steady |= 1 << index
-                steady &= self.mask
+                steady = self.mask & (view.reserved_mask | view.open_types_up_to(price))
             self._steady = steady
         return bool(self._sized(pod)[1] & self._steady)  # _steady is within the mask
 

@@ -135,7 +135,7 @@ class _Memo:
     """Per pod signature: targets known not to take such a pod, for the rest of the run, and
     claims that refused it for want of a free reservation unit (until the ledger frees one)."""
 
-    __slots__ = ("nodes", "claims", "refused", "seen", "pools", "blocked", "pools_blocked", "unreservable")
+    __slots__ = ("nodes", "claims", "refused", "seen", "pools", "blocked", "blocked_at", "pools_blocked", "unreservable")
 
     def __init__(self, nodes: list[ExistingNode]):
         self.nodes = nodes
@@ -143,7 +143,10 @@ class _Memo:
         self.refused: set[int] = set()  # seqs of the claims known to refuse
         self.seen = 0
         self.pools: dict[str, Rejection] = {}
-        self.blocked: dict[int, int] = {}  # claim seq -> ledger.releases when it refused
+        # Seqs of the claims that refused such a pod for want of a free unit, while the ledger's
+        # `releases` stays at `blocked_at` (a unit given back may change their answer).
+        self.blocked: set[int] = set()
+        self.blocked_at = 0
         self.pools_blocked: dict[str, tuple[int, Rejection]] = {}  # the same for new claims
         # (ledger.releases, limit changes) when a new claim would have got no free unit (_reservable).
         self.unreservable: tuple[int, int] | None = None
@@ -282,16 +285,15 @@ class Scheduler:
             memo.seen = len(self.claims)
         if not memo.claims:
             return None
+        if memo.blocked_at != self.ledger.releases:  # a unit was given back: ask them again
+            memo.blocked, memo.blocked_at = set(), self.ledger.releases
         candidates = self._candidates(memo, attempt)
         avoid_growth = self.ledger.any_free()
         reservable: bool | None = None  # could a new claim give this pod a free unit? (asked once)
-        releases = self.ledger.releases
-        blocked = memo.blocked
+        blocked = memo.blocked  # the candidates leave these out
         refused = set()
         placed: bool | tuple[NodeClaim, Proposal] | None = None
         for claim in candidates:
-            if blocked and blocked.get(claim.seq) == releases:
-                continue
             if avoid_growth and claim.hold is None and not claim.could_stay_put(pod):
                 # It could only refuse the pod or grow: when a new claim would get a free unit,
                 # that is where the pod goes (as below), so this claim need not be asked.
@@ -300,7 +302,7 @@ class Scheduler:
                 if reservable:
                     continue
             if claim.hold is not None and claim.refuses_outgrowing(pod, self.ledger, self.mode):
-                blocked[claim.seq] = releases
+                blocked.add(claim.seq)
                 continue
             outcome = claim.fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
@@ -316,7 +318,7 @@ class Scheduler:
             if outcome.permanent:
                 refused.add(claim.seq)
             elif outcome.until_release:
-                blocked[claim.seq] = releases
+                blocked.add(claim.seq)
         if refused:
             memo.refused |= refused
             memo.claims = [c for c in memo.claims if c.seq not in refused]
@@ -327,25 +329,26 @@ class Scheduler:
         many claims refuse sorts its few remaining ones; a pod that its topology confines to some
         domains (or, for hostname pod affinity, to some nodes) walks the claims of those only;
         otherwise the standing order is walked."""
-        refused = memo.refused
+        refused, blocked = memo.refused, memo.blocked
+        # Claims that refused such a pod until a unit is given back are left out where the claims
+        # are listed, not skipped by the caller (held strict claims: dozens per memo once units run
+        # out, at the front of the order since they hold few pods).
         if len(memo.claims) * 4 <= len(self._order):
-            # Claims that refused such a pod until a unit is given back are left out before the
-            # sort, not skipped after it (held strict claims: dozens per memo once units run out).
-            releases, blocked = self.ledger.releases, memo.blocked
-            return sorted((c for c in memo.claims if blocked.get(c.seq) != releases), key=_order_key)
+            return sorted((c for c in memo.claims if c.seq not in blocked), key=_order_key)
         if attempt is not None:
             hosts = attempt.host_hint() if attempt.host else None
             if hosts is not None:
                 found = (self._by_name.get(h) for h in hosts)
-                return sorted((c for c in found if c is not None and c.seq not in refused), key=_order_key)
+                return sorted((c for c in found if c is not None and c.seq not in refused and c.seq not in blocked),
+                              key=_order_key)
             hint = attempt.scan_hint() if attempt.keys else None
             if hint is not None and hint[0] in self._by_domain:
                 lists = self._by_domain[hint[0]]
                 parts = [lists[d] for d in hint[1] if d in lists]
                 if None in lists:
                     parts.append(lists[None])
-                return (c for _, seq, c in merge(*parts) if seq not in refused)
-        return (c for _, seq, c in self._order if seq not in refused)
+                return (c for _, seq, c in merge(*parts) if seq not in refused and seq not in blocked)
+        return (c for _, seq, c in self._order if seq not in refused and seq not in blocked)
 
     def _commit(self, claim: NodeClaim, pod: Pod, proposal: Proposal, name: str | None = None) -> None:
         """Add the pod to the claim (a new one when `name` is given) and keep the claim order

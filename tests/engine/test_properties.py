@@ -434,3 +434,23 @@ def test_the_reserved_path_shortcuts_change_no_decision(doc):
             mock.patch.object(ReservationLedger, "free_type_mask", lambda self, view: _FreeTypes(view, self._remaining).mask):
         slow = simulate(doc)
     assert fast == slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_cheapest_open_price_and_types_up_to_a_price_answer_as_a_walk_of_the_price_order(data):
+    """CatalogView's bisections over `open_order` prefixes give what walking it gives."""
+    from scheduling.bench import world as bench_world
+    from scheduling.engine.planning import build_catalogs, resolve_node_classes
+    from scheduling.engine.requirements import Requirement, Requirements
+
+    parsed = parse_world(bench_world([], reserved=data.draw(st.sampled_from([0, 20]))))
+    catalog = build_catalogs(parsed, resolve_node_classes(parsed))["default"]
+    zone = data.draw(st.sampled_from([None, "test-zone-1", "test-zone-3"]))
+    requirements = Requirements([] if zone is None else [Requirement.single("topology.kubernetes.io/zone", zone)])
+    view = catalog.view(requirements)
+    mask = data.draw(st.integers(0, catalog.all_mask))
+    walked = next((price for price, _, index in view.open_order if mask >> index & 1), float("inf"))
+    assert view.cheapest_open_price(mask) == walked
+    price = data.draw(st.one_of(st.sampled_from([p for p, _, _ in view.open_order] or [0.0]), st.floats(0, 100)))
+    assert view.open_types_up_to(price) == sum(1 << index for p, _, index in view.open_order if p <= price)
