@@ -4,9 +4,9 @@
 #   worker: celery -A karpweb worker --loglevel=INFO
 #   beat:   celery -A karpweb beat --loglevel=INFO
 #   watch:  python manage.py watch   (a real cluster: watches and batch windows; one replica leads)
-# Not 3.13 yet, though 3.13.13 fixes a frame-stack thrash that costs one page 40 ms here: on 3.13,
-# urllib3 verifies with VERIFY_X509_STRICT, which refuses EKS's generated cluster CA (no Authority
-# Key Identifier); the suite on 3.13 fails there (docs/operations.md#performance).
+# Not 3.13 yet, though 3.13.13 fixes a frame-stack thrash that costs one page 40 ms here: the
+# Kubernetes adapter now verifies EKS's cluster CA on 3.13 (without urllib3's VERIFY_X509_STRICT);
+# what remains is measuring the pages on 3.13.13 (docs/operations.md#performance).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

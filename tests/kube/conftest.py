@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import time
 import uuid
@@ -47,8 +46,10 @@ def apiserver_binary() -> Path:
     return Path(subprocess.run([str(script), "--print-path"], check=True, capture_output=True, text=True).stdout.strip())
 
 
-def _write_pki(directory: Path) -> dict[str, Path]:
-    """A CA, a serving certificate for 127.0.0.1 signed by it, and a service-account key pair."""
+def write_pki(directory: Path) -> dict[str, Path]:
+    """A CA (and its key, for client certificates), a serving certificate for 127.0.0.1 signed by it,
+    and a service-account key pair. The CA has only Basic Constraints and Key Usage, no Authority
+    Key Identifier: the shape of the CA EKS generates for a cluster."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -103,19 +104,21 @@ def _write_pki(directory: Path) -> dict[str, Path]:
     sa_key = ec.generate_private_key(ec.SECP256R1())
     paths = {
         "ca": directory / "ca.crt",
+        "ca_key": directory / "ca.key",
         "serving_cert": directory / "apiserver.crt",
         "serving_key": directory / "apiserver.key",
         "sa_key": directory / "sa.key",
         "sa_pub": directory / "sa.pub",
     }
     paths["ca"].write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths["ca_key"].write_bytes(pem_key(ca_key))
     paths["serving_cert"].write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
     paths["serving_key"].write_bytes(pem_key(serving_key))
     paths["sa_key"].write_bytes(pem_key(sa_key))
     paths["sa_pub"].write_bytes(
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
-    for key in ("serving_key", "sa_key"):
+    for key in ("ca_key", "serving_key", "sa_key"):
         paths[key].chmod(0o600)
     return paths
 
@@ -134,7 +137,7 @@ class KubeTestServer:
         self.workdir = workdir
         self.apiserver_bin = apiserver
         self.etcd_bin = etcd
-        self.pki = _write_pki(workdir)
+        self.pki = write_pki(workdir)
         self.token_file = workdir / "tokens.csv"
         self.token_file.write_text(
             f'{ADMIN_TOKEN},karpweb-admin,karpweb-admin,"system:masters"\n'
@@ -231,7 +234,11 @@ class KubeTestServer:
         ]
 
     def _ready(self) -> bool:
-        context = ssl.create_default_context(cafile=str(self.pki["ca"]))
+        # The adapter's TLS policy: the test CA has the shape of EKS's (no Authority Key
+        # Identifier), which Python 3.13's default context refuses.
+        from scheduling.adapters.kube.config import cluster_tls_context
+
+        context = cluster_tls_context(ca_file=str(self.pki["ca"]))
         try:
             conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=2)
             conn.request("GET", "/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
@@ -290,18 +297,23 @@ class KubeTestServer:
 
     # --- clients --------------------------------------------------------------------------
     def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "karpweb-test", "cluster": {
-                "server": self.host, "certificate-authority": str(self.pki["ca"]),
-            }}],
-            "users": [{"name": user, "user": {"token": token}}],
-            "contexts": [{"name": "karpweb-test", "context": {"cluster": "karpweb-test", "user": user}}],
-            "current-context": "karpweb-test",
-        }
-        path.write_text(json.dumps(config, indent=2))
-        path.chmod(0o600)
+        write_kubeconfig(path, {"server": self.host, "certificate-authority": str(self.pki["ca"])},
+                         {"name": user, "user": {"token": token}})
+
+
+def write_kubeconfig(path: Path, cluster: dict, user: dict) -> Path:
+    """A one-context kubeconfig: ``cluster`` is its cluster entry's fields, ``user`` its named user."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "karpweb-test", "cluster": cluster}],
+        "users": [user],
+        "contexts": [{"name": "karpweb-test", "context": {"cluster": "karpweb-test", "user": user["name"]}}],
+        "current-context": "karpweb-test",
+    }
+    path.write_text(json.dumps(config, indent=2))
+    path.chmod(0o600)
+    return path
 
 
 _servers: list[KubeTestServer] = []

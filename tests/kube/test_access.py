@@ -34,7 +34,7 @@ def _client_with_token(kube_server, token: str) -> ApiClient:
     configuration = Configuration(host=kube_server.host, api_key={"BearerToken": token},
                                   api_key_prefix={"BearerToken": "Bearer"})
     configuration.ssl_ca_cert = str(kube_server.pki["ca"])
-    return ApiClient(configuration)
+    return kube_config.api_client(configuration)
 
 
 def _service_account_token(rest: KubeRest, ns: str, name: str) -> str:

@@ -5,16 +5,23 @@ Order (first that applies wins):
    which may list several files separated by ``:``, merged as kubectl does);
 2. in-cluster: ``KUBERNETES_SERVICE_HOST`` is set and the service-account token is mounted;
 3. ``~/.kube/config``.
+
+TLS: the API server's certificate is verified as kubectl verifies it (the whole chain up to the
+configured CA, and the host name), without OpenSSL's ``VERIFY_X509_STRICT``: on Python 3.13 urllib3
+turns that flag on, and it refuses the CA EKS generates for a cluster (no Authority Key Identifier;
+kubernetes-client/python#2394). See :func:`cluster_tls_context`.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
+from urllib3.util import ssl_ as urllib3_ssl
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 DEFAULT_KUBECONFIG = Path.home() / ".kube" / "config"
@@ -46,7 +53,7 @@ def client_from_kubeconfig(path: str, context: str | None = None) -> ApiClient:
                                      persist_config=False)
     except (ConfigException, OSError, ValueError) as exc:
         raise ClusterConfigError(f"cannot use kubeconfig {path}{' context ' + context if context else ''}: {exc}") from exc
-    return _finish(configuration)
+    return api_client(configuration)
 
 
 def client_in_cluster() -> ApiClient:
@@ -55,7 +62,7 @@ def client_in_cluster() -> ApiClient:
         kube_config.load_incluster_config(client_configuration=configuration)
     except ConfigException as exc:
         raise ClusterConfigError(f"cannot use the in-cluster service account: {exc}") from exc
-    return _finish(configuration)
+    return api_client(configuration)
 
 
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
@@ -73,9 +80,52 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
     )
 
 
-def _finish(configuration: Configuration) -> ApiClient:
+def cluster_tls_context(ca_file: str | None = None, ca_data: str | bytes | None = None) -> ssl.SSLContext:
+    """A TLS context that verifies the API server against the cluster CA (the system's CAs when
+    none is given).
+
+    urllib3's own context (TLS 1.2+, certificate and host name required, and on Python 3.13
+    ``VERIFY_X509_PARTIAL_CHAIN``) minus ``VERIFY_X509_STRICT`` only: strict checking refuses
+    RFC 5280-valid certificates that lack an Authority Key Identifier, which EKS's cluster CA does,
+    and kubectl (Go's crypto/x509) accepts them. Chain, expiry and host name checks all remain.
+    """
+    context = urllib3_ssl.create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
+    context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    if ca_file or ca_data:
+        context.load_verify_locations(cafile=ca_file, cadata=ca_data)
+    else:
+        context.load_default_certs()
+    return context
+
+
+def api_client(configuration: Configuration) -> ApiClient:
+    """The ApiClient for ``configuration``, verifying TLS with :func:`cluster_tls_context`."""
     # Watches hold one connection each (five kinds) next to ordinary requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 16)
     client = ApiClient(configuration=configuration)
     client.user_agent = "karpweb"
+    if configuration.verify_ssl:  # verify_ssl=False stays what the client makes of it: no checks
+        _verify_with(client, _tls_context_for(configuration))
     return client
+
+
+def _tls_context_for(configuration: Configuration) -> ssl.SSLContext:
+    try:
+        return cluster_tls_context(configuration.ssl_ca_cert, configuration.ca_cert_data)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ClusterConfigError(f"cannot load the cluster CA certificate: {exc}") from exc
+
+
+def _verify_with(client: ApiClient, context: ssl.SSLContext) -> None:
+    """Make every connection of ``client`` (requests and watches alike) use ``context``.
+
+    The client's RESTClientObject builds its urllib3 pool manager (plain, HTTP or SOCKS proxy)
+    with no ssl_context; each connection pool it creates takes its keywords from
+    ``connection_pool_kw``, so adding the context there, before any pool exists, keeps everything
+    else the client set (proxy, server name, retries, socket options, pool size). urllib3 still
+    loads the configured CA and client certificate files into the context for each connection,
+    as it does into the contexts it makes itself.
+    """
+    pool_manager = client.rest_client.pool_manager
+    assert not pool_manager.pools, "set the TLS context before the first request"
+    pool_manager.connection_pool_kw["ssl_context"] = context
