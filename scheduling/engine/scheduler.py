@@ -135,10 +135,12 @@ class _Memo:
     """Per pod signature: targets known not to take such a pod, for the rest of the run, and
     claims that refused it for want of a free reservation unit (until the ledger frees one)."""
 
-    __slots__ = ("nodes", "claims", "refused", "seen", "pools", "blocked", "blocked_at", "pools_blocked", "unreservable")
+    __slots__ = ("nodes", "requests", "claims", "refused", "seen", "pools", "blocked", "blocked_at", "pools_blocked",
+                 "unreservable")
 
-    def __init__(self, nodes: list[ExistingNode]):
+    def __init__(self, nodes: list[ExistingNode], requests: tuple):
         self.nodes = nodes
+        self.requests = requests  # the pods' requests, as sorted items
         self.claims: list[NodeClaim] = []  # claims not known to refuse (in creation order)
         self.refused: set[int] = set()  # seqs of the claims known to refuse
         self.seen = 0
@@ -202,6 +204,11 @@ class Scheduler:
         # so that a pod that only some domains allow is tried on claims in those domains only.
         self._by_domain: dict[str, dict[str | None, list[tuple[int, int, NodeClaim]]]] = {}
         self._by_name: dict[str, NodeClaim] = {}
+        # Per pod requests: seqs of the strict claims a pod with those requests would outgrow
+        # (refuses_outgrowing), for every pod kind with them, while the ledger's `releases`
+        # stays at `_outgrown_at`: their room only shrinks and their units only get scarcer meanwhile.
+        self._outgrown: dict[tuple, set[int]] = {}
+        self._outgrown_at = 0
 
     def solve(self, pods: Iterable[Pod]) -> Results:
         pods = list(pods)
@@ -236,7 +243,8 @@ class Scheduler:
         info = self.topology.info(pod)
         memo = self._memos.get(info.fit_key)
         if memo is None:
-            memo = self._memos[info.fit_key] = _Memo(self.existing if self._node_order is None else self._node_order(pod))
+            memo = self._memos[info.fit_key] = _Memo(self.existing if self._node_order is None else self._node_order(pod),
+                                                     info.fit_key[0])
         attempt = self.topology.attempt(pod, info)
         if self._place_on_existing(pod, memo, attempt):
             return None
@@ -285,9 +293,15 @@ class Scheduler:
             memo.seen = len(self.claims)
         if not memo.claims:
             return None
-        if memo.blocked_at != self.ledger.releases:  # a unit was given back: ask them again
-            memo.blocked, memo.blocked_at = set(), self.ledger.releases
-        candidates = self._candidates(memo, attempt)
+        releases = self.ledger.releases
+        if memo.blocked_at != releases:  # a unit was given back: ask them again
+            memo.blocked, memo.blocked_at = set(), releases
+        if self._outgrown_at != releases:
+            self._outgrown, self._outgrown_at = {}, releases
+        outgrown = self._outgrown.get(memo.requests)
+        if outgrown is None:
+            outgrown = self._outgrown[memo.requests] = set()
+        candidates = self._candidates(memo, attempt, outgrown)
         avoid_growth = self.ledger.any_free()
         reservable: bool | None = None  # could a new claim give this pod a free unit? (asked once)
         blocked = memo.blocked  # the candidates leave these out
@@ -302,7 +316,7 @@ class Scheduler:
                 if reservable:
                     continue
             if claim.hold is not None and claim.refuses_outgrowing(pod, self.ledger, self.mode):
-                blocked.add(claim.seq)
+                outgrown.add(claim.seq)
                 continue
             outcome = claim.fit(pod, self.ledger, self.mode, attempt)
             if isinstance(outcome, Proposal):
@@ -324,31 +338,34 @@ class Scheduler:
             memo.claims = [c for c in memo.claims if c.seq not in refused]
         return placed
 
-    def _candidates(self, memo: _Memo, attempt: Attempt | None):
+    def _candidates(self, memo: _Memo, attempt: Attempt | None, outgrown: set[int]):
         """The claims to try, fewest pods first, leaving out those known to refuse: a memo that
         many claims refuse sorts its few remaining ones; a pod that its topology confines to some
         domains (or, for hostname pod affinity, to some nodes) walks the claims of those only;
         otherwise the standing order is walked."""
         refused, blocked = memo.refused, memo.blocked
-        # Claims that refused such a pod until a unit is given back are left out where the claims
-        # are listed, not skipped by the caller (held strict claims: dozens per memo once units run
-        # out, at the front of the order since they hold few pods).
+        # Claims that refused such a pod until a unit is given back (`blocked`, `outgrown`) are left
+        # out where the claims are listed, not skipped by the caller (held strict claims: dozens
+        # per memo once units run out, at the front of the order since they hold few pods).
         if len(memo.claims) * 4 <= len(self._order):
-            return sorted((c for c in memo.claims if c.seq not in blocked), key=_order_key)
+            return sorted((c for c in memo.claims if c.seq not in blocked and c.seq not in outgrown), key=_order_key)
         if attempt is not None:
             hosts = attempt.host_hint() if attempt.host else None
             if hosts is not None:
                 found = (self._by_name.get(h) for h in hosts)
-                return sorted((c for c in found if c is not None and c.seq not in refused and c.seq not in blocked),
-                              key=_order_key)
+                return sorted((c for c in found if c is not None and c.seq not in refused and c.seq not in blocked
+                               and c.seq not in outgrown), key=_order_key)
             hint = attempt.scan_hint() if attempt.keys else None
             if hint is not None and hint[0] in self._by_domain:
                 lists = self._by_domain[hint[0]]
                 parts = [lists[d] for d in hint[1] if d in lists]
                 if None in lists:
                     parts.append(lists[None])
-                return (c for _, seq, c in merge(*parts) if seq not in refused and seq not in blocked)
-        return (c for _, seq, c in self._order if seq not in refused and seq not in blocked)
+                # Left out before the merge, whose every step costs more than the test.
+                return (c for _, _, c in merge(*((entry for entry in part if entry[1] not in refused
+                                                  and entry[1] not in blocked and entry[1] not in outgrown)
+                                                 for part in parts)))
+        return (c for _, seq, c in self._order if seq not in refused and seq not in blocked and seq not in outgrown)
 
     def _commit(self, claim: NodeClaim, pod: Pod, proposal: Proposal, name: str | None = None) -> None:
         """Add the pod to the claim (a new one when `name` is given) and keep the claim order
