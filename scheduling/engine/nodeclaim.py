@@ -298,11 +298,8 @@ class NodeClaim:
             index = self.template.catalog.index[hold.reservation.instance_type]
             if mask >> index & 1 and hold in view.reserved.get(hold.reservation.instance_type, ()):
                 return hold  # the unit it holds still fits: nothing to choose
-        # Only types with a free unit are listed (the unit a claim holds is never among them: it
-        # was kept above when it still fits).
-        free_types = mask & ledger.free_type_mask(view) if ledger.free_units else 0
-        if free_types:
-            free = [o for o in self._reserved_options(view, free_types) if ledger.remaining(o.reservation.id) > 0]
+        free = self._free_options(view, mask, ledger)  # (the unit it holds was kept above if it still fits)
+        if free:
             return min(free, key=reservation_preference(ledger))
         if self.hold is not None and mode is ReservedMode.STRICT:
             return self._strict_rejection()
@@ -348,6 +345,14 @@ class NodeClaim:
     def _strict_rejection(self) -> Rejection:
         return Rejection(f"it would take the claim's last reserved option ({self.hold.reservation.id})",
                          permanent=False, until_release=True)
+
+    def _free_options(self, view, mask: int, ledger: ReservationLedger) -> list[Offering]:
+        """Reserved offerings of the types in `mask` whose reservation has a unit left, listed
+        from the types with a free unit only."""
+        free_types = mask & ledger.free_type_mask(view) if ledger.free_units else 0
+        if not free_types:
+            return []
+        return [o for o in self._reserved_options(view, free_types) if ledger.remaining(o.reservation.id) > 0]
 
     def _reserved_options(self, view, mask: int) -> list[Offering]:
         """Compatible reserved offerings of the remaining instance types (`mask` holds only types
@@ -416,9 +421,7 @@ class NodeClaim:
 
     def free_reservation(self, ledger: ReservationLedger) -> Offering | None:
         """The best reservation unit this claim could take now, if it holds none."""
-        view = self.view
-        options = [o for o in self._reserved_options(view, self.mask)
-                   if ledger.can_reserve(self.name, o.reservation.id)]
+        options = self._free_options(self.view, self.mask, ledger)
         return min(options, key=reservation_preference(ledger)) if options else None
 
     def max_capacity(self, names: Iterable[str]) -> ResourceList:
