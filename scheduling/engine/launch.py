@@ -42,6 +42,10 @@ def finalize(claim: NodeClaim) -> FinalClaim:
     view's price orders and the claim's type mask (no per-claim sorting)."""
     requirements = _pin(claim)
     catalog = claim.template.catalog
+    if claim.hold is not None:
+        held = _held_launch(claim, requirements)
+        if held is not None:
+            return held
     view = catalog.view(requirements)
     mask = claim.mask & view.mask
     types = catalog.instance_types
@@ -59,6 +63,21 @@ def finalize(claim: NodeClaim) -> FinalClaim:
     instance_type, offering = launch if launch is not None else _launch(claim, view, mask, types)
     labels = node_labels(claim, requirements, instance_type, offering)
     return FinalClaim(claim, requirements, list(options), instance_type, offering, labels)
+
+
+def _held_launch(claim: NodeClaim, requirements: Requirements) -> FinalClaim | None:
+    """A claim holding a unit has one option, the unit's type, and launches the unit: what the view
+    of its pinned requirements would give (one type, one offering), without computing that view
+    (one per reservation per plan). None if the unit no longer fits the claim (a scheduler bug,
+    which the general path reports)."""
+    catalog = claim.template.catalog
+    hold = claim.hold
+    index = catalog.index[hold.reservation.instance_type]
+    if not (claim.mask >> index & 1 and hold.available and hold.compatible(requirements)):
+        return None
+    instance_type = catalog.instance_types[index]
+    return FinalClaim(claim, requirements, [instance_type], instance_type, hold,
+                      node_labels(claim, requirements, instance_type, hold))
 
 
 def launch_price(claim: NodeClaim) -> float:
