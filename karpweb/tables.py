@@ -1,11 +1,36 @@
 """Column types every table shares, registered with django-tables2 so tables built from model fields
-use them."""
+use them, and PlainRowsTable: a table whose rows skip django-tables2's per-cell machinery."""
+
+from html import escape
 
 import django_tables2 as tables
 from django_tables2 import utils as tables_utils
 from django_tables2.columns import library
 from django.db import models
-from django.utils import formats, timezone
+from django.utils import dateformat, formats, timezone
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
+
+
+def short_datetimes():
+    """A function writing a time as the `date` filter does with SHORT_DATETIME_FORMAT, in the current
+    time zone, for a column of times: the format looked up and parsed once, then the same DateFormat
+    methods called for its parts (16 Python calls a time; the filter's way, 41)."""
+    zone = timezone.get_current_timezone()
+    parts = [(getattr(dateformat.DateFormat, piece), "") if index % 2 else (None, dateformat.re_escaped.sub(r"\1", piece))
+             for index, piece in enumerate(dateformat.re_formatchars.split(formats.get_format("SHORT_DATETIME_FORMAT")))
+             if piece]
+
+    def write(value):
+        written = dateformat.DateFormat(timezone.localtime(value, zone))
+        return "".join([str(method(written)) if method else text for method, text in parts])
+
+    return write
+
+
+def short_datetime(value) -> str:
+    """One time, as short_datetimes() writes it."""
+    return short_datetimes()(value)
 
 
 @library.register
@@ -21,10 +46,56 @@ class DateTimeColumn(tables.Column):
         return None
 
     def render(self, value):
-        return formats.date_format(timezone.localtime(value), "SHORT_DATETIME_FORMAT")
+        return short_datetime(value)
 
     def value(self, value):
         return value.isoformat(sep=" ") if value else value
+
+
+# What django.utils.html.escape() replaces, and with what (html.escape's entities), for str.translate.
+ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
+
+
+def choice_labels(model, field_name: str) -> dict:
+    """A choice field's labels by value, as get_FOO_display() finds them (which, called per cell,
+    rebuilds the mapping from the field's choices every time)."""
+    return dict(model._meta.get_field(field_name).flatchoices)
+
+
+def link(url: str, text) -> SafeString:
+    """`<a href="url">text</a>`, both escaped: what linkify renders."""
+    return mark_safe(f'<a href="{escape(url)}">{escape(str(text))}</a>')
+
+
+class PlainRowsTable(tables.Table):
+    """A django-tables2 table whose rows are written in one pass from plain cell values (row_cells()),
+    where django-tables2 renders every cell through BoundRow, BoundColumn, an accessor, a render call
+    with inspected arguments and a template node (about a hundred Python calls a cell). The header,
+    ordering and pagination stay django-tables2's. For tables without row or cell attributes and
+    without pinned rows; tests compare its rows with django-tables2's own."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("template_name", "tables/plain_rows.html")
+        super().__init__(*args, **kwargs)
+
+    def row_cells(self):
+        """A function giving a record's cells in column order: text (escaped when the row is written),
+        HTML (a SafeString, e.g. link()), or None or "" for the table's default, as django-tables2
+        shows an empty value. Made once a rendering, so it can look up what the rows share once."""
+        raise NotImplementedError
+
+    def plain_rows(self) -> SafeString:
+        """The page's rows (every row when not paginated) as HTML, "" when there are none."""
+        cells, default = self.row_cells(), conditional_escape(self.default)
+        # conditional_escape() inlined, its escape() a C call: it costs six Python calls a cell.
+        return mark_safe("".join([
+            "<tr>" + "".join([
+                "<td>" + (default if cell is None or cell == "" else cell.__html__() if hasattr(cell, "__html__")
+                          else str(cell).translate(ESCAPES)) + "</td>"
+                for cell in cells(record)
+            ]) + "</tr>"
+            for record in self.paginated_rows.data
+        ]))
 
 
 def _memoize_signatures() -> None:

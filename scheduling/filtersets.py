@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django_filters.fields import IsoDateTimeField
 
+from karpweb import widgets
+
 from scheduling.models import (
     CapacityType, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
 )
@@ -44,12 +46,17 @@ class FilterSet(django_filters.FilterSet):
             # A form field built before (the API schema builds them on the class's filters, and
             # instances copy them) would not see the settings below: build it afresh.
             filter_.__dict__.pop("_field", None)
+            # The widgets: Django's, their HTML written without templates (karpweb/widgets.py).
             if isinstance(filter_, django_filters.CharFilter):
                 filter_.extra.setdefault("max_length", self.MAX_LENGTH)
-            if isinstance(filter_, django_filters.MultipleChoiceFilter):
-                filter_.extra.setdefault("widget", forms.CheckboxSelectMultiple)
+                filter_.extra.setdefault("widget", widgets.TextInput)
+            elif isinstance(filter_, django_filters.IsoDateTimeFilter):
+                filter_.extra.setdefault("widget", widgets.DateTimeInput)
+            elif isinstance(filter_, django_filters.MultipleChoiceFilter):
+                filter_.extra.setdefault("widget", widgets.CheckboxSelectMultiple)
             elif isinstance(filter_, django_filters.ChoiceFilter):
                 filter_.extra.setdefault("empty_label", "any")
+                filter_.extra.setdefault("widget", widgets.Select)
 
 
 class NodePoolFilterSet(FilterSet):

@@ -3,6 +3,7 @@ import karpweb.tables  # noqa: F401 - registers the shared column types before t
 from django.utils import timezone
 from django.utils.timesince import timesince
 
+from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
 from karpweb.urlcache import detail_url
 
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
@@ -102,7 +103,7 @@ class PodTable(tables.Table):
         attrs = {"class": "table"}
 
 
-class DecisionTable(tables.Table):
+class DecisionTable(PlainRowsTable):
     node_pool = tables.Column(verbose_name="NodePool", linkify=True)
 
     class Meta:
@@ -110,6 +111,21 @@ class DecisionTable(tables.Table):
         fields = ("created_at", "kind", "outcome", "mode", "subject", "reason", "node_pool")
         attrs = {"class": "table"}
         order_by = ("-created_at",)
+
+    KINDS, OUTCOMES, MODES = (choice_labels(Decision, name) for name in ("kind", "outcome", "mode"))
+
+    def row_cells(self):
+        when, pool_links = short_datetimes(), {}  # the links by NodePool name: 50 rows share a few
+
+        def cells(record):
+            pool = record.node_pool
+            if pool is not None and pool.name not in pool_links:
+                pool_links[pool.name] = link(pool.get_absolute_url(), pool)
+            return (when(record.created_at), self.KINDS.get(record.kind, record.kind),
+                    self.OUTCOMES.get(record.outcome, record.outcome), self.MODES.get(record.mode, record.mode),
+                    record.subject, record.reason, pool and pool_links[pool.name])
+
+        return cells
 
 
 class InstanceTypeTable(tables.Table):

@@ -118,3 +118,35 @@ def test_the_state_filter_shows_every_choice_and_what_is_chosen(demo, operator_l
     expect(page.locator("#table tbody tr")).to_have_count(CapacityReservation.objects.filter(state="expired").count())
     expect(page.get_by_label("Expired", exact=True)).to_be_checked()
     page.screenshot(path=artifacts / "reservations-state-filter.png", full_page=True)
+
+
+def test_decisions_filter_sort_and_page(operator_login, live_server, artifacts):
+    """The decisions table (written by PlainRowsTable): a kind filter swaps the table in through htmx,
+    a header link sorts, the pagination link turns the page, a reason with markup shows as text."""
+    from scheduling.models import Decision
+    from tests.factories.scheduling import DecisionFactory, NodePoolFactory
+
+    pool = NodePoolFactory(name="web")
+    for index in range(55):
+        DecisionFactory(kind=Decision.Kind.DRAIN, subject=f"node n-{index:02d}", node_pool=pool)
+    DecisionFactory(kind=Decision.Kind.LAUNCH, subject="pod default/web-7", reason="<b>not bold</b>")
+    page = operator_login
+    page.goto(f"{live_server.url}/decisions/")
+    rows = page.locator("#table tbody tr")
+    expect(rows).to_have_count(50)
+    page.get_by_label("launch a node", exact=True).check()  # htmx reloads the table on change
+    page.wait_for_url("**kind=launch**")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator("td").nth(5)).to_have_text("<b>not bold</b>")
+    page.get_by_label("launch a node", exact=True).uncheck()
+    page.get_by_label("capacity-block drain", exact=True).check()
+    page.wait_for_url("**kind=drain**")
+    page.locator("#table thead a", has_text="Subject").click()
+    page.wait_for_url("**sort=subject**")
+    expect(rows.first.locator("td").nth(4)).to_have_text("node n-00")
+    expect(rows.first.locator("td").nth(6).locator("a")).to_have_attribute("href", "/nodepools/web/")
+    page.locator(".pagination a", has_text="2").first.click()
+    page.wait_for_url("**page=2**")
+    expect(rows).to_have_count(5)
+    expect(rows.first.locator("td").nth(4)).to_have_text("node n-50")
+    page.screenshot(path=artifacts / "decisions-sorted-page-2.png", full_page=True)
