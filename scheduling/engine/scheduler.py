@@ -361,10 +361,8 @@ class Scheduler:
                 parts = [lists[d] for d in hint[1] if d in lists]
                 if None in lists:
                     parts.append(lists[None])
-                # Left out before the merge, whose every step costs more than the test.
-                return (c for _, _, c in merge(*((entry for entry in part if entry[1] not in refused
-                                                  and entry[1] not in blocked and entry[1] not in outgrown)
-                                                 for part in parts)))
+                return (c for _, seq, c in merge(*parts)
+                        if seq not in refused and seq not in blocked and seq not in outgrown)
         return (c for _, seq, c in self._order if seq not in refused and seq not in blocked and seq not in outgrown)
 
     def _commit(self, claim: NodeClaim, pod: Pod, proposal: Proposal, name: str | None = None) -> None:
