@@ -244,3 +244,17 @@ def benchmark(size: int, repeat: int = 3, memory: bool = True, reserved: int = 0
         generic, _ = measure(world(generic_only(pods)))
         run.generic_cost, run.generic_bound = generic.cost, generic.bound
     return run
+
+
+def interleaved(size: int, repeat: int, reserved: int) -> tuple[Run, Run]:
+    """The plain mix and the same with reservations, planned one after the other `repeat` times:
+    on a noisy host both variants meet the same moments, so their ratio holds where pods/s do not."""
+    pods = diverse_pods(size)
+    docs = (world(pods), world(pods, reserved))
+    runs = (Run(size), Run(size))
+    for _ in range(repeat):
+        for doc, run in zip(docs, runs):
+            one, _ = measure(doc)
+            run.seconds += one.seconds
+            run.cpu_seconds += one.cpu_seconds
+    return runs

@@ -1,5 +1,5 @@
 """`python -m scheduling.bench [--sizes 1000,5000,10000,20000] [--repeat 3] [--quick] [--no-memory]
-[--no-reserved] [--consolidation | --no-consolidation] [--profile SIZE]`
+[--no-reserved] [--consolidation | --no-consolidation] [--profile SIZE] [--interleaved]`
 
 Prints Karpenter's scheduling benchmark (see scheduling/bench/__init__.py) against karpweb's
 engine: pods per second (best and median of the repeats, and per second of the process's own CPU
@@ -15,7 +15,7 @@ import importlib
 import resource
 import sys
 
-from . import benchmark
+from . import benchmark, interleaved
 
 GO_REFERENCE = {1000: 1290, 2000: 1300, 5000: 1340, 10000: 1230, 20000: 990}  # pods/s, PR #2486
 
@@ -32,11 +32,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run the consolidation benchmark (default: run it when it exists)")
     parser.add_argument("--no-consolidation", dest="consolidation", action="store_false")
     parser.add_argument("--profile", type=int, metavar="SIZE", help="cProfile one run of SIZE pods instead of the table")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="only the reserved / plain ratio, the two variants planned in turn (for noisy hosts)")
     args = parser.parse_args(argv)
     sizes = [500, 1000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     repeat = 1 if args.quick else max(1, args.repeat)
     if args.profile:
         return profile(args.profile)
+    if args.interleaved:
+        return ratios(sizes, repeat, args.reservations)
 
     print(f"karpweb scheduling benchmark: 400 instance types, diverse pods in 5 groups, seed 42, "
           f"{repeat} run(s) per size, Python {sys.version.split()[0]}")
@@ -77,6 +81,19 @@ def main(argv: list[str] | None = None) -> int:
         consolidation(required=bool(args.consolidation), repeat=repeat)
     print()
     print(f"process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
+    return 0
+
+
+def ratios(sizes: list[int], repeat: int, reservations: int) -> int:
+    print(f"reserved / plain: the mix alone and with {reservations} reservations planned in turn, {repeat} time(s) "
+          f"each per size, Python {sys.version.split()[0]}")
+    print()
+    rows = []
+    for size in sizes:
+        plain, reserved = interleaved(size, repeat, reservations)
+        rows.append((f"{size:,}", f"{plain.best:,.0f}", f"{reserved.best:,.0f}", f"{reserved.best / plain.best:.2f}",
+                     f"{plain.median:,.0f}", f"{reserved.median:,.0f}", f"{reserved.median / plain.median:.2f}"))
+    print_table(("pods", "plain best", "reserved best", "ratio", "plain median", "reserved median", "ratio"), rows)
     return 0
 
 

@@ -43,3 +43,14 @@ def test_the_command_prints_its_tables(capsys):
     assert "pods/s best" in out and "generic cost/bound" in out and "reserved units used / usable" in out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("100 ", "200 "))]
     assert len(rows) == 4
+
+
+def test_the_interleaved_ratio_plans_both_variants_in_turn(capsys):
+    from scheduling.bench import interleaved
+
+    plain, reserved = interleaved(100, 2, reserved=3)
+    assert len(plain.seconds) == len(reserved.seconds) == 2 and plain.pods == reserved.pods == 100
+    assert main(["--interleaved", "--sizes", "100", "--repeat", "1", "--reservations", "3"]) == 0
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("100 "))
+    assert len(row) == 7 and 0 < float(row[3]) and 0 < float(row[6])
