@@ -81,8 +81,9 @@ class PlainRowsTable(tables.Table):
     def row_cells(self):
         """A function giving a record's cells in column order: text (escaped when the row is written),
         HTML (a SafeString, e.g. link()), or None or "" for the table's default, as django-tables2
-        shows an empty value. Made once a rendering, so it can look up what the rows share once."""
-        raise NotImplementedError
+        shows an empty value. Made once a rendering, so it can look up what the rows share once.
+        Every subclass gives its own: the base class knows no columns."""
+        raise TypeError(f"{type(self).__name__} must define row_cells(): PlainRowsTable has no cells of its own")
 
     def plain_rows(self) -> SafeString:
         """The page's rows (every row when not paginated) as HTML, "" when there are none."""
