@@ -44,7 +44,8 @@ from .interface import (
     WatchEvent,
 )
 from .resources import (
-    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, Resource, resource_for,
+    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, SERVICE, Resource,
+    resource_for,
 )
 from .rest import KubeRest
 
@@ -188,6 +189,20 @@ class KubeClusterAdapter:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # --- reading -------------------------------------------------------------------------------
+    def kube_dns_ip(self) -> str:
+        """The kube-system/kube-dns Service's ClusterIP, the address Karpenter bootstraps nodes'
+        cluster DNS with (aws/karpenter-provider-aws pkg/operator/operator.go); "" when there is
+        no such Service or it has no ClusterIP. Other failures raise ClusterError."""
+        try:
+            service = self._call("get", SERVICE, "kube-dns",
+                                 lambda: self.rest.get(SERVICE, "kube-dns", "kube-system"), "kube-system")
+        except ClusterError as exc:
+            if exc.not_found:
+                return ""
+            raise
+        address = str((service.get("spec") or {}).get("clusterIP") or "")
+        return "" if address == "None" else address
+
     def list(self, kind: str) -> ObjectList:
         resource = resource_for(kind)
         selector = ACTIVE_PODS_SELECTOR if resource is POD else None
