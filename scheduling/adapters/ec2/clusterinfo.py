@@ -81,7 +81,7 @@ class ClusterInfoProvider:
         except Exception as exc:  # any failure to read the Service: nodes keep the AMI's default, as upstream
             return "", f"none: the {KUBE_DNS_SERVICE} Service could not be read ({exc})", False
         if not address or address == "None":
-            return "", f"none: the {KUBE_DNS_SERVICE} Service has no ClusterIP", True
+            return "", f"none: no {KUBE_DNS_SERVICE} Service with a ClusterIP", True
         return address, f"the {KUBE_DNS_SERVICE} Service's ClusterIP", True
 
     def _resolve(self) -> ClusterInfo:
