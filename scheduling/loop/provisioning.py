@@ -241,7 +241,8 @@ def node_class_launch(row: NodeClaim) -> NodeClassLaunch:
     return NodeClassLaunch(
         uid=node_class.uid, spec=node_class.spec or {}, nodepool=pool.name if pool else "", labels=row.labels,
         taints=[*(pool.taints or []), *(pool.startup_taints or [])] if pool else [], shapes=shapes,
-        max_pods={row.instance_type: pods} if pods else {})
+        max_pods={row.instance_type: pods} if pods else {},
+        status_profile=(node_class.status_launch or {}).get("instanceProfile", ""))
 
 
 def record_group_member(cluster, row: NodeClaim, reservation_id: str) -> None:

@@ -437,3 +437,22 @@ def test_spot_launch_templates_tag_the_spot_request(images, provider):
              for s in template_of(provider, result.instance_id)["TagSpecifications"]}
     assert {"network-interface", "spot-instances-request"} <= set(specs)  # (moto adds the template's own)
     assert specs["spot-instances-request"]["team"] == "ml" and specs["spot-instances-request"]["eks:eks-cluster-name"] == CLUSTER
+
+
+# --- instance profile named in the status ---------------------------------------------------------
+
+def test_the_status_instance_profile_is_kept_while_it_holds_the_role(images, account, provider):
+    iam = account["iam"]  # IAM lives as long as the test server: made once
+    if not any(p["InstanceProfileName"] == f"{CLUSTER}_7700112233" for p in iam.list_instance_profiles()["InstanceProfiles"]):
+        iam.create_instance_profile(InstanceProfileName=f"{CLUSTER}_7700112233", Path=f"/karpenter/us-east-1/{CLUSTER}/u/")
+        iam.add_role_to_instance_profile(InstanceProfileName=f"{CLUSTER}_7700112233", RoleName=ROLE)
+        iam.create_role(RoleName="KarpenterNodeRole-other", AssumeRolePolicyDocument="{}")
+    before = {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]}
+    kept = provider.resolve_node_class("ml", "u", node_class_spec("AL2023"), status_profile=f"{CLUSTER}_7700112233")
+    assert kept.instance_profile == f"{CLUSTER}_7700112233"  # Karpenter's (or an earlier run's) profile, reused
+    assert {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]} == before
+    moved = provider.resolve_node_class("ml", "u", node_class_spec("AL2023", role="KarpenterNodeRole-other"),
+                                        status_profile=f"{CLUSTER}_7700112233")
+    assert moved.instance_profile != f"{CLUSTER}_7700112233"  # the role changed: a profile of its own
+    roles = iam.get_instance_profile(InstanceProfileName=moved.instance_profile)["InstanceProfile"]["Roles"]
+    assert [r["RoleName"] for r in roles] == ["KarpenterNodeRole-other"]

@@ -137,6 +137,7 @@ class NodeClassLaunch:
     # instance type -> the max pods karpweb planned the node with (the ENI limit, podsPerCore, Windows' 110);
     # the user data pins it when spec.kubelet.maxPods is not set, as upstream does.
     max_pods: Mapping[str, int] = field(default_factory=dict)
+    status_profile: str = ""  # the class's status.instanceProfile (reused while it holds spec.role)
 
 
 @dataclass(frozen=True)

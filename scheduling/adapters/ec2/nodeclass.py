@@ -68,7 +68,7 @@ def _bad(kind: str, reason: str, message: str) -> dict[str, str]:
 
 def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, subnets: SubnetProvider,
             security_groups: SecurityGroupProvider, profiles: InstanceProfileProvider,
-            cluster: ClusterInfoProvider, create_profile: bool = True) -> NodeClassResolution:
+            cluster: ClusterInfoProvider, create_profile: bool = True, status_profile: str = "") -> NodeClassResolution:
     """Each part in upstream's order; a failing part is a False condition naming the field, and the
     others are still resolved (the page shows everything that is wrong at once). Without
     `create_profile` (observe mode) a missing instance profile is only announced, not created."""
@@ -81,7 +81,7 @@ def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, 
     result.conditions.insert(0, _amis(result, spec, amis))
     result.conditions.insert(1, _subnets(result, spec, subnets))
     result.conditions.insert(2, _security_groups(result, spec, security_groups))
-    result.conditions.insert(3, _profile(result, name, uid, spec, profiles, create_profile))
+    result.conditions.insert(3, _profile(result, name, uid, spec, profiles, create_profile, status_profile))
     if not any(c["type"] == "ValidationSucceeded" for c in result.conditions):
         result.conditions.append(_validation(spec, result))
     return result
@@ -126,7 +126,7 @@ def _security_groups(result: NodeClassResolution, spec: Mapping[str, Any], group
 
 
 def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str, Any],
-             profiles: InstanceProfileProvider, create: bool) -> dict[str, str]:
+             profiles: InstanceProfileProvider, create: bool, status_profile: str = "") -> dict[str, str]:
     if spec.get("instanceProfile"):
         result.instance_profile = spec["instanceProfile"]
         return _ok("InstanceProfileReady")
@@ -135,6 +135,9 @@ def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str
     if result.cluster is None:
         return _bad("InstanceProfileReady", "InstanceProfileNotFound", "the cluster name is unknown")
     try:
+        if status_profile and profiles.holds_role(status_profile, spec["role"]):
+            result.instance_profile = status_profile  # status.instanceProfile still holds the role: kept, as upstream
+            return _ok("InstanceProfileReady")
         if not create:
             found = profiles.find(cluster=result.cluster.name, node_class=name, node_class_uid=uid, role=spec["role"])
             result.instance_profile = found or ""

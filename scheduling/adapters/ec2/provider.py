@@ -190,17 +190,20 @@ class EC2CloudProvider:
         return self._resolvers
 
     def resolve_node_class(
-        self, name: str, uid: str, spec: Mapping[str, Any], create_profile: bool = True
+        self, name: str, uid: str, spec: Mapping[str, Any], create_profile: bool = True, status_profile: str = ""
     ) -> nodeclass_mod.NodeClassResolution:
-        """The EC2NodeClass's AMIs, subnets, security groups, instance profile and conditions."""
-        return nodeclass_mod.resolve(name, uid, spec, create_profile=create_profile, **self._resolution_providers())
+        """The EC2NodeClass's AMIs, subnets, security groups, instance profile and conditions;
+        `status_profile` is the class's status.instanceProfile (kept while it holds spec.role)."""
+        return nodeclass_mod.resolve(name, uid, spec, create_profile=create_profile, status_profile=status_profile,
+                                     **self._resolution_providers())
 
     def _complete(self, request: LaunchRequest) -> LaunchRequest:
         """Fill a request that names its EC2NodeClass with what Karpenter would launch with; raises
         CloudAPIError(NodeClassNotReady) when the class cannot launch, saying why."""
         node_class = request.node_class
         assert node_class is not None
-        resolved = self.resolve_node_class(request.nodeclass_name, node_class.uid, node_class.spec)
+        resolved = self.resolve_node_class(request.nodeclass_name, node_class.uid, node_class.spec,
+                                           status_profile=node_class.status_profile)
         if not resolved.ready or resolved.cluster is None:
             raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name}: {resolved.why_not_ready}")
         subnets = per_zone(resolved.subnets)
