@@ -116,3 +116,15 @@ def test_a_failed_read_leaves_the_amis_default_and_is_retried_after_a_minute(kub
     assert "could not be read" in validation_message(provider, node_class_spec("AL2023"))  # not yet retried
     clock.advance(seconds=31)
     assert FROM_SERVICE in validation_message(provider, node_class_spec("AL2023"))
+
+
+def test_the_worker_reads_it_through_the_configured_cluster(kube_dns, kube_server, settings):
+    from scheduling.loop import backends
+
+    settings.KARPWEB_CLUSTER = "kubernetes"
+    settings.KARPWEB_KUBECONFIG = str(kube_server.kubeconfig)
+    backends._dns_reader.cache_clear()
+    try:
+        assert backends._kube_dns_ip() == KUBE_DNS_IP
+    finally:
+        backends._dns_reader.cache_clear()
