@@ -1,5 +1,6 @@
 """AMIs from an EC2NodeClass's ``amiSelectorTerms``, as Karpenter's AWS provider resolves them
-(karpenter-launch.md §2.2): an ``alias`` (al2023, al2, bottlerocket, windows2019/2022/2025 at
+(aws/karpenter-provider-aws `pkg/providers/amifamily/`): an ``alias`` (al2023, al2, bottlerocket,
+windows2019/2022/2025 at
 ``latest`` or a pinned version) through the public SSM parameters, one image per architecture and
 accelerator variant; ``id``, ``name`` (+ ``owner``), ``tags`` and ``ssmParameter`` through
 DescribeImages. Terms are ORed, a term's fields ANDed. The list is newest first (non-deprecated,

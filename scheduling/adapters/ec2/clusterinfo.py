@@ -1,5 +1,6 @@
 """What a node needs to know to join the cluster, as Karpenter's AWS provider finds it
-(karpenter-launch.md §2.1): the cluster name (required), the API endpoint and certificate authority
+(aws/karpenter-provider-aws `pkg/operator/operator.go`): the cluster name (required), the API
+endpoint and certificate authority
 (settings, else EKS DescribeCluster), the service CIDR (DescribeCluster's kubernetesNetworkConfig,
 AL2023's NodeConfig requires it) and the Kubernetes minor version (for the AMI aliases).
 

@@ -1,4 +1,5 @@
-"""The instance profile a node runs with (karpenter-launch.md §2.4): ``spec.instanceProfile`` as is,
+"""The instance profile a node runs with (aws/karpenter-provider-aws
+`pkg/providers/instanceprofile/`): ``spec.instanceProfile`` as is,
 or, from ``spec.role``, one karpweb creates and tags as Karpenter names it: ``<cluster>_<number>``
 under ``/karpenter/<region>/<cluster>/<EC2NodeClass uid>/``, holding exactly that role. The number
 is a digest of region, class and role, so every worker agrees on the name and a new role gets a new

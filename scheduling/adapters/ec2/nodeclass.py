@@ -1,4 +1,5 @@
-"""An EC2NodeClass resolved for launching (karpenter-launch.md §2, §3): its AMIs, subnets, security
+"""An EC2NodeClass resolved for launching (aws/karpenter-provider-aws `pkg/controllers/nodeclass/`):
+its AMIs, subnets, security
 groups and instance profile, the cluster facts its user data needs, and the status and conditions
 Karpenter writes for them (AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady,
 ValidationSucceeded, Ready), with upstream's reasons. A NodePool whose class is not Ready launches

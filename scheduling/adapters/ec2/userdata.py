@@ -1,5 +1,5 @@
 """User data that makes an instance join the cluster, per AMI family, as Karpenter's AWS provider
-writes it (karpenter-launch.md §2.7). Pure: no AWS calls.
+writes it (aws/karpenter-provider-aws `pkg/providers/amifamily/bootstrap/`). Pure: no AWS calls.
 
 * AL2023: a MIME multipart document; the user's own ``userData`` parts first (MIME parts as they
   are, a NodeConfig YAML as ``application/node.eks.aws``, anything else as a shell script), then
