@@ -9,7 +9,7 @@ Entry points:
   disruption.lifecycle(plan) -> Lifecycle    expiry, demotion, drift and consolidation as objects
 
 Modules: quantities, requirements, labels, taints, podaffinity, timeutil, capacityblocks,
-reservations, selectors, overhead, instancetypes, catalog, ledger, cluster, nodeclaim, scheduler,
+reservations, selectors, overhead, instancetypes, catalog, ledger, cluster, rejection, nodeclaim, scheduler,
 launch, explain, world, planning, decisions, simulate; for disruption: budgets, instances,
 lifecycle, consolidation, disruption, consolidation_bench.
 """
