@@ -1,4 +1,6 @@
-"""After the launch, for the NodeClaims karpweb created (karpenter-launch.md §4 and §6):
+"""After the launch, for the NodeClaims karpweb created (kubernetes-sigs/karpenter
+`pkg/controllers/nodeclaim/lifecycle/`;
+interruptions as aws/karpenter-provider-aws `pkg/controllers/interruption/`):
 
 * **Registration**: the Node whose providerID is the claim's gets the claim's labels, annotations
   and taints, loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered=true``; the

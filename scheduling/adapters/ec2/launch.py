@@ -1,4 +1,5 @@
-"""Launching one instance with CreateFleet (``instant``), as upstream does (karpenter-semantics.md §6.4, §7).
+"""Launching one instance with CreateFleet (``instant``), as upstream does
+(aws/karpenter-provider-aws `pkg/providers/instance/`, `pkg/providers/launchtemplate/types.go`).
 
 * The capacity type is reserved > spot > on-demand among the offerings still available.
 * Reserved offerings pass upstream's launch filters: one reservation partition (default ODCRs,

@@ -328,7 +328,7 @@ class KubeClusterAdapter:
 
         return self._retry_on_conflict("patch", resource, name, attempt)
 
-    # --- registration (karpenter-launch.md §4) ----------------------------------------------------
+    # --- registration (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/registration.go)
     def register_node(self, node: str, nodeclaim: dict, taints: list[dict]) -> dict:
         """The Node the kubelet registered for a NodeClaim: the claim's labels and annotations copied,
         its taints and startup taints added (unless the node asks not to sync taints, as karpweb's
