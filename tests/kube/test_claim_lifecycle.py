@@ -188,3 +188,184 @@ def test_in_flight_capacity_is_a_recommendation_only_in_observe_mode(rest, adapt
     decision = Decision.objects.get(kind="launch", node_pool__name=life.pool)
     assert decision.outcome == "recommended"
     assert not raw_ec2.describe_instances(Filters=[{"Name": "tag:karpenter.sh/nodepool", "Values": [life.pool]}])["Reservations"]
+
+
+# Garbage collection of claims (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/garbagecollection) --
+
+
+def registered_claim(life, ready=False):
+    """One pod, its claim launched and registered with a Node (NotReady unless `ready`)."""
+    life.pod("app")
+    assert life.provision()["launched"] == 1
+    [claim] = life.claims()
+    node = life.kubelet_registers(claim, ready=ready)
+    assert life.after_launch()["registered"] == 1
+    return claim, node, life.instance_of(claim)
+
+
+def test_should_delete_the_nodeclaim_when_the_node_is_there_in_a_notready_state_and_the_instance_is_gone(life):
+    claim, node, instance = registered_claim(life)
+    assert "karpenter.sh/termination" in life.rest.get(NODECLAIM, claim)["metadata"]["finalizers"]  # row 3
+    life.raw_ec2.terminate_instances(InstanceIds=[instance])  # a spot reclaim with no queue, a manual terminate
+    assert life.provision()["launched"] == 0  # before the collection: the claim is (phantom) capacity
+
+    counts = life.after_launch()
+    assert counts["claims_collected"] >= 1  # (claims other tests left on the shared server count too)
+    decision = Decision.objects.get(subject=f"NodeClaim {claim}", kind="garbage-collect")
+    assert decision.outcome == "acted" and f"EC2 no longer lists its instance {instance}" in decision.reason
+    assert f"its node {node} is not Ready" in decision.reason
+    life.after_launch()  # the finalizer goes once nothing is left
+    with pytest.raises(Exception):
+        life.rest.get(NODECLAIM, claim)
+    assert not NodeClaim.objects.filter(name=claim).exists()
+    assert life.provision()["launched"] == 1  # the pending pod gets a new node
+    [new] = life.claims()
+    assert new != claim
+    assert life.after_launch()["claims_collected"] == 0  # idempotent: nothing left to collect
+
+
+def test_should_delete_the_nodeclaim_when_the_node_was_deleted_and_the_instance_is_gone(life):
+    claim, node, instance = registered_claim(life)
+    life.rest.delete(NODE, node)  # kubectl delete node, then the instance is lost
+    life.raw_ec2.terminate_instances(InstanceIds=[instance])
+    assert life.after_launch()["claims_collected"] == 1
+    assert "its node is gone" in Decision.objects.get(subject=f"NodeClaim {claim}", kind="garbage-collect").reason
+    assert life.provision()["launched"] == 1
+    assert claim not in life.claims() and len(life.claims()) == 1
+
+
+def test_shouldnt_delete_the_nodeclaim_when_the_node_is_there_in_a_ready_state_and_the_instance_is_gone(life):
+    claim, _node, instance = registered_claim(life, ready=True)
+    life.raw_ec2.terminate_instances(InstanceIds=[instance])
+    assert life.after_launch()["claims_collected"] == 0  # the kubelet still reports Ready: EC2 may be behind
+    assert life.claims() == [claim] and NodeClaim.objects.get(name=claim).deleting_since is None
+
+
+def test_shouldnt_delete_the_nodeclaim_when_the_node_isnt_there_but_the_instance_is_there(life):
+    """Also: a registered claim is never timed out (row 13), a day after its launch."""
+    claim, node, _instance = registered_claim(life)
+    life.rest.delete(NODE, node)
+    life.after_launch(utc_now() + timedelta(days=1))
+    assert life.claims() == [claim] and not Decision.objects.filter(subject=f"NodeClaim {claim}").exists()
+
+
+def test_claim_garbage_collection_is_a_recommendation_in_observe_mode(life):
+    claim, _node, instance = registered_claim(life)
+    NodePool.objects.filter(name=life.pool).update(mode=Mode.OBSERVE)
+    life.raw_ec2.terminate_instances(InstanceIds=[instance])
+    life.after_launch()
+    decision = Decision.objects.get(subject=f"NodeClaim {claim}", kind="garbage-collect")
+    assert decision.outcome == "recommended" and decision.mode == "observe"
+    assert life.claims() == [claim] and NodeClaim.objects.get(name=claim).deleting_since is None
+
+
+def test_claims_of_another_controller_are_ignored(life, unique):
+    """Row 4: a NodeClaim karpweb did not create (no karpweb.io/provisioner label) is not
+    registered, timed out or collected by karpweb, whatever its Node and instance."""
+    from .test_node_lifecycle import run_instance
+
+    instance = run_instance(life.raw_ec2, {"karpenter.sh/nodeclaim": f"theirs-{unique}"})
+    life.rest.create(NODECLAIM, {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": f"theirs-{unique}", "labels": {"karpenter.sh/nodepool": life.pool}},
+        "spec": {"nodeClassRef": {**h.NODE_CLASS_REF, "name": life.pool}, "requirements": []}})
+    life.rest.patch(NODECLAIM, f"theirs-{unique}", {"status": {"providerID": f"aws:///{ZONE}/{instance}", "conditions": [
+        {"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-11-25T12:00:00Z"},
+        {"type": "Registered", "status": "True", "reason": "Registered", "message": "",
+         "lastTransitionTime": "2026-11-25T12:00:00Z"}]}}, subresource="status")
+    life.kubelet_registers(f"theirs-{unique}")
+    life.raw_ec2.terminate_instances(InstanceIds=[instance])
+    life.after_launch(utc_now() + timedelta(hours=2))
+    assert not Decision.objects.filter(subject=f"NodeClaim theirs-{unique}").exists()
+    assert NodeClaim.objects.get(name=f"theirs-{unique}").deleting_since is None
+    taints = {t["key"] for t in life.rest.get(NODE, f"theirs-{unique}-node")["spec"]["taints"]}
+    assert "karpenter.sh/unregistered" in taints and f"theirs-{unique}" in life.claims()
+
+
+# Liveness (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/liveness_test.go) -----------
+
+
+class LaunchesRefused:
+    """The EC2 test server's provider whose RunInstances keeps failing (throttled): a fault injected
+    into the real provider, as tests/faults does, since moto cannot be made to throttle."""
+
+    def __init__(self, provider):
+        self.provider = provider
+
+    def __getattr__(self, name):
+        return getattr(self.provider, name)
+
+    def launch(self, request):
+        from scheduling.adapters.ec2.interface import CloudAPIError
+
+        raise CloudAPIError("RequestLimitExceeded", "Request limit exceeded.", "run_instances")
+
+
+def test_should_delete_the_nodeclaim_when_the_launch_timeout_has_passed(life):
+    from scheduling.world import in_flight_nodes
+
+    refused = LaunchesRefused(life.provider)
+    life.pod("app")
+    life.sync.sync_once()
+    first = provisioning.provision(refused, life.adapter, utc_now())
+    assert (first["launched"], first["launch_failures"]) == (0, 1)
+    [claim] = life.claims()
+    assert claim in {n["metadata"]["name"] for n in in_flight_nodes()}  # retried meanwhile, as capacity
+    provisioning.provision(refused, life.adapter, utc_now() + timedelta(minutes=4))
+    assert life.claims() == [claim]  # within the timeout: retried, kept, and no second claim for the pod
+
+    provisioning.provision(refused, life.adapter, utc_now() + timedelta(minutes=5, seconds=1))
+    decision = Decision.objects.get(subject=f"NodeClaim {claim}", kind="registration-timeout")
+    assert decision.outcome == "acted" and "was not launched within 5 minutes" in decision.reason
+    assert "RequestLimitExceeded" in decision.reason
+    assert claim not in {n["metadata"]["name"] for n in in_flight_nodes()}  # no longer capacity
+    assert claim not in life.claims()  # deleting (its finalizer goes on the next pass)
+    life.after_launch()
+    with pytest.raises(Exception):
+        life.rest.get(NODECLAIM, claim)
+    # The pod was planned again in that run; with EC2 answering, its new claim launches.
+    [new] = life.claims()
+    assert new != claim and provisioning.provision(life.provider, life.adapter, utc_now())["relaunched"] >= 1
+    assert life.rest.get(NODECLAIM, new)["status"]["providerID"]
+
+
+# Orphan instances (aws/karpenter-provider-aws pkg/controllers/nodeclaim/garbagecollection) -----------
+
+
+def test_should_delete_an_instance_along_with_the_node_if_there_is_no_nodeclaim_owner(life, settings, unique):
+    from .test_node_lifecycle import run_instance
+
+    settings.KARPWEB_MODE = "control"  # the instance GC acts on the account: the global mode
+    orphan = run_instance(life.raw_ec2, {"karpweb.io/managed": "true", "karpweb.io/nodeclaim": f"gone-{unique}"})
+    life.rest.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"orphan-{unique}"},
+                            "spec": {"providerID": f"aws:///{ZONE}/{orphan}"}})
+    life.sync.sync_once()
+    assert nodes.collect_instances(life.provider, utc_now() + timedelta(minutes=5), life.adapter)["orphan_instances"] >= 1
+    assert life.instance_state(orphan) in ("shutting-down", "terminated")
+    with pytest.raises(Exception):
+        life.rest.get(NODE, f"orphan-{unique}")
+    decision = Decision.objects.get(subject=f"instance {orphan}")
+    assert decision.outcome == "acted" and f"and deleting its node orphan-{unique}" in decision.reason
+
+
+def test_a_stopped_orphan_instance_is_collected(life, settings, unique):
+    from .test_node_lifecycle import run_instance
+
+    settings.KARPWEB_MODE = "control"
+    orphan = run_instance(life.raw_ec2, {"karpweb.io/managed": "true", "karpweb.io/nodeclaim": f"stopped-{unique}"})
+    life.raw_ec2.stop_instances(InstanceIds=[orphan])
+    assert life.instance_state(orphan) in ("stopping", "stopped")
+    nodes.collect_instances(life.provider, utc_now() + timedelta(minutes=5), life.adapter)
+    assert life.instance_state(orphan) in ("shutting-down", "terminated")
+
+
+def test_orphan_instances_are_a_recommendation_in_observe_mode(life, unique):
+    from .test_node_lifecycle import run_instance
+
+    orphan = run_instance(life.raw_ec2, {"karpweb.io/managed": "true", "karpweb.io/nodeclaim": f"kept-{unique}"})
+    life.rest.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"kept-{unique}"},
+                            "spec": {"providerID": f"aws:///{ZONE}/{orphan}"}})
+    life.sync.sync_once()
+    nodes.collect_instances(life.provider, utc_now() + timedelta(minutes=5), life.adapter)
+    assert life.instance_state(orphan) == "running" and life.rest.get(NODE, f"kept-{unique}")
+    assert Decision.objects.get(subject=f"instance {orphan}").outcome == "recommended"
