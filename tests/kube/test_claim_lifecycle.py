@@ -23,7 +23,7 @@ from scheduling.adapters.kube.resources import EC2NODECLASS, NODE, NODECLAIM, NO
 from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.loop import nodes, provisioning
 from scheduling.loop.keptworld import KeptWorld
-from scheduling.models import Decision, Mode, NodeClaim, NodePool
+from scheduling.models import Decision, InstanceType, Mode, NodeClaim, NodePool
 from tests.faults.worlds import launchable_spec
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 
@@ -46,7 +46,8 @@ class Lifecycle:
     """One NodePool of this test's own in control mode, on m5.large on-demand in one zone, with a
     startup taint, and what the kubelet and the loop do around it."""
 
-    def __init__(self, rest, adapter, provider, raw_ec2, unique, mode=Mode.CONTROL, startup_taints=(STARTUP_TAINT,)):
+    def __init__(self, rest, adapter, provider, raw_ec2, unique, mode=Mode.CONTROL, startup_taints=(STARTUP_TAINT,),
+                 instance_type="m5.large"):
         self.rest, self.adapter, self.provider, self.raw_ec2 = rest, adapter, provider, raw_ec2
         self.pool, self.ns = f"lc-{unique}", h.namespace(rest, f"lc-{unique}")
         sync_catalogue(provider, now=utc_now())
@@ -58,7 +59,7 @@ class Lifecycle:
                                    "startupTaints": list(startup_taints),
                                    "requirements": [
                                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                                       {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                                       {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]},
                                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ZONE]}]}}}})
         self.sync = ClusterSync(adapter)
         self.sync.sync_once()
@@ -369,3 +370,90 @@ def test_orphan_instances_are_a_recommendation_in_observe_mode(life, unique):
     nodes.collect_instances(life.provider, utc_now() + timedelta(minutes=5), life.adapter)
     assert life.instance_state(orphan) == "running" and life.rest.get(NODE, f"kept-{unique}")
     assert Decision.objects.get(subject=f"instance {orphan}").outcome == "recommended"
+
+
+# Registration again, registration health, extended resources ------------------------------------------
+
+
+def test_a_node_registered_again_for_a_registered_claim_is_registered_again(life):
+    """`kubectl delete node`, then the instance's kubelet registers the Node anew, with the
+    unregistered taint and no labels: karpweb registers it again, as the first time."""
+    claim, node, _instance = registered_claim(life, ready=True)
+    life.rest.delete(NODE, node)
+    life.kubelet_registers(claim, name=node, ready=True)
+    assert life.after_launch()["registered"] == 1
+    again = life.rest.get(NODE, node)
+    labels, taints = again["metadata"]["labels"], {t["key"] for t in again["spec"].get("taints", [])}
+    assert labels["karpenter.sh/registered"] == "true" and labels["karpenter.sh/nodepool"] == life.pool
+    assert "karpenter.sh/unregistered" not in taints and STARTUP_TAINT["key"] in taints
+    assert again["metadata"]["ownerReferences"][0]["name"] == claim
+    # ... and initialized again once its startup taint is gone.
+    life.rest.patch(NODE, node, {"spec": {"taints": [t for t in again["spec"]["taints"]
+                                                     if t["key"] not in (STARTUP_TAINT["key"], "node.kubernetes.io/not-ready")]}})
+    assert life.after_launch()["initialized"] == 1
+    assert life.rest.get(NODE, node)["metadata"]["labels"]["karpenter.sh/initialized"] == "true"
+    assert life.after_launch()["registered"] == 0  # nothing left to do
+
+
+def pool_condition(life, condition="NodeRegistrationHealthy"):
+    found = [c for c in life.rest.get(NODEPOOL, life.pool).get("status", {}).get("conditions", []) if c["type"] == condition]
+    return (found[0]["status"], found[0]["reason"]) if found else None
+
+
+def test_node_registration_healthy_follows_the_last_registrations(life, unique):
+    """kubernetes-sigs/karpenter registration_test / liveness_test "NodeRegistrationHealthy": Unknown
+    for a new NodePool; False once half of the last 4 claims failed to register (here: two past the
+    registration TTL); True again once successes outnumber them; Unknown again when the template changes."""
+    from .test_node_lifecycle import karpweb_claim, run_instance
+
+    life.after_launch()
+    assert pool_condition(life) == ("Unknown", "AwaitingReconciliation")
+    late = utc_now() - timedelta(minutes=20)
+    for index in range(2):
+        name = f"late-{index}-{unique}"
+        karpweb_claim(life.rest, name, life.pool, run_instance(life.raw_ec2, {"karpweb.io/nodeclaim": name}),
+                      launched_at=late.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    life.after_launch()
+    assert pool_condition(life) == ("False", "RegistrationFailed")
+    for index in range(3):  # [failed, failed, ok, ok] is still half failures; [failed, ok, ok, ok] is not
+        name = f"ok-{index}-{unique}"
+        karpweb_claim(life.rest, name, life.pool, run_instance(life.raw_ec2, {"karpweb.io/nodeclaim": name}))
+        life.kubelet_registers(name)
+        life.after_launch()
+        assert pool_condition(life) == (("True", "NodeRegistrationHealthy") if index == 2 else ("False", "RegistrationFailed"))
+    life.rest.patch(NODEPOOL, life.pool, {"spec": {"template": {"metadata": {"labels": {"team": "search"}}}}})
+    life.after_launch()
+    assert pool_condition(life) == ("Unknown", "AwaitingReconciliation")
+    assert NodePool.objects.get(name=life.pool).registration_health["results"] == []
+
+
+def test_should_not_consider_the_nodeclaim_initialized_when_all_requested_resources_arent_registered(
+        rest, adapter, make_provider, raw_ec2, unique):
+    """A GPU pod's claim asks for the GPUs (spec.resources.requests, as upstream writes it); its
+    node is not Initialized until its device plugin makes them allocatable."""
+    provider = make_provider(instance_type_patterns=("m5.*", "g5.xlarge"))
+    life = Lifecycle(rest, adapter, provider, raw_ec2, unique, startup_taints=(), instance_type="g5.xlarge")
+    assert InstanceType.objects.get(name="g5.xlarge").gpu_count == 1  # as EC2 describes it
+    rest.create(POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer", "namespace": life.ns}, "spec": {
+        "containers": [{"name": "train", "image": "registry.example/train:1",
+                        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"nvidia.com/gpu": "1"}}}],
+        "nodeSelector": {"karpenter.sh/nodepool": life.pool}}}, namespace=life.ns)
+    life.sync.sync_once()
+    counts = provisioning.provision(life.provider, life.adapter, utc_now())
+    assert counts["launched"] == 1, (counts, list(Decision.objects.filter(subject__contains="trainer").values_list("reason", flat=True)))
+    [claim] = life.claims()
+    requests = life.rest.get(NODECLAIM, claim)["spec"]["resources"]["requests"]
+    assert requests["nvidia.com/gpu"] == "1" and requests["cpu"].startswith("1") and requests["pods"] == "1"
+    node = life.kubelet_registers(claim, ready=True)
+    life.rest.patch(NODE, node, {"spec": {"taints": []}})  # Ready, no startup or not-ready taint left
+    life.after_launch()
+    life.after_launch()
+    assert conditions(life, claim)["Initialized"] == ("False", "ResourceNotRegistered")
+    assert life.provision()["launched"] == 0  # still the GPU pod's capacity while the plugin starts
+    life.set_node_status(node, ready=True, extended={"nvidia.com/gpu": "1"})  # the device plugin registered
+    assert life.after_launch()["initialized"] == 1
+    assert conditions(life, claim)["Initialized"] == ("True", "Initialized")
+
+
+def conditions(life, claim):
+    return {c["type"]: (c["status"], c["reason"]) for c in life.rest.get(NODECLAIM, claim)["status"]["conditions"]}
