@@ -457,3 +457,52 @@ def test_should_not_consider_the_nodeclaim_initialized_when_all_requested_resour
 
 def conditions(life, claim):
     return {c["type"]: (c["status"], c["reason"]) for c in life.rest.get(NODECLAIM, claim)["status"]["conditions"]}
+
+
+@pytest.mark.django_db(transaction=True)  # the watch process runs in its own thread, on its own connection
+def test_should_assume_pod_will_schedule_to_a_tainted_node_with_a_custom_startup_taint_in_the_watch_loop(
+        rest, adapter, provider, raw_ec2, unique):
+    """The running watch process (scheduling/loop/watch.py), as `manage.py watch` runs it: each
+    change to the pending pod opens a batch planned from the kept world, and each Node event runs
+    the registration pass. One claim, whatever the node coming up looks like."""
+    import time
+
+    from scheduling.loop.watch import WatchLoop
+
+    from .test_watch import start
+
+    life = Lifecycle(rest, adapter, provider, raw_ec2, unique)
+    kept, launched = KeptWorld(), []
+
+    def provision():
+        launched.append(provisioning.provision(provider, adapter, utc_now(), kept.world)["launched"])
+
+    def wait_for_batch(count):
+        deadline = time.monotonic() + 20
+        while len(launched) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(launched) >= count, launched
+
+    loop = WatchLoop(adapter, provision=provision, after_launch=lambda: nodes.after_launch(provider, adapter),
+                     kept=kept, idle_seconds=0.3, max_seconds=2, check_seconds=3600)
+    worker, stop = start(loop)
+    try:
+        while not kept.loaded:
+            time.sleep(0.05)
+        life.pod("app")
+        wait_for_batch(1)
+        [claim] = life.claims()
+        node = life.kubelet_registers(claim)
+        for touch in range(6):  # each change to the pod is a provisioning batch
+            if touch == 3:
+                life.set_node_status(node, ready=True)  # Ready, the startup taint still there
+            time.sleep(0.5)  # the watch registers the node meanwhile
+            rest.patch(POD, "app", {"metadata": {"labels": {"touch": str(touch)}}}, namespace=life.ns)
+            wait_for_batch(touch + 2)
+    finally:
+        stop.set()
+        worker.join(10)
+    assert launched[0] == 1 and launched[1:] == [0] * (len(launched) - 1), launched
+    assert life.claims() == [claim]
+    labels = rest.get(NODE, node)["metadata"]["labels"]
+    assert labels.get("karpenter.sh/registered") == "true" and "karpenter.sh/initialized" not in labels
