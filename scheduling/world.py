@@ -7,7 +7,7 @@ as it reads a pasted `kubectl get -o json`."""
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.utils import timezone
 
 from reservations.groups import world_groups
@@ -221,12 +221,14 @@ def in_flight_nodes() -> list[dict]:
     (kubernetes-sigs/karpenter pkg/controllers/state/statenode.go). Otherwise every provisioning
     run launches again for the same pods while a node comes up.
 
-    Until its Node is initialized (`karpenter.sh/initialized=true`), a claim's node has its
+    Until its Node is initialized (`karpenter.sh/initialized=true`, or the claim's Initialized time
+    where no kubelet labels it: the simulated world), a claim's node has its
     NodePool's taints (the Node's own once registered) less the known ephemeral taints
     (not-ready, unreachable, uninitialized, `karpenter.sh/unregistered`) and its startup taints,
     the labels of its claim until it is registered, and what its instance type allocates wherever
     the kubelet does not report it yet (extended resources before their device plugin)."""
     claims = list(NodeClaim.objects.filter(deleting_since__isnull=True).exclude(instance_type="")
+                  .filter(Q(node__isnull=True) | Q(initialized_at__isnull=True))  # (a simulated Node has no label)
                   .exclude(node__labels__contains={INITIALIZED_LABEL: "true"})
                   .select_related("node_pool", "node_class", "node").order_by("name"))
     sizes = {it.name: it for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}

@@ -6,13 +6,20 @@
 * **Initialization**: once the Node is Ready, without startup taints or known ephemeral taints and
   with the claim's requested resources allocatable, the claim becomes ``Initialized`` and the Node
   gains ``karpenter.sh/initialized=true``; until then the condition says what it waits for.
+* **Registration again**: a Node the kubelet registered anew (deleted while its claim stayed
+  Registered) still carries ``karpenter.sh/unregistered``: it is registered again, as the first time.
 * **Registration TTL**: a launched claim whose Node has not registered within
-  ``KARPWEB_REGISTRATION_TTL_MINUTES`` is deleted and its instance terminated, as a decision.
+  ``KARPWEB_REGISTRATION_TTL_MINUTES`` is deleted (its finalizer terminates the instance), as a
+  decision; registrations and timeouts feed the NodePool's ``NodeRegistrationHealthy``
+  (registration_health.py). A claim not launched within 5 minutes is deleted by provisioning.py.
+* **Claim garbage collection**: a registered claim whose instance EC2 no longer lists, with its
+  Node absent or not Ready, is deleted (kept while the Node is Ready): otherwise it would be
+  in-flight capacity for its pods forever.
 * **Termination**: a deleted claim (held by the ``karpenter.sh/termination`` finalizer karpweb puts on
   its claims) has its node drained and its instance terminated; the finalizer goes last.
-* **Garbage collection**: a running instance karpweb tagged (``karpweb.io/managed``) that no
-  NodeClaim holds, older than ``KARPWEB_INSTANCE_GC_GRACE_SECONDS``, is terminated. Instances other
-  tools launched never carry that tag and are never touched.
+* **Instance garbage collection**: an instance karpweb tagged (``karpweb.io/managed``), running or
+  stopped, that no NodeClaim holds, older than ``KARPWEB_INSTANCE_GC_GRACE_SECONDS``, is terminated
+  and its Node deleted. Instances other tools launched never carry that tag and are never touched.
 * **Interruptions** from ``KARPWEB_INTERRUPTION_QUEUE`` (SQS, fed by EventBridge): the affected nodes
   are cordoned and drained at once (their pods are planned again by the next provisioning run,
   reserved first), spot pools and reclaimed reservations are marked unavailable; the message is
@@ -198,10 +205,10 @@ def register(cluster, claim: NodeClaim, node: Node, now) -> None:
     registered = [Condition("Registered", "True", "Registered", ""),
                   Condition("Initialized", "Unknown", "NodeNotReady", f"node {node.name} registered; waiting for it to be ready")]
     cluster.set_conditions("NodeClaim", claim.name, registered, status_fields={"nodeName": node.name})
-    claim.node_name, claim.registered_at = node.name, now
+    claim.node_name, claim.registered_at, claim.initialized_at = node.name, now, None  # (registered again: anew)
     for condition in registered:
         claim.set_condition(condition.type, condition.status, condition.reason, condition.message, now=now)
-    claim.save(update_fields=["node_name", "registered_at", "conditions"])
+    claim.save(update_fields=["node_name", "registered_at", "initialized_at", "conditions"])
 
 
 def not_initialized(claim: NodeClaim, node: Node) -> tuple[str, str] | None:

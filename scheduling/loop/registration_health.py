@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 
 from django.conf import settings
 
@@ -26,6 +27,7 @@ CONDITION = "NodeRegistrationHealthy"
 BUFFER_SIZE = 4
 THRESHOLD_FALSE = 0.5  # this share of failures among the last BUFFER_SIZE: unhealthy
 HEALTHY, UNHEALTHY, UNKNOWN = "healthy", "unhealthy", "unknown"
+log = logging.getLogger(__name__)
 
 
 def status(results: list[bool]) -> str:
@@ -66,7 +68,7 @@ def refresh(cluster, now) -> int:
     """NodePools without the condition, or whose template or EC2NodeClass changed since their
     results: Unknown, results forgotten. Returns how many changed."""
     changed = 0
-    for pool in NodePool.objects.select_related("node_class"):
+    for pool in NodePool.objects.select_related("node_class").filter(node_class__isnull=False):  # (upstream: none without its class)
         stamp = fingerprint(pool)
         if pool.condition(CONDITION) and (pool.registration_health or {}).get("fingerprint") == stamp:
             continue
@@ -90,6 +92,6 @@ def _set(cluster, pool: NodePool, condition: Condition, now) -> None:
     if settings.KARPWEB_CLUSTER == "kubernetes" and cluster is not None:
         try:
             cluster.set_conditions("NodePool", pool.name, [condition])
-        except ClusterError as exc:
-            if not exc.not_found:  # a NodePool only the database has (a demo world): nothing to write
-                raise
+        except ClusterError as exc:  # the next change writes it again; a status write never fails a pass
+            if not exc.not_found:  # (not found: a NodePool only the database has, a demo world's)
+                log.warning("NodePool %s: could not write %s: %s", pool.name, CONDITION, exc)
