@@ -304,6 +304,18 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "delete", NODECLAIM, name) from exc
 
+    def delete_node(self, name: str) -> bool:
+        """Delete a Node (an orphan instance's, collected). False if it was already gone."""
+        try:
+            self.rest.delete(NODE, name)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise self._error(exc, "delete", NODE, name) from exc
+        except Exception as exc:
+            raise self._error(exc, "delete", NODE, name) from exc
+
     def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
         """After a launch that targeted a Capacity Reservation group, EC2 chose the member: the
         NodeClaim's reservation-id label says which, and so does its Node when it has registered
