@@ -256,18 +256,21 @@ def finalize_node(cloud, cluster, node: Node, mode: str, now) -> PendingDecision
     return decision
 
 
-def disrupt(cloud, cluster, node: Node | None, claim: NodeClaim | None = None, now=None) -> str:
+def disrupt(cloud, cluster, node: Node | None, claim: NodeClaim | None = None, now=None, forceful: bool = False) -> str:
     """Disrupting a node, for interruptions, Capacity Block drains, expiry, drift and consolidation:
     as upstream, its NodeClaim is deleted and termination does the rest (drain, volumes, instance),
     pass after pass until it is done; the first pass runs now. A Node without a claim of karpweb's
     is deleted (karpweb's finalizer, if it carries it, drains it). Returns "" when the termination
-    is under way or done, else why not. The simulated world (no API server, no finalizers) drains
-    and deletes at once."""
+    is under way or done, else why not. `forceful` (a failed EC2 status check): the claim's
+    termination time is now, as upstream's ForcefulTermination annotates it. The simulated world
+    (no API server, no finalizers) drains and deletes at once."""
     now = now or timezone.now()
     claim = claim or (node.node_claim if node is not None and node.node_claim_id else None)
     if settings.KARPWEB_CLUSTER != "kubernetes":
         return _terminate_at_once(cloud, cluster, node, claim)
     if claim is not None and PROVISIONER_LABEL in (claim.labels or {}):
+        if forceful:
+            cluster.annotate_nodeclaim(claim.name, T.TERMINATION_TIMESTAMP, format_time(now.replace(microsecond=0)))
         cluster.delete_nodeclaim(claim.name)  # False: already deleted, which is as good
         NodeClaim.objects.filter(pk=claim.pk, deleting_since__isnull=True).update(deleting_since=now)
         claim.refresh_from_db()
@@ -437,6 +440,29 @@ def handle_interruptions(queue, cloud, cluster, now=None, max_messages: int = 10
     return counts
 
 
+def handle_instance_status(cloud, cluster, now=None) -> dict:
+    """Upstream's instance-status controller: instances with an EC2 instance or system check failed
+    for 2 minutes have their NodeClaims deleted forcefully (termination time now: pods deleted,
+    PDBs notwithstanding, volumes not waited for); a scheduled event drains them. Only instances
+    of this cluster's claims or nodes are acted on. A missing ec2:DescribeInstanceStatus
+    permission is logged and skipped, as upstream."""
+    now = now or timezone.now()
+    try:
+        statuses = cloud.instance_statuses()
+    except CloudAPIError as exc:
+        EventCount.bump(STATUS_ERRORS, exc.code or "unknown")
+        log.warning("DescribeInstanceStatus failed (%s): %s; instance status checks are not handled", exc.code, exc)
+        return {"instance_status_error": exc.code or "unknown"}
+    acted = 0
+    for event in interruptions.status_check_failures(statuses, now):
+        done = act_on(event, cloud, cluster, now)
+        if done:
+            count_message(event.kind)
+        acted += done
+    return {"unhealthy_instances": acted}
+
+
+STATUS_ERRORS = "instance_status_errors"  # EventCount name, label = the error code
 QUEUE_SUBJECT = "interruption queue"
 
 
@@ -496,7 +522,7 @@ def act_on(event: interruptions.Interruption, cloud, cluster, now) -> int:
             again = Decision.objects.filter(subject=decision.subject, kind=Decision.Kind.INTERRUPTION,
                                             outcome=Decision.Outcome.ACTED, created_at__gte=now - REPEAT_WINDOW).exists()
             try:
-                problem = disrupt(cloud, cluster, node, claim, now)
+                problem = disrupt(cloud, cluster, node, claim, now, forceful=event.forceful)
             except (ClusterError, CloudAPIError) as exc:
                 problem = "" if getattr(exc, "not_found", False) else str(exc)  # a claim already gone: no error
             if problem and settings.KARPWEB_CLUSTER == "kubernetes":

@@ -347,3 +347,31 @@ def test_observe_mode_acts_on_nothing(settings, rest, adapter, unique, provider,
     assert node.pods() == ["web"] and node.instance_state(raw_ec2) == "running"
     assert not rest.get(NODECLAIM, node.claim)["metadata"].get("deletionTimestamp")
     assert Decision.objects.get(subject=f"node {node.name}", kind="terminate").outcome == "recommended"
+
+
+# --- EC2 status checks (aws interruption/suite_test.go "instance status") -----------------------------
+
+def test_should_annotate_the_nodeclaim_with_a_termination_timestamp_for_forceful_termination(
+        rest, adapter, unique, provider, raw_ec2):
+    """A failed system status check: the claim's termination time is now and it is deleted, so its
+    pods are deleted at once, their PodDisruptionBudget notwithstanding."""
+    from scheduling.engine.interruptions import SYSTEM_STATUS, Interruption
+
+    node = Node(rest, adapter, provider, raw_ec2, unique)
+    node.pod("web", labels={"app": "web"})
+    h.pdb(rest, node.ns, "web", {"app": "web"}, disruptions_allowed=0, healthy=1)
+    event = Interruption(SYSTEM_STATUS, (node.instance,), detail="EC2 SystemStatus check failed (reachability)")
+
+    assert nodes.act_on(event, provider, adapter, utc_now()) == 1
+    claim = rest.get(NODECLAIM, node.claim)
+    assert claim["metadata"]["deletionTimestamp"]
+    assert claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]
+    web = rest.get(POD, "web", node.ns)
+    assert web["metadata"]["deletionTimestamp"] and web["metadata"]["deletionGracePeriodSeconds"] == 1  # forced
+
+
+def test_instance_statuses_are_read_from_ec2_and_healthy_instances_are_left_alone(rest, adapter, unique, provider,
+                                                                                 raw_ec2, world):
+    node = Node(rest, adapter, provider, raw_ec2, unique)
+    assert nodes.handle_instance_status(provider, adapter, utc_now()) == {"unhealthy_instances": 0}
+    assert not rest.get(NODECLAIM, node.claim)["metadata"].get("deletionTimestamp")
