@@ -142,6 +142,21 @@ def test_should_not_evict_pods_when_the_instance_is_gone_and_the_node_is_not_rea
     assert node.exists(NODECLAIM, node.claim) is None
 
 
+def test_should_not_delete_nodes_with_no_underlying_instance_if_the_node_is_still_ready(rest, adapter, unique, provider,
+                                                                                    raw_ec2):
+    """Upstream 643: a Ready Node still has a kubelet, so it is drained pod by pod."""
+    node = Node(rest, adapter, provider, raw_ec2, unique, ready=True)
+    node.pod("web")
+    raw_ec2.terminate_instances(InstanceIds=[node.instance])
+    rest.delete(NODE, node.name)
+
+    assert node.terminate_pass()["terminated"] == 0
+    assert node.pods() == []  # evicted
+    for _ in range(2):
+        node.terminate_pass()
+    assert node.exists(NODE) is None and node.exists(NODECLAIM, node.claim) is None
+
+
 def test_should_delete_multiple_nodes_if_multiple_nodes_map_to_the_nodeclaim(rest, adapter, unique, provider, raw_ec2):
     node = Node(rest, adapter, provider, raw_ec2, unique)
     kubelet_node(rest, f"{node.name}-b", node.instance, ready=True)  # a second Node with the same providerID
@@ -171,6 +186,22 @@ def test_should_evict_pods_in_order_and_wait_for_each_group(rest, adapter, uniqu
         assert not result.drained
         node.kubelet_removes(group)
     assert adapter.drain(node.name).drained and node.pods() == []
+
+
+def test_should_not_gate_past_deadline_pods_behind_graceful_eviction_of_earlier_tiers(rest, adapter, unique, provider,
+                                                                                    raw_ec2):
+    """Upstream 777: a critical pod whose 10-minute grace would outlast the node's termination time
+    (5 minutes away) is deleted now, while a PDB still holds a non-critical pod."""
+    node = Node(rest, adapter, provider, raw_ec2, unique)
+    node.pod("app", labels={"app": "web"})
+    h.pdb(rest, node.ns, "web", {"app": "web"}, disruptions_allowed=0, healthy=1)
+    node.pod("dns", grace=600, priority_class="system-cluster-critical")
+
+    result = adapter.drain(node.name, termination_time=utc_now() + timedelta(minutes=5))
+    assert result.deleted_pods == [f"{node.ns}/dns"] and f"{node.ns}/app" in result.blocked
+    dns = rest.get(POD, "dns", node.ns)
+    assert 280 <= dns["metadata"]["deletionGracePeriodSeconds"] <= 300  # clamped to the time left
+    assert node.terminating() == ["dns"]
 
 
 def test_should_not_evict_pods_that_tolerate_the_disrupted_taint(rest, adapter, unique, provider, raw_ec2):
@@ -231,6 +262,20 @@ def test_should_wait_for_volume_attachments_before_terminating_the_instance(rest
     assert node.instance_state(raw_ec2) in ("shutting-down", "terminated")
     node.terminate_pass()
     assert node.exists(NODE) is None and node.exists(NODECLAIM, node.claim) is None
+
+
+def test_should_wait_for_volume_attachments_until_the_termination_grace_period_expires(rest, adapter, unique, provider,
+                                                                                     raw_ec2):
+    node = Node(rest, adapter, provider, raw_ec2, unique, terminationGracePeriod="1m")
+    rest.create(VOLUMEATTACHMENT, {
+        "apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": f"va-{unique}"},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node.name, "source": {"persistentVolumeName": f"pv-{unique}"}}})
+    rest.delete(NODECLAIM, node.claim)
+
+    node.terminate_pass()
+    assert node.instance_state(raw_ec2) == "running"  # within the minute: the volume is waited for
+    node.terminate_pass(now=utc_now() + timedelta(minutes=2))
+    assert node.instance_state(raw_ec2) in ("shutting-down", "terminated")  # past it: no longer
 
 
 def test_should_exclude_the_node_from_load_balancers_when_draining(rest, adapter, unique, provider, raw_ec2):
