@@ -1,4 +1,5 @@
-"""After the launch, for the NodeClaims karpweb created (karpenter-launch.md §4 and §6):
+"""After the launch, for the NodeClaims karpweb created (as kubernetes-sigs/karpenter
+`pkg/controllers/nodeclaim/lifecycle` and `pkg/controllers/node/termination` do):
 
 * **Registration**: the Node whose providerID is the claim's gets the claim's labels, annotations
   and taints, loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered=true``; the
@@ -8,15 +9,24 @@
   gains ``karpenter.sh/initialized=true``; until then the condition says what it waits for.
 * **Registration TTL**: a launched claim whose Node has not registered within
   ``KARPWEB_REGISTRATION_TTL_MINUTES`` is deleted and its instance terminated, as a decision.
-* **Termination**: a deleted claim (held by the ``karpenter.sh/termination`` finalizer karpweb puts on
-  its claims) has its node drained and its instance terminated; the finalizer goes last.
+* **Termination** (upstream's NodeClaim and Node termination): a deleted claim (held by the
+  ``karpenter.sh/termination`` finalizer karpweb puts on its claims) gets its termination timestamp
+  (deletion + terminationGracePeriod), its Nodes are deleted; a deleted Node (held by the same
+  finalizer, added at registration; ``kubectl delete node`` too) is tainted and drained as
+  Karpenter drains (tiers, do-not-disrupt, PDBs, pods deleted at the termination time), its
+  VolumeAttachments waited for, its instance terminated, and then it goes; the claim's finalizer
+  goes last, once the instance is gone. Each pass makes what progress it can; nothing is kept in
+  memory between passes.
+* **Disruption** (interruptions, Capacity Block drains, expiry, drift, consolidation) deletes the
+  node's NodeClaim; termination does the rest (:func:`disrupt`).
 * **Garbage collection**: a running instance karpweb tagged (``karpweb.io/managed``) that no
   NodeClaim holds, older than ``KARPWEB_INSTANCE_GC_GRACE_SECONDS``, is terminated. Instances other
   tools launched never carry that tag and are never touched.
-* **Interruptions** from ``KARPWEB_INTERRUPTION_QUEUE`` (SQS, fed by EventBridge): the affected nodes
-  are cordoned and drained at once (their pods are planned again by the next provisioning run,
-  reserved first), spot pools and reclaimed reservations are marked unavailable; the message is
-  deleted only after it was acted on. Rebalance recommendations are decisions, nothing more.
+* **Interruptions** from ``KARPWEB_INTERRUPTION_QUEUE`` (SQS, fed by EventBridge) and failed EC2
+  status checks: the NodeClaims of the instances (whether or not their Node has registered) are
+  deleted; spot pools and reclaimed reservations are marked unavailable; the message is deleted once
+  the claim is. A queue karpweb cannot read is counted and recorded, never failing the run.
+  Rebalance recommendations are decisions, nothing more.
 
 Observe mode acts on none of it: each would-be action is a recommendation."""
 
@@ -189,6 +199,8 @@ def terminate_node(cloud, cluster, node: Node, claim: NodeClaim | None, deadline
     VolumeAttachments are waited for (until the termination time), its instance is terminated
     (karpweb's claims only), and then the finalizer goes."""
     if node.deleting_since is None:
+        if claim is not None:  # a Node registered before karpweb added the finalizer: drained all the same
+            cluster.add_node_finalizer(node.name, TERMINATION_FINALIZER)
         cluster.delete_node(node.name)
         node.deleting_since = now
         Node.objects.filter(pk=node.pk).update(deleting_since=now)

@@ -159,11 +159,17 @@ def test_should_not_delete_nodes_with_no_underlying_instance_if_the_node_is_stil
 
 def test_should_delete_multiple_nodes_if_multiple_nodes_map_to_the_nodeclaim(rest, adapter, unique, provider, raw_ec2):
     node = Node(rest, adapter, provider, raw_ec2, unique)
-    kubelet_node(rest, f"{node.name}-b", node.instance, ready=True)  # a second Node with the same providerID
-    rest.patch(NODE, f"{node.name}-b", {"metadata": {"finalizers": ["karpenter.sh/termination"]}})
+    # A second Node with the same providerID, without the finalizer (as one registered before karpweb
+    # added it): karpweb puts it on before deleting the Node, so that Node is drained too.
+    kubelet_node(rest, f"{node.name}-b", node.instance, ready=True)
+    node.pod("web")
+    h.pod(rest, node.ns, "web-b", node_name=f"{node.name}-b", node_selector={})
     rest.delete(NODECLAIM, node.claim)
 
-    for _ in range(3):
+    node.terminate_pass()
+    # Both drained (without the finalizer the second Node would have gone at once, leaving web-b).
+    assert rest.list(POD, namespace=node.ns)["items"] == []
+    for _ in range(2):
         node.terminate_pass()
     assert node.exists(NODE) is None and node.exists(NODE, f"{node.name}-b") is None
     assert node.exists(NODECLAIM, node.claim) is None

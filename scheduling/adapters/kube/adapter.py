@@ -689,6 +689,27 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "delete", NODE, name) from exc
 
+    def add_node_finalizer(self, name: str, finalizer: str = TERMINATION_FINALIZER) -> bool:
+        """Put ``finalizer`` on a Node that is not being deleted (one karpweb registered before it
+        added the finalizer at registration); False if the Node is gone or already being deleted."""
+
+        def attempt() -> bool:
+            try:
+                obj = self._read(NODE, name)
+            except ClusterError as error:
+                if error.not_found:
+                    return False
+                raise
+            finalizers = list(_meta(obj).get("finalizers") or [])
+            if _meta(obj).get("deletionTimestamp"):
+                return False
+            if finalizer not in finalizers:
+                self.rest.patch(NODE, name, {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
+                                                          "finalizers": [*finalizers, finalizer]}})
+            return True
+
+        return self._retry_on_conflict("patch", NODE, name, attempt)
+
     def remove_node_finalizer(self, name: str, finalizer: str = TERMINATION_FINALIZER) -> bool:
         """Take ``finalizer`` off a Node (a deleted one then goes); False if the Node is gone."""
         return self._remove_finalizer(NODE, name, finalizer)

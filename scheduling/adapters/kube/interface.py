@@ -138,6 +138,9 @@ class ClusterAdapter(Protocol):
     def delete_node(self, name: str) -> bool:
         """Delete a Node (karpweb's carry karpenter.sh/termination: the drain runs first); False if gone."""
 
+    def add_node_finalizer(self, name: str, finalizer: str = "karpenter.sh/termination") -> bool:
+        """Put ``finalizer`` on a Node not being deleted yet; False if it is gone or being deleted."""
+
     def remove_node_finalizer(self, name: str, finalizer: str = "karpenter.sh/termination") -> bool:
         """Take ``finalizer`` off a Node (a deleted one then goes); False if it is gone."""
 
