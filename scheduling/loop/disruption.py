@@ -122,8 +122,8 @@ def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict) -> tu
 
 
 def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: dict) -> tuple[str, str]:
-    """Launch the replacement first (if any), then drain and terminate; a drain that PDBs or
-    do-not-disrupt pods hold is reported and tried again on the next run."""
+    """Launch the replacement first (if any), then delete the nodes' NodeClaims: termination drains
+    them pass after pass (PDBs, do-not-disrupt) until their instances are gone."""
     if disruption["action"] == "replace":
         # Drift may need several new nodes (`replacements`); consolidation needs exactly one.
         for replacement in disruption.get("replacements") or [disruption["replacement"]]:
