@@ -147,6 +147,7 @@ def finalize(cloud, cluster, claim: NodeClaim, mode: str, now=None) -> PendingDe
                 return None  # a drain, volumes or the instance: the next pass goes on
         if instance and _alive(cloud, instance):
             cloud.terminate([instance])
+            _ClaimConditions(cluster, claim).set(Condition("InstanceTerminating", "True", "InstanceTerminating", ""))
             return None  # the next pass removes the finalizer once the instance is gone
         cluster.remove_finalizer(claim.name, TERMINATION_FINALIZER)
     except ClusterError as exc:
@@ -216,17 +217,49 @@ def terminate_node(cloud, cluster, node: Node, claim: NodeClaim | None, deadline
     instance = claim.instance_id if claim is not None else ""
     if not _node_ready(obj) and (not node.instance_id or not _alive(cloud, node.instance_id)):
         return _let_go(cluster, node)
+    report = _ClaimConditions(cluster, claim)
+    report.set(Condition("Drained", "Unknown", "Draining", f"draining node {node.name}"), unless_true=True)
     drained = cluster.drain(node.name, termination_time=deadline)
     if drained.errors:
         raise drained.errors[0]
     if not drained.drained:
         return False
-    if cluster.pending_volume_attachments(node.name) and not (deadline and now > deadline):
-        return False
+    report.set(Condition("Drained", "True", "Drained", ""))
+    if cluster.pending_volume_attachments(node.name):
+        if not (deadline and now > deadline):
+            report.set(Condition("VolumesDetached", "Unknown", "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"))
+            return False
+        report.set(Condition("VolumesDetached", "False", "TerminationGracePeriodElapsed", "TerminationGracePeriodElapsed"))
+    else:
+        report.set(Condition("VolumesDetached", "True", "VolumesDetached", ""))
     if instance and _alive(cloud, instance):
         cloud.terminate([instance])
+        report.set(Condition("InstanceTerminating", "True", "InstanceTerminating", ""))
         return False
     return _let_go(cluster, node)
+
+
+class _ClaimConditions:
+    """Upstream's termination conditions on the NodeClaim (Drained, VolumesDetached,
+    InstanceTerminating), written only when they change; nothing without a claim."""
+
+    def __init__(self, cluster, claim: NodeClaim | None) -> None:
+        self.cluster, self.claim = cluster, claim
+
+    def set(self, condition: Condition, unless_true: bool = False) -> None:
+        if self.claim is None:
+            return
+        current = self.claim.condition(condition.type) or {}
+        if current.get("status") == condition.status and current.get("reason") == condition.reason:
+            return
+        if unless_true and current.get("status") == "True":
+            return
+        try:
+            self.cluster.set_conditions("NodeClaim", self.claim.name, [condition])
+        except ClusterError as exc:
+            if not exc.not_found:
+                raise
+        self.claim.set_condition(condition.type, condition.status, condition.reason, condition.message)
 
 
 def _let_go(cluster, node: Node) -> bool:

@@ -23,7 +23,7 @@ from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
 
 from . import helpers as h
-from .test_node_lifecycle import ZONE, karpweb_claim, kubelet_node, run_instance
+from .test_node_lifecycle import conditions_of, karpweb_claim, kubelet_node, run_instance
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 VOLUMEATTACHMENT = Resource("VolumeAttachment", "storage.k8s.io", "v1", "volumeattachments")
@@ -262,6 +262,9 @@ def test_should_wait_for_volume_attachments_before_terminating_the_instance(rest
     node.terminate_pass()
     node.terminate_pass()
     assert node.instance_state(raw_ec2) == "running" and node.exists(NODE)  # drained, volumes still attached
+    conditions = conditions_of(rest, node.claim)  # upstream's termination conditions on the claim
+    assert conditions["Drained"] == ("True", "Drained")
+    assert conditions["VolumesDetached"] == ("Unknown", "AwaitingVolumeDetachment")
     assert adapter.pending_volume_attachments(node.name) == [f"va-{unique}"]
     rest.delete(VOLUMEATTACHMENT, f"va-{unique}")  # the attach-detach controller detached it
     node.terminate_pass()
@@ -282,6 +285,9 @@ def test_should_wait_for_volume_attachments_until_the_termination_grace_period_e
     assert node.instance_state(raw_ec2) == "running"  # within the minute: the volume is waited for
     node.terminate_pass(now=utc_now() + timedelta(minutes=2))
     assert node.instance_state(raw_ec2) in ("shutting-down", "terminated")  # past it: no longer
+    conditions = conditions_of(rest, node.claim)
+    assert conditions["VolumesDetached"] == ("False", "TerminationGracePeriodElapsed")
+    assert conditions["InstanceTerminating"] == ("True", "InstanceTerminating")
 
 
 def test_should_exclude_the_node_from_load_balancers_when_draining(rest, adapter, unique, provider, raw_ec2):
@@ -320,6 +326,7 @@ def test_should_delete_the_nodeclaim_and_finish_a_pdb_held_drain_after_the_messa
 
     node.terminate_pass()  # still held: termination keeps trying, pass after pass
     assert node.pods() == ["web"]
+    assert conditions_of(rest, node.claim)["Drained"] == ("Unknown", "Draining")
     h.set_pdb_status(rest, node.ns, "web", 1, 2)  # a replacement is healthy elsewhere
     node.terminate_pass()
     assert node.pods() == [] and node.instance_state(raw_ec2) in ("shutting-down", "terminated")
