@@ -1,4 +1,4 @@
-"""The database as a WORLD.json document (../simulate-contract.md): the one way the loop, the
+"""The database as a WORLD.json document (docs/simulate-contract.md): the one way the loop, the
 what-if page and the API hand the current world to the engine.
 
 Objects come out the way Kubernetes and EC2 write them, so the engine reads the database exactly
@@ -10,8 +10,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from reservations.groups import world_groups
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass
 from scheduling.engine import parse_world
 from scheduling.engine.ec2types import MIB, node_memory_mib
 from scheduling.engine.timeutil import format_time
@@ -94,6 +93,12 @@ def extended_resources(it: InstanceType | None) -> dict[str, int]:
     if it.resources:
         return {name: int(amount) for name, amount in it.resources.items()}
     return {"nvidia.com/gpu": it.gpu_count} if it.gpu_count else {}
+
+
+def world_groups() -> list[dict]:
+    """WORLD.json `capacityReservationGroups`: the stored members of each Capacity Reservation group."""
+    return [{"GroupArn": arn, "CapacityReservationIds": list(ids)}
+            for arn, ids in CapacityReservationGroup.objects.order_by("arn").values_list("arn", "reservation_ids")]
 
 
 def reservation_item(r: CapacityReservation) -> dict:

@@ -1,5 +1,6 @@
-"""After the launch, for the NodeClaims karpweb created (as kubernetes-sigs/karpenter
-`pkg/controllers/nodeclaim/lifecycle` and `pkg/controllers/node/termination` do):
+"""After the launch, for the NodeClaims karpweb created (kubernetes-sigs/karpenter
+`pkg/controllers/nodeclaim/lifecycle/` and `pkg/controllers/node/termination/`; interruptions as
+aws/karpenter-provider-aws `pkg/controllers/interruption/`):
 
 * **Registration**: the Node whose providerID is the claim's gets the claim's labels, annotations
   and taints, loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered=true``; the

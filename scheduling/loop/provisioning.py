@@ -14,6 +14,7 @@ from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.amis import variant_of
 from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult, NodeClassLaunch
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
+from scheduling.adapters.ec2.nodeclass import planned_max_pods
 from scheduling.adapters.ec2.sync import refresh_reservations
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.loop.engine_run import simulate_readable
@@ -232,11 +233,16 @@ def node_class_launch(row: NodeClaim) -> NodeClassLaunch:
     """What the cloud provider resolves the launch from: the EC2NodeClass as Kubernetes has it, the
     NodeClaim's labels, the NodePool's taints and startup taints, and the instance type's image needs."""
     pool, node_class = row.node_pool, row.node_class
-    instance_type = InstanceType.objects.filter(name=row.instance_type).only("arch", "labels").first()
+    instance_type = InstanceType.objects.filter(name=row.instance_type).only(
+        "arch", "labels", "max_pods", "cpu_millicores").first()
     shapes = {row.instance_type: (instance_type.arch, variant_of(instance_type.labels or {}))} if instance_type else {}
+    pods = planned_max_pods(node_class.spec or {}, instance_type.max_pods, instance_type.cpu_millicores // 1000,
+                            instance_type.arch) if instance_type else None
     return NodeClassLaunch(
         uid=node_class.uid, spec=node_class.spec or {}, nodepool=pool.name if pool else "", labels=row.labels,
-        taints=[*(pool.taints or []), *(pool.startup_taints or [])] if pool else [], shapes=shapes)
+        taints=[*(pool.taints or []), *(pool.startup_taints or [])] if pool else [], shapes=shapes,
+        max_pods={row.instance_type: pods} if pods else {},
+        status_profile=(node_class.status_launch or {}).get("instanceProfile", ""))
 
 
 def record_group_member(cluster, row: NodeClaim, reservation_id: str) -> None:
