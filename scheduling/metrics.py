@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation, Recommendation
-from scheduling.loop.nodes import INTERRUPTION_MESSAGES
+from scheduling.loop.nodes import INTERRUPTION_MESSAGES, QUEUE_ERRORS, STATUS_ERRORS
 from scheduling.loop.keptworld import MISMATCH
 from scheduling.loop.watch import DRIFT
 from scheduling.models import (ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun,
@@ -60,6 +60,10 @@ class KarpwebCollector:
         for count, metric, text in (
             (INTERRUPTION_MESSAGES, "karpweb_interruption_messages", "Messages taken from the interruption queue, by "
              "kind (spot_interrupted, scheduled_change, ..., ignored, unknown: malformed or not an interruption event)."),
+            (QUEUE_ERRORS, "karpweb_interruption_queue_errors", "Receives from (or deletes on) the interruption queue "
+             "that failed, by error code (QueueDoesNotExist, AccessDenied, ...): interruptions are not handled meanwhile."),
+            (STATUS_ERRORS, "karpweb_instance_status_errors", "DescribeInstanceStatus calls that failed, by error code: "
+             "failed EC2 status checks are not acted on meanwhile."),
             (DRIFT, "karpweb_kubernetes_drift_repairs", "Objects the periodic full sync had to change while the watch "
              "process ran: changes the watch missed, by kind."),
             (MISMATCH, "karpweb_kept_world_mismatches", "Objects the watch process's kept world had wrong when compared "

@@ -225,6 +225,7 @@ class Node(models.Model):
     ready = models.BooleanField(default=False)
     unschedulable = models.BooleanField(default=False, help_text="Cordoned.")
     created_at = models.DateTimeField(null=True, blank=True)
+    deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
     synced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -1,12 +1,15 @@
 """EC2 interruption messages, as EventBridge delivers them to the interruption queue, read the way
-Karpenter's AWS provider reads them (aws/karpenter-provider-aws `pkg/controllers/interruption/`).
-Pure: the message body in, what it
-means out. A body that is not one of these is `Unknown` with the reason (logged, counted, deleted)."""
+Karpenter's AWS provider reads them (aws/karpenter-provider-aws `pkg/controllers/interruption`).
+Pure: the message body in, what it means out. A body that is not one of these is `Unknown` with the
+reason (logged, counted, deleted)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .timeutil import parse_optional_time
 
 SPOT_INTERRUPTED = "spot_interrupted"
 REBALANCE = "rebalance_recommendation"
@@ -14,8 +17,18 @@ SCHEDULED_CHANGE = "scheduled_change"
 INSTANCE_STOPPED = "instance_stopped"
 INSTANCE_TERMINATED = "instance_terminated"
 RESERVATION_INTERRUPTED = "capacity_reservation_interrupted"
+# EC2 status checks (DescribeInstanceStatus, aws provider pkg/providers/instancestatus): failed
+# instance or system checks terminate forcefully (the claim's termination time is now: pods are
+# deleted, PDBs notwithstanding), a scheduled event drains.
+INSTANCE_STATUS = "instance_status"
+SYSTEM_STATUS = "system_status"
+EVENT_STATUS = "event_status"
+FORCEFUL = (INSTANCE_STATUS, SYSTEM_STATUS)
+UNHEALTHY_THRESHOLD = timedelta(seconds=120)  # upstream's UnhealthyThreshold: a check failed this long
+STATUS_EVENT_CODES = ("instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop")
 # Kinds that take the node away: drain it now. A rebalance recommendation is only recorded (as upstream).
-DRAINING = (SPOT_INTERRUPTED, SCHEDULED_CHANGE, INSTANCE_STOPPED, INSTANCE_TERMINATED, RESERVATION_INTERRUPTED)
+DRAINING = (SPOT_INTERRUPTED, SCHEDULED_CHANGE, INSTANCE_STOPPED, INSTANCE_TERMINATED, RESERVATION_INTERRUPTED,
+            INSTANCE_STATUS, SYSTEM_STATUS, EVENT_STATUS)
 STOPPING_STATES = {"stopping": INSTANCE_STOPPED, "stopped": INSTANCE_STOPPED, "shutting-down": INSTANCE_TERMINATED,
                    "terminated": INSTANCE_TERMINATED}
 
@@ -30,6 +43,10 @@ class Interruption:
     @property
     def drains(self) -> bool:
         return self.kind in DRAINING
+
+    @property
+    def forceful(self) -> bool:
+        return self.kind in FORCEFUL
 
 
 @dataclass(frozen=True)
@@ -74,3 +91,31 @@ def parse(body: str) -> Interruption | Unknown | None:
             return Interruption(SCHEDULED_CHANGE, instances, detail=f"scheduled change {detail.get('eventTypeCode', '')}".strip())
         return None
     return Unknown(f"not an interruption event karpweb knows (source {source!r}, detail-type {kind!r})")
+
+
+def status_check_failures(statuses: list[dict], now: datetime) -> list[Interruption]:
+    """DescribeInstanceStatus's InstanceStatuses (as EC2 answers them) read as upstream's
+    instance-status controller does: per instance, one interruption per category with a failed
+    check impaired for UNHEALTHY_THRESHOLD or longer (instance, system), or a scheduled event
+    (event). EBS checks are not acted on, as upstream."""
+    found = []
+    for status in statuses:
+        instance = status.get("InstanceId")
+        if not isinstance(instance, str):
+            continue
+        for key, kind in (("InstanceStatus", INSTANCE_STATUS), ("SystemStatus", SYSTEM_STATUS)):
+            failed = [d for d in (status.get(key) or {}).get("Details") or []
+                      if d.get("Status") == "failed" and _impaired_long_enough(d.get("ImpairedSince"), now)]
+            if failed:
+                names = ", ".join(sorted(str(d.get("Name", "")) for d in failed))
+                found.append(Interruption(kind, (instance,), detail=f"EC2 {key} check failed ({names}) for "
+                                                                    f"{int(UNHEALTHY_THRESHOLD.total_seconds())} s or more"))
+        events = [e.get("Code") for e in status.get("Events") or [] if e.get("Code") in STATUS_EVENT_CODES]
+        if events:
+            found.append(Interruption(EVENT_STATUS, (instance,), detail=f"EC2 scheduled event {', '.join(sorted(events))}"))
+    return found
+
+
+def _impaired_long_enough(since, now: datetime) -> bool:
+    moment = parse_optional_time(since)
+    return moment is not None and now - moment >= UNHEALTHY_THRESHOLD

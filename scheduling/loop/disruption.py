@@ -9,6 +9,7 @@ from reservations.models import CapacityReservation
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.engine.timeutil import parse_time
 from scheduling.loop import leases
+from scheduling.loop.nodes import disrupt
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, Node, NodePool
@@ -121,8 +122,8 @@ def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict) -> tu
 
 
 def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: dict) -> tuple[str, str]:
-    """Launch the replacement first (if any), then drain and terminate; a drain that PDBs or
-    do-not-disrupt pods hold is reported and tried again on the next run."""
+    """Launch the replacement first (if any), then delete the nodes' NodeClaims: termination drains
+    them pass after pass (PDBs, do-not-disrupt) until their instances are gone."""
     if disruption["action"] == "replace":
         # Drift may need several new nodes (`replacements`); consolidation needs exactly one.
         for replacement in disruption.get("replacements") or [disruption["replacement"]]:
@@ -132,14 +133,8 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
             launched = launch_claim(cloud, cluster, row)
             if not launched.ok:
                 return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
-    problems = []
-    for node in members:
-        drained = cluster.drain(node.name, force=False, delete=True)
-        if not drained.drained:
-            problems.append(drained.summary())
-            continue
-        if node.instance_id:
-            cloud.terminate([node.instance_id])
+    # Disrupting a node = deleting its NodeClaim; termination drains it (scheduling/loop/nodes.py).
+    problems = [problem for node in members if (problem := disrupt(cloud, cluster, node))]
     return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
 
 

@@ -1,6 +1,6 @@
 """After the launch, for the NodeClaims karpweb created (kubernetes-sigs/karpenter
-`pkg/controllers/nodeclaim/lifecycle/`;
-interruptions as aws/karpenter-provider-aws `pkg/controllers/interruption/`):
+`pkg/controllers/nodeclaim/lifecycle/` and `pkg/controllers/node/termination/`; interruptions as
+aws/karpenter-provider-aws `pkg/controllers/interruption/`):
 
 * **Registration**: the Node whose providerID is the claim's gets the claim's labels, annotations
   and taints, loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered=true``; the
@@ -17,15 +17,24 @@ interruptions as aws/karpenter-provider-aws `pkg/controllers/interruption/`):
 * **Claim garbage collection**: a registered claim whose instance EC2 no longer lists, with its
   Node absent or not Ready, is deleted (kept while the Node is Ready): otherwise it would be
   in-flight capacity for its pods forever.
-* **Termination**: a deleted claim (held by the ``karpenter.sh/termination`` finalizer karpweb puts on
-  its claims) has its node drained and its instance terminated; the finalizer goes last.
+* **Termination** (upstream's NodeClaim and Node termination): a deleted claim (held by the
+  ``karpenter.sh/termination`` finalizer karpweb puts on its claims) gets its termination timestamp
+  (deletion + terminationGracePeriod), its Nodes are deleted; a deleted Node (held by the same
+  finalizer, added at registration; ``kubectl delete node`` too) is tainted and drained as
+  Karpenter drains (tiers, do-not-disrupt, PDBs, pods deleted at the termination time), its
+  VolumeAttachments waited for, its instance terminated, and then it goes; the claim's finalizer
+  goes last, once the instance is gone. Each pass makes what progress it can; nothing is kept in
+  memory between passes.
+* **Disruption** (interruptions, Capacity Block drains, expiry, drift, consolidation) deletes the
+  node's NodeClaim; termination does the rest (:func:`disrupt`).
 * **Instance garbage collection**: an instance karpweb tagged (``karpweb.io/managed``), running or
   stopped, that no NodeClaim holds, older than ``KARPWEB_INSTANCE_GC_GRACE_SECONDS``, is terminated
   and its Node deleted. Instances other tools launched never carry that tag and are never touched.
-* **Interruptions** from ``KARPWEB_INTERRUPTION_QUEUE`` (SQS, fed by EventBridge): the affected nodes
-  are cordoned and drained at once (their pods are planned again by the next provisioning run,
-  reserved first), spot pools and reclaimed reservations are marked unavailable; the message is
-  deleted only after it was acted on. Rebalance recommendations are decisions, nothing more.
+* **Interruptions** from ``KARPWEB_INTERRUPTION_QUEUE`` (SQS, fed by EventBridge) and failed EC2
+  status checks: the NodeClaims of the instances (whether or not their Node has registered) are
+  deleted; spot pools and reclaimed reservations are marked unavailable; the message is deleted once
+  the claim is. A queue karpweb cannot read is counted and recorded, never failing the run.
+  Rebalance recommendations are decisions, nothing more.
 
 Observe mode acts on none of it: each would-be action is a recommendation."""
 
@@ -37,6 +46,11 @@ import logging
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+
+from scheduling.adapters.kube import termination as T
+from scheduling.engine.budgets import SpecError, parse_duration
+from scheduling.engine.labels import NODEPOOL as NODEPOOL_LABEL
+from scheduling.engine.timeutil import format_time, parse_time
 
 from scheduling.adapters.ec2.interface import SPOT, CloudAPIError
 from scheduling.adapters.kube.interface import ClusterError, Condition
@@ -57,6 +71,7 @@ UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 ORPHAN_STATES = ("pending", "running", "stopping", "stopped")
 REPEAT_WINDOW = datetime.timedelta(hours=1)  # an interruption acted on within this is not acted on again
 INTERRUPTION_MESSAGES = "interruption_messages"  # EventCount name, label = the message's kind or unknown/ignored
+QUEUE_ERRORS = "interruption_queue_errors"  # EventCount name, label = the error code (QueueDoesNotExist, AccessDenied, ...)
 
 
 def after_launch(cloud, cluster, now=None) -> dict:
@@ -92,13 +107,7 @@ def after_launch(cloud, cluster, now=None) -> dict:
                 counts["registration_timeouts"] += 1
         elif claim.condition_status("Initialized") != "True" and node is not None and mode == Mode.CONTROL:
             counts["initialized"] += initialize(cluster, claim, node, now)
-    deleting = NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL, deleting_since__isnull=False) \
-        .select_related("node_pool", "reservation")
-    for claim in deleting:
-        decision = finalize(cloud, cluster, claim, effective_mode(claim.node_pool, refusal))
-        if decision is not None:
-            decisions.append(decision)
-            counts["terminated"] += decision.outcome == Decision.Outcome.ACTED
+    counts.update(terminate(cloud, cluster, now, decisions, refusal))
     record(decisions, now)
     return counts
 
@@ -155,10 +164,47 @@ def _act(decision: PendingDecision, mode: str, action) -> PendingDecision:
     return decision
 
 
-def finalize(cloud, cluster, claim: NodeClaim, mode: str) -> PendingDecision | None:
-    """A claim of karpweb's is being deleted: drain its node (PodDisruptionBudgets honoured), terminate
-    its instance, and only once the instance is gone remove the finalizer. Each step is retried on
-    the next pass until it is done; None while waiting."""
+# --- termination (kubernetes-sigs/karpenter nodeclaim/lifecycle finalize, node/termination) -------
+
+def terminate(cloud, cluster, now, decisions: list, refusal: str = "") -> dict:
+    """One pass over everything being deleted: karpweb's NodeClaims (their Nodes are deleted and
+    drained, then the instance terminated, then the claim's finalizer goes), then deleted Nodes
+    whose claim is not being finalized yet (`kubectl delete node`: the claim is deleted too)."""
+    counts = {"terminated": 0, "nodes_terminated": 0}
+    deleting = NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL, deleting_since__isnull=False) \
+        .select_related("node_pool", "reservation")
+    handled: set[str] = set()
+    for claim in deleting:
+        handled.update(n.name for n in nodes_of(claim))
+        decision = finalize(cloud, cluster, claim, effective_mode(claim.node_pool, refusal), now)
+        if decision is not None:
+            decisions.append(decision)
+            counts["terminated"] += decision.outcome == Decision.Outcome.ACTED
+    for node in Node.objects.filter(deleting_since__isnull=False).exclude(name__in=handled) \
+            .select_related("node_pool", "node_claim", "reservation"):
+        decision = finalize_node(cloud, cluster, node, effective_mode(node.node_pool, refusal), now)
+        if decision is not None:
+            decisions.append(decision)
+            counts["nodes_terminated"] += decision.outcome == Decision.Outcome.ACTED
+    return counts
+
+
+def nodes_of(claim: NodeClaim) -> list[Node]:
+    """Every Node of the claim (upstream deletes all of them, should there be several)."""
+    match = Q(node_claim=claim)
+    if claim.provider_id:
+        match |= Q(provider_id=claim.provider_id)
+    if claim.node_name:
+        match |= Q(name=claim.node_name)
+    return list(Node.objects.filter(match).select_related("node_pool", "node_claim", "reservation"))
+
+
+def finalize(cloud, cluster, claim: NodeClaim, mode: str, now=None) -> PendingDecision | None:
+    """A claim of karpweb's is being deleted: its termination timestamp is written, its Nodes are
+    deleted and terminated (drained; see terminate_node), its instance terminated, and only once
+    the instance is gone does the finalizer go. Each step is retried on the next pass until it is
+    done; None while waiting."""
+    now = now or timezone.now()
     instance = claim.instance_id
     decision = PendingDecision(
         kind=Decision.Kind.TERMINATE, subject=f"NodeClaim {claim.name}", mode=mode, node_pool=claim.node_pool,
@@ -167,14 +213,16 @@ def finalize(cloud, cluster, claim: NodeClaim, mode: str) -> PendingDecision | N
                + (f", terminating instance {instance}" if instance else "") + " and then removing its finalizer")
     if mode != Mode.CONTROL:
         return decision
-    node = Node.objects.filter(Q(provider_id=claim.provider_id) if claim.provider_id else Q(name=claim.node_name or "-")).first()
     try:
-        if node is not None:
-            drained = cluster.drain(node.name, force=False, delete=True)
-            if not drained.drained:
-                return None  # PodDisruptionBudgets or do-not-disrupt pods: the next pass goes on
+        claim_obj = ensure_termination_timestamp(cluster, cluster.get_nodeclaim(claim.name))
+        deadline = T.termination_time(claim_obj)
+        if claim.condition_status("Registered") == "True" or claim.node_name:
+            gone = [terminate_node(cloud, cluster, node, claim, deadline, now) for node in nodes_of(claim)]
+            if not all(gone):
+                return None  # a drain, volumes or the instance: the next pass goes on
         if instance and _alive(cloud, instance):
             cloud.terminate([instance])
+            _ClaimConditions(cluster, claim).set(Condition("InstanceTerminating", "True", "InstanceTerminating", ""))
             return None  # the next pass removes the finalizer once the instance is gone
         cluster.remove_finalizer(claim.name, TERMINATION_FINALIZER)
     except ClusterError as exc:
@@ -187,6 +235,192 @@ def finalize(cloud, cluster, claim: NodeClaim, mode: str) -> PendingDecision | N
     claim.delete()
     decision.outcome = Decision.Outcome.ACTED
     return decision
+
+
+def ensure_termination_timestamp(cluster, claim_obj: dict) -> dict:
+    """Upstream's ensureTerminationGracePeriodTerminationTimeAnnotation: deletionTimestamp +
+    spec.terminationGracePeriod, written once. A claim without the field takes its NodePool's
+    spec.template.spec.terminationGracePeriod (claims created before karpweb copied it)."""
+    meta = claim_obj.get("metadata") or {}
+    if T.TERMINATION_TIMESTAMP in (meta.get("annotations") or {}) or not meta.get("deletionTimestamp"):
+        return claim_obj
+    grace = (claim_obj.get("spec") or {}).get("terminationGracePeriod") or _pool_grace(cluster, meta)
+    if not grace:
+        return claim_obj
+    try:
+        when = parse_time(meta["deletionTimestamp"]) + parse_duration(grace)
+    except (SpecError, ValueError):
+        log.warning("NodeClaim %s: terminationGracePeriod %r is not a duration; no termination time", meta.get("name"), grace)
+        return claim_obj
+    return cluster.annotate_nodeclaim(meta["name"], T.TERMINATION_TIMESTAMP, format_time(when))
+
+
+def _pool_grace(cluster, meta: dict) -> str | None:
+    pool = (meta.get("labels") or {}).get(NODEPOOL_LABEL)
+    if not pool:
+        return None
+    try:
+        nodepool = cluster.get("NodePool", pool)
+    except ClusterError as exc:
+        if exc.not_found:
+            return None
+        raise
+    return (((nodepool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("terminationGracePeriod")
+
+
+def terminate_node(cloud, cluster, node: Node, claim: NodeClaim | None, deadline, now) -> bool:
+    """One pass of upstream's node termination; True once the Node is gone. The Node is deleted
+    (if it is not already), and while it carries karpenter.sh/termination: a NotReady Node whose
+    instance is gone lets go at once (no kubelet to drain); otherwise it is drained, its
+    VolumeAttachments are waited for (until the termination time), its instance is terminated
+    (karpweb's claims only), and then the finalizer goes."""
+    if node.deleting_since is None:
+        if claim is not None:  # a Node registered before karpweb added the finalizer: drained all the same
+            cluster.add_node_finalizer(node.name, TERMINATION_FINALIZER)
+        cluster.delete_node(node.name)
+        node.deleting_since = now
+        Node.objects.filter(pk=node.pk).update(deleting_since=now)
+    try:
+        obj = cluster.get("Node", node.name)
+    except ClusterError as exc:
+        if exc.not_found:
+            node.delete()
+            return True
+        raise
+    if TERMINATION_FINALIZER not in ((obj.get("metadata") or {}).get("finalizers") or []):
+        return False  # not karpweb's to finalize: Kubernetes removes it once its other finalizers go
+    instance = claim.instance_id if claim is not None else ""
+    if not _node_ready(obj) and (not node.instance_id or not _alive(cloud, node.instance_id)):
+        return _let_go(cluster, node)
+    report = _ClaimConditions(cluster, claim)
+    report.set(Condition("Drained", "Unknown", "Draining", f"draining node {node.name}"), unless_true=True)
+    drained = cluster.drain(node.name, termination_time=deadline)
+    if drained.errors:
+        raise drained.errors[0]
+    if not drained.drained:
+        return False
+    report.set(Condition("Drained", "True", "Drained", ""))
+    if cluster.pending_volume_attachments(node.name):
+        if not (deadline and now > deadline):
+            report.set(Condition("VolumesDetached", "Unknown", "AwaitingVolumeDetachment", "AwaitingVolumeDetachment"))
+            return False
+        report.set(Condition("VolumesDetached", "False", "TerminationGracePeriodElapsed", "TerminationGracePeriodElapsed"))
+    else:
+        report.set(Condition("VolumesDetached", "True", "VolumesDetached", ""))
+    if instance and _alive(cloud, instance):
+        cloud.terminate([instance])
+        report.set(Condition("InstanceTerminating", "True", "InstanceTerminating", ""))
+        return False
+    return _let_go(cluster, node)
+
+
+class _ClaimConditions:
+    """Upstream's termination conditions on the NodeClaim (Drained, VolumesDetached,
+    InstanceTerminating), written only when they change; nothing without a claim."""
+
+    def __init__(self, cluster, claim: NodeClaim | None) -> None:
+        self.cluster, self.claim = cluster, claim
+
+    def set(self, condition: Condition, unless_true: bool = False) -> None:
+        if self.claim is None:
+            return
+        current = self.claim.condition(condition.type) or {}
+        if current.get("status") == condition.status and current.get("reason") == condition.reason:
+            return
+        if unless_true and current.get("status") == "True":
+            return
+        try:
+            self.cluster.set_conditions("NodeClaim", self.claim.name, [condition])
+        except ClusterError as exc:
+            if not exc.not_found:
+                raise
+        self.claim.set_condition(condition.type, condition.status, condition.reason, condition.message)
+
+
+def _let_go(cluster, node: Node) -> bool:
+    cluster.remove_node_finalizer(node.name, TERMINATION_FINALIZER)
+    node.delete()
+    return True
+
+
+def _node_ready(obj: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def finalize_node(cloud, cluster, node: Node, mode: str, now) -> PendingDecision | None:
+    """A deleted Node (say `kubectl delete node`) whose claim is not being finalized yet: as
+    upstream, its NodeClaim is deleted (so its instance goes too) and the Node terminated."""
+    claim = node.node_claim if node.node_claim_id and PROVISIONER_LABEL in (node.node_claim.labels or {}) else None
+    decision = PendingDecision(
+        kind=Decision.Kind.TERMINATE, subject=f"node {node.name}", mode=mode, node_pool=node.node_pool,
+        reservation=node.reservation, details={"name": node.name, "nodeClaim": claim.name if claim else ""},
+        reason=f"node {node.name} was deleted: draining it"
+               + (f", deleting NodeClaim {claim.name} (and so its instance)" if claim else "")
+               + " and then removing its finalizer")
+    if mode != Mode.CONTROL:
+        return decision
+    try:
+        deadline = None
+        if claim is not None:
+            cluster.delete_nodeclaim(claim.name)
+            NodeClaim.objects.filter(pk=claim.pk, deleting_since__isnull=True).update(deleting_since=now)
+            deadline = T.termination_time(ensure_termination_timestamp(cluster, cluster.get_nodeclaim(claim.name)))
+        if not terminate_node(cloud, cluster, node, claim, deadline, now):
+            return None
+    except (ClusterError, CloudAPIError) as exc:
+        if not getattr(exc, "not_found", False):
+            decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
+            return decision
+    decision.outcome = Decision.Outcome.ACTED
+    return decision
+
+
+def disrupt(cloud, cluster, node: Node | None, claim: NodeClaim | None = None, now=None, forceful: bool = False) -> str:
+    """Disrupting a node, for interruptions, Capacity Block drains, expiry, drift and consolidation:
+    as upstream, its NodeClaim is deleted and termination does the rest (drain, volumes, instance),
+    pass after pass until it is done; the first pass runs now. A Node without a claim of karpweb's
+    is deleted (karpweb's finalizer, if it carries it, drains it). Returns "" when the termination
+    is under way or done, else why not. `forceful` (a failed EC2 status check): the claim's
+    termination time is now, as upstream's ForcefulTermination annotates it. The simulated world
+    (no API server, no finalizers) drains and deletes at once."""
+    now = now or timezone.now()
+    claim = claim or (node.node_claim if node is not None and node.node_claim_id else None)
+    if settings.KARPWEB_CLUSTER != "kubernetes":
+        return _terminate_at_once(cloud, cluster, node, claim)
+    if claim is not None and PROVISIONER_LABEL in (claim.labels or {}):
+        if forceful:
+            cluster.annotate_nodeclaim(claim.name, T.TERMINATION_TIMESTAMP, format_time(now.replace(microsecond=0)))
+        cluster.delete_nodeclaim(claim.name)  # False: already deleted, which is as good
+        NodeClaim.objects.filter(pk=claim.pk, deleting_since__isnull=True).update(deleting_since=now)
+        claim.refresh_from_db()
+        failed = finalize(cloud, cluster, claim, Mode.CONTROL, now)
+        return failed.error if failed is not None and failed.outcome == Decision.Outcome.FAILED else ""
+    if node is None:
+        return f"NodeClaim {claim.name} is not karpweb's: left to its controller" if claim else "nothing to disrupt"
+    finalizers = (cluster.get("Node", node.name).get("metadata") or {}).get("finalizers") or []
+    if TERMINATION_FINALIZER not in finalizers:  # deleting it would drop its pods undrained
+        return f"node {node.name} has no NodeClaim of karpweb's and no {TERMINATION_FINALIZER} finalizer: left alone"
+    cluster.delete_node(node.name)
+    Node.objects.filter(pk=node.pk, deleting_since__isnull=True).update(deleting_since=now)
+    node.refresh_from_db()
+    terminate_node(cloud, cluster, node, None, None, now)
+    return ""
+
+
+def _terminate_at_once(cloud, cluster, node: Node | None, claim: NodeClaim | None) -> str:
+    if node is not None:
+        drained = cluster.drain(node.name)
+        if not drained.drained:
+            return drained.summary()
+        if launched_by_karpweb(node):
+            cloud.terminate([node.instance_id])
+        cluster.delete_node(node.name)
+    elif claim is not None and claim.instance_id and PROVISIONER_LABEL in (claim.labels or {}):
+        cloud.terminate([claim.instance_id])
+    if claim is not None:
+        cluster.delete_nodeclaim(claim.name)
+    return ""
 
 
 def _alive(cloud, instance_id: str) -> bool:
@@ -315,13 +549,19 @@ def nodes_of_instances(instance_ids: list[str]) -> dict[str, Node]:
 
 
 def handle_interruptions(queue, cloud, cluster, now=None, max_messages: int = 10) -> dict:
-    """One receive from the interruption queue. Each message is acted on, then deleted; a message
+    """One receive from the interruption queue. Each message is acted on (its NodeClaims deleted:
+    termination then goes on pass after pass until the instance is gone), then deleted; a message
     that means nothing karpweb knows is logged, counted and deleted. A worker killed before the
-    delete leaves the message visible again: acting twice is harmless (cordon and drain are
-    idempotent; a decision already recorded is not repeated)."""
+    delete leaves the message visible again: acting twice is harmless (deleting a claim twice is;
+    a decision already recorded is not repeated). A queue karpweb cannot read (missing, access
+    denied) is counted and recorded as a status decision, and never stops the run that called it."""
     now = now or timezone.now()
     counts = {"messages": 0, "interrupted_nodes": 0, "unknown_messages": 0}
-    for message in queue.receive(max_messages):
+    try:
+        messages = queue.receive(max_messages)
+    except CloudAPIError as exc:
+        return {**counts, "queue_error": queue_error(exc, now)}
+    for message in messages:
         counts["messages"] += 1
         meaning = interruptions.parse(message.body)
         if isinstance(meaning, interruptions.Unknown):
@@ -333,8 +573,51 @@ def handle_interruptions(queue, cloud, cluster, now=None, max_messages: int = 10
         else:
             counts["interrupted_nodes"] += act_on(meaning, cloud, cluster, now)
             count_message(meaning.kind)
-        queue.delete(message)
+        try:
+            queue.delete(message)
+        except CloudAPIError as exc:
+            return {**counts, "queue_error": queue_error(exc, now)}
     return counts
+
+
+def handle_instance_status(cloud, cluster, now=None) -> dict:
+    """Upstream's instance-status controller: instances with an EC2 instance or system check failed
+    for 2 minutes have their NodeClaims deleted forcefully (termination time now: pods deleted,
+    PDBs notwithstanding, volumes not waited for); a scheduled event drains them. Only instances
+    of this cluster's claims or nodes are acted on. A missing ec2:DescribeInstanceStatus
+    permission is logged and skipped, as upstream."""
+    now = now or timezone.now()
+    try:
+        statuses = cloud.instance_statuses()
+    except CloudAPIError as exc:
+        EventCount.bump(STATUS_ERRORS, exc.code or "unknown")
+        log.warning("DescribeInstanceStatus failed (%s): %s; instance status checks are not handled", exc.code, exc)
+        return {"instance_status_error": exc.code or "unknown"}
+    acted = 0
+    for event in interruptions.status_check_failures(statuses, now):
+        done = act_on(event, cloud, cluster, now)
+        if done:
+            count_message(event.kind)
+        acted += done
+    return {"unhealthy_instances": acted}
+
+
+STATUS_ERRORS = "instance_status_errors"  # EventCount name, label = the error code
+QUEUE_SUBJECT = "interruption queue"
+
+
+def queue_error(exc: CloudAPIError, now) -> str:
+    """Counted by code (karpweb_interruption_queue_errors) and recorded as a failed status decision
+    when it is news (not the same error as the last one within the hour)."""
+    EventCount.bump(QUEUE_ERRORS, exc.code or "unknown")
+    reason = f"the interruption queue cannot be read ({exc.code}): {exc}; interruptions are not handled until it can"
+    last = Decision.objects.filter(subject=QUEUE_SUBJECT, kind=Decision.Kind.STATUS,
+                                   created_at__gte=now - REPEAT_WINDOW).order_by("-created_at").first()
+    if last is None or last.reason != reason:
+        Decision.objects.create(created_at=now, kind=Decision.Kind.STATUS, outcome=Decision.Outcome.FAILED,
+                                mode=global_mode(), subject=QUEUE_SUBJECT, reason=reason, error=str(exc))
+    log.warning("%s", reason)
+    return exc.code or "unknown"
 
 
 def launched_by_karpweb(node: Node) -> bool:
@@ -347,49 +630,71 @@ def count_message(result: str) -> None:
 
 
 def act_on(event: interruptions.Interruption, cloud, cluster, now) -> int:
-    providers = Q()
-    for instance in event.instance_ids:
-        providers |= Q(provider_id__endswith=f"/{instance}")
-    nodes = list(Node.objects.filter(providers).select_related("node_pool", "reservation", "node_claim"))
+    """Upstream's interruption controller: the NodeClaims of the instances (looked up by instance
+    id, so claims whose Node has not registered are included) are deleted, and termination drains
+    their nodes. Spot pools and reclaimed reservations are marked unavailable first."""
+    targets = interrupted(event.instance_ids)
     if event.kind == interruptions.SPOT_INTERRUPTED:
-        for node in nodes:  # upstream: the spot pool is unavailable for a while; karpweb plans elsewhere
-            Offering.objects.filter(instance_type__name=node.instance_type, zone=node.zone, capacity_type=SPOT,
+        for node, claim in targets:  # upstream: the spot pool is unavailable for a while; karpweb plans elsewhere
+            where = node or claim
+            Offering.objects.filter(instance_type__name=where.instance_type, zone=where.zone, capacity_type=SPOT,
                                     reservation__isnull=True).update(available=False)
     if event.kind == interruptions.RESERVATION_INTERRUPTED and event.reservation_id:
         mark_unavailable([event.reservation_id])
     refusal = control_refusal()
     decisions, acted = [], 0
-    for node in nodes:
-        mode = effective_mode(node.node_pool, refusal)
+    for node, claim in targets:
+        where = node or claim
+        mode = effective_mode(where.node_pool, refusal)
+        subject = f"node {node.name}" if node is not None else f"NodeClaim {claim.name}"
         decision = PendingDecision(
-            kind=Decision.Kind.INTERRUPTION, subject=f"node {node.name}", mode=mode, node_pool=node.node_pool,
-            reservation=node.reservation, details={"kind": event.kind, "instanceIDs": list(event.instance_ids)},
-            reason=(f"node {node.name} ({node.instance_type} {node.capacity_type} in {node.zone}): {event.detail}"
-                    + (": cordoning and draining it now; its pods are planned again, reserved capacity first"
+            kind=Decision.Kind.INTERRUPTION, subject=subject, mode=mode, node_pool=where.node_pool,
+            reservation=where.reservation, details={"kind": event.kind, "instanceIDs": list(event.instance_ids)},
+            reason=(f"{subject} ({where.instance_type} {where.capacity_type} in {where.zone}): {event.detail}"
+                    + (": cordoning and draining it now (its NodeClaim is deleted); its pods are planned again, "
+                       "reserved capacity first"
                        if event.drains else "; recorded only (Karpenter does not drain on a rebalance recommendation)")))
         if not event.drains:
             decision.outcome = Decision.Outcome.ACTED if mode == Mode.CONTROL else Decision.Outcome.RECOMMENDED
         elif mode == Mode.CONTROL:
-            # The same message again (its consumer died before deleting it): the drain goes on, the
-            # action is not counted or recorded a second time.
+            # The same message again (its consumer died before deleting it): termination goes on,
+            # the action is not counted or recorded a second time.
             again = Decision.objects.filter(subject=decision.subject, kind=Decision.Kind.INTERRUPTION,
                                             outcome=Decision.Outcome.ACTED, created_at__gte=now - REPEAT_WINDOW).exists()
             try:
-                drained = cluster.drain(node.name, force=False, delete=True)
-            except ClusterError as exc:
-                if not exc.not_found:
-                    decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
-                    decisions.append(decision)
-                    continue
-                drained = None  # drained and deleted already
-            if drained is not None and drained.drained and launched_by_karpweb(node):
-                cloud.terminate([node.instance_id])  # as upstream deletes the NodeClaim: the instance goes too
+                problem = disrupt(cloud, cluster, node, claim, now, forceful=event.forceful)
+            except (ClusterError, CloudAPIError) as exc:
+                problem = "" if getattr(exc, "not_found", False) else str(exc)  # a claim already gone: no error
+            if problem and settings.KARPWEB_CLUSTER == "kubernetes":
+                decision.outcome, decision.error = Decision.Outcome.FAILED, problem
+                decisions.append(decision)
+                continue
             if again:
                 continue
             decision.outcome = Decision.Outcome.ACTED
             acted += 1
         decisions.append(decision)
-    if not nodes:
-        log.info("interruption for %s: no node of this cluster runs there", ", ".join(event.instance_ids))
+    if not targets:
+        log.info("interruption for %s: no node or NodeClaim of this cluster runs there", ", ".join(event.instance_ids))
     record(decisions, now)
     return acted
+
+
+def interrupted(instance_ids) -> list[tuple[Node | None, NodeClaim | None]]:
+    """(node, claim) per instance: a claim with no Node yet, a Node with no claim, or both."""
+    providers = Q()
+    for instance in instance_ids:
+        providers |= Q(provider_id__endswith=f"/{instance}")
+    if not instance_ids:
+        return []
+    nodes = list(Node.objects.filter(providers).select_related("node_pool", "reservation", "node_claim"))
+    claimed = {node.node_claim_id for node in nodes if node.node_claim_id}
+    by_provider = {node.provider_id: node for node in nodes}
+    targets = [(node, node.node_claim if node.node_claim_id else None) for node in nodes]
+    for claim in NodeClaim.objects.filter(providers).exclude(pk__in=claimed).select_related("node_pool", "reservation"):
+        node = by_provider.get(claim.provider_id)
+        if node is not None:  # the Node is not linked to it yet
+            targets[targets.index((node, None))] = (node, claim)
+        else:
+            targets.append((None, claim))
+    return targets

@@ -258,30 +258,32 @@ class SimulatedCluster:
             result.changed[f"{label} {name}"] = removed
         return result
 
-    def drain(self, node: str, *, force: bool = False, delete: bool = True) -> DrainResult:
+    def drain(self, node: str, *, termination_time: datetime.datetime | None = None) -> DrainResult:
+        """One drain pass on the rows: tainted (cordoned), every pod moved back to Pending at once
+        (no kubelet to wait for) except do-not-disrupt ones until the termination time."""
         result = DrainResult(node=node)
-        row = Node.objects.filter(name=node).select_related("node_claim").first()
+        row = Node.objects.filter(name=node).first()
         if row is None:
             return result
         row.unschedulable = True
         row.save(update_fields=["unschedulable"])
         result.cordoned = True
+        past_deadline = termination_time is not None and timezone.now() >= termination_time
         pods = list(row.pods.all())
-        for pod in pods:
-            if not force and (pod.annotations or {}).get(DO_NOT_DISRUPT) == "true":
-                result.blocked[str(pod)] = f"annotated {DO_NOT_DISRUPT}=true"
-        if result.blocked:
-            return result
-        Pod.objects.filter(pk__in=[p.pk for p in pods]).update(node=None, node_name="", phase="Pending")
-        result.evicted = [str(p) for p in pods]
-        if delete:
-            claim = row.node_claim
-            row.delete()
-            result.deleted.append(f"Node {node}")
-            if claim is not None:
-                claim.delete()
-                result.deleted.append(f"NodeClaim {claim.name}")
+        held = [p for p in pods if not past_deadline and (p.annotations or {}).get(DO_NOT_DISRUPT) == "true"]
+        for pod in held:
+            result.blocked[str(pod)] = f"annotated {DO_NOT_DISRUPT}: waits for the node's termination time"
+        moved = [p for p in pods if p not in held]
+        Pod.objects.filter(pk__in=[p.pk for p in moved]).update(node=None, node_name="", phase="Pending")
+        result.evicted = [str(p) for p in moved]
+        result.remaining = sorted(str(p) for p in held)
         return result
+
+    def delete_node(self, name: str) -> bool:
+        return Node.objects.filter(name=name).delete()[0] > 0
+
+    def pending_volume_attachments(self, node: str) -> list[str]:
+        return []  # the simulated world has no volumes
 
 
 def register_node(claim: NodeClaim, provider_id: str) -> Node:

@@ -97,6 +97,8 @@ def sync_kubernetes(now=None) -> dict:
         else:
             counts["lists"] = 0  # the watch process keeps the models current: no full list this time
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL
+        if settings.KARPWEB_PROVIDER == "aws":  # failed EC2 status checks terminate their nodes (as upstream)
+            counts.update(nodes.handle_instance_status(backends.cloud(), cluster, now))
     else:
         counts = simulated.tick_workloads(now)
         counts["pods_bound"] = simulated.bind_pending_pods(simulate_readable(current_world(now), now))

@@ -3,6 +3,7 @@ the messages operators see when access fails."""
 
 import re
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from scheduling.adapters.kube.decisionlog import mark_failed, record_cluster_err
 from scheduling.adapters.kube.errors import ClusterError, describe_api_error
 from scheduling.adapters.kube.interface import Condition, DrainResult, NodeClaimRequest
 from scheduling.adapters.kube.rbac import cluster_role
-from scheduling.adapters.kube.resources import Resource
+from scheduling.adapters.kube.resources import POD, PVC, VOLUMEATTACHMENT, Resource
 from scheduling.adapters.kube.rest import KubeRest
 from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.models import Decision
@@ -151,9 +152,26 @@ def test_the_documented_cluster_role_is_enough_for_everything(kube_server, kube_
     adapter.set_conditions("NodeClaim", f"claim-{unique}", [Condition("Drifted", "True", "CapacityReservationDrift")])
     _, version = adapter.get_selector_terms(f"nc-{unique}")
     adapter.update_selector_terms(f"nc-{unique}", [{"tags": {"team": "ml"}}], version)
-    result = adapter.drain(f"node-{unique}")
-    assert result.drained and result.errors == [], result.summary()
-    assert result.deleted == [f"NodeClaim claim-{unique}", f"Node node-{unique}"]
+    # Termination: the finalizer, the termination time, a pod deleted at it, a tolerating pod's
+    # volume (its claim read) not waited for, the Node and its NodeClaim deleted.
+    adapter.register_node(f"node-{unique}", adapter.get_nodeclaim(f"claim-{unique}"), [])
+    adapter.annotate_nodeclaim(f"claim-{unique}", "karpenter.sh/nodeclaim-termination-timestamp", "2026-01-01T00:00:00Z")
+    rest.create(PVC, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": ns},
+                      "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": f"pv-{unique}",
+                               "resources": {"requests": {"storage": "1Gi"}}}}, namespace=ns)
+    rest.create(POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "agent", "namespace": ns},
+                      "spec": {"nodeName": f"node-{unique}", "containers": [{"name": "c", "image": "registry.example/a:1"}],
+                               "tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}],
+                               "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}, namespace=ns)
+    rest.create(VOLUMEATTACHMENT, {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                                   "metadata": {"name": f"va-{unique}"},
+                                   "spec": {"attacher": "ebs.csi.aws.com", "nodeName": f"node-{unique}",
+                                            "source": {"persistentVolumeName": f"pv-{unique}"}}})
+    result = adapter.drain(f"node-{unique}", termination_time=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert result.errors == [] and result.deleted_pods == [f"{ns}/web"], result.summary()
+    assert adapter.pending_volume_attachments(f"node-{unique}") == []
+    assert adapter.delete_node(f"node-{unique}") and adapter.remove_node_finalizer(f"node-{unique}")
+    assert adapter.delete_nodeclaim(f"claim-{unique}")
 
 
 def _wait_until_allowed(adapter, timeout=10.0):

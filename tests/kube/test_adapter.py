@@ -298,7 +298,7 @@ def test_drain_honours_a_pod_disruption_budget(adapter, rest, unique):
         assert "Cannot evict pod as it would violate the pod's disruption budget" in why
         assert "The disruption budget web needs 2 healthy pods and has 3 currently" in why
     assert elapsed < 6  # bounded: 5 attempts with 0.1 .. 0.5 s backoff
-    assert not result.drained and result.deleted == []
+    assert not result.drained
     assert len(_pod_names(rest, node)) == 2
     stored = rest.get(NODE, node)
     assert stored["spec"]["unschedulable"] is True
@@ -306,7 +306,8 @@ def test_drain_honours_a_pod_disruption_budget(adapter, rest, unique):
     assert taint["effect"] == "NoSchedule" and taint["timeAdded"]
 
     # The budget frees up while the next pass is retrying (as the disruption controller would once
-    # replacements are healthy elsewhere): the drain finishes and removes the NodeClaim and the Node.
+    # replacements are healthy elsewhere): the drain finishes. It deletes nothing itself: the
+    # Node's termination (scheduling/loop/nodes.py) lets it go once its instance is gone.
     release = threading.Timer(0.4, h.set_pdb_status, args=(rest, ns, "web", 2, 4))
     release.start()
     try:
@@ -315,30 +316,26 @@ def test_drain_honours_a_pod_disruption_budget(adapter, rest, unique):
         release.join()
     assert sorted(second.evicted) == sorted(result.blocked)
     assert second.drained, second.summary()
-    assert second.deleted == [f"NodeClaim claim-{unique}", f"Node {node}"]
-    with pytest.raises(ClusterError):
-        adapter.get("Node", node)
-    with pytest.raises(ClusterError):
-        adapter.get("NodeClaim", f"claim-{unique}")
+    assert _pod_names(rest, node) == []
+    assert adapter.get("Node", node) and adapter.get("NodeClaim", f"claim-{unique}")
 
 
-def test_do_not_disrupt_pods_block_the_drain_unless_forced(adapter, rest, unique):
+def test_do_not_disrupt_pods_wait_while_the_node_is_tainted_and_the_others_go(adapter, rest, unique):
+    """Upstream: node/termination suite_test "should not evict a pod with the do-not-disrupt
+    annotation" with "should evict pods ... while waiting": the taint comes first, always."""
     ns = _drain_world(rest, unique, pods=1)
     h.pod(rest, ns, "training", node_name=f"node-{unique}", annotations={"karpenter.sh/do-not-disrupt": "true"})
 
     result = adapter.drain(f"node-{unique}")
-    assert result.blocked == {f"{ns}/training": "annotated karpenter.sh/do-not-disrupt=true"}
-    assert not result.cordoned and result.evicted == [] and not result.drained
-    assert not rest.get(NODE, f"node-{unique}")["spec"].get("unschedulable")
-    assert _pod_names(rest, f"node-{unique}") == ["training", "web-0"]
-
-    forced = adapter.drain(f"node-{unique}", force=True, delete=False)
-    assert sorted(forced.evicted) == [f"{ns}/training", f"{ns}/web-0"]
-    assert forced.drained and forced.deleted == []
-    assert rest.get(NODE, f"node-{unique}")["spec"]["unschedulable"] is True
+    assert result.cordoned and result.evicted == [f"{ns}/web-0"]
+    assert result.blocked == {f"{ns}/training": "annotated karpenter.sh/do-not-disrupt: waits for the node's termination time"}
+    assert result.remaining == [f"{ns}/training"] and not result.drained
+    taints = rest.get(NODE, f"node-{unique}")["spec"]["taints"]
+    assert {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"} in [{k: t[k] for k in ("key", "effect")} for t in taints]
+    assert _pod_names(rest, f"node-{unique}") == ["training"]
 
 
-def test_drain_skips_daemonset_mirror_and_finished_pods(adapter, rest, unique):
+def test_drain_evicts_daemonset_pods_last_and_skips_mirror_and_finished_pods(adapter, rest, unique):
     ns = _drain_world(rest, unique, pods=1)
     node = f"node-{unique}"
     h.pod(rest, ns, "logs", node_name=node, owner={
@@ -347,14 +344,15 @@ def test_drain_skips_daemonset_mirror_and_finished_pods(adapter, rest, unique):
     h.pod(rest, ns, "static", node_name=node, annotations={"kubernetes.io/config.mirror": "abc"})
     h.pod(rest, ns, "job", node_name=node, phase="Succeeded")
 
-    result = adapter.drain(node, delete=False)
-    assert result.evicted == [f"{ns}/web-0"]
+    result = adapter.drain(node)
+    assert result.evicted == [f"{ns}/web-0", f"{ns}/logs"]  # the DaemonSet's pod once the others are gone
     assert result.drained
-    assert _pod_names(rest, node) == ["job", "logs", "static"]
+    assert _pod_names(rest, node) == ["job", "static"]
 
 
-def test_drain_of_a_node_that_is_already_gone_deletes_its_nodeclaim(adapter, rest, unique):
+def test_drain_of_a_node_that_is_already_gone_is_drained(adapter, rest, unique):
     h.nodepool(rest, f"pool-{unique}")
     h.nodeclaim(rest, f"claim-{unique}", f"pool-{unique}", node_name=f"node-{unique}")
     result = adapter.drain(f"node-{unique}")
-    assert result.drained and result.deleted == [f"NodeClaim claim-{unique}"]
+    assert result.drained and not result.cordoned and result.errors == []
+    assert adapter.get("NodeClaim", f"claim-{unique}")  # the drain deletes nothing itself

@@ -162,12 +162,14 @@ def test_a_deleted_claim_drains_terminates_and_only_then_lets_go(rest, adapter, 
     assert nodes.after_launch(provider, adapter, utc_now())["terminated"] == 0  # drained, terminating
     with pytest.raises(Exception):
         rest.get(POD, "batch-1", namespace=ns)
-    with pytest.raises(Exception):
-        rest.get(NODE, f"fin-{unique}")
+    node = rest.get(NODE, f"fin-{unique}")  # deleted, held by its finalizer until the instance is gone
+    assert node["metadata"]["deletionTimestamp"] and node["metadata"]["finalizers"] == ["karpenter.sh/termination"]
     state = raw_ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
     sync.sync_once()
     assert nodes.after_launch(provider, adapter, utc_now())["terminated"] == 1
+    with pytest.raises(Exception):
+        rest.get(NODE, f"fin-{unique}")
     with pytest.raises(Exception):
         rest.get(NODECLAIM, f"fin-{unique}")  # the finalizer went last
     decision = Decision.objects.get(subject=f"NodeClaim fin-{unique}", kind="terminate")
@@ -202,7 +204,7 @@ def test_interruptions_from_sqs_drain_at_once_and_bad_messages_are_counted(rest,
     queue = InterruptionQueue(sqs, Caller(config), f"karpweb-interruptions-{unique}", wait_seconds=0)
     instance = run_instance(raw_ec2, {"karpweb.io/managed": "true", "karpweb.io/nodeclaim": f"spot-{unique}"})
     h.nodepool(rest, f"spot-{unique}")
-    karpweb_claim(rest, f"spot-{unique}", f"spot-{unique}", instance)
+    karpweb_claim(rest, f"spot-{unique}", f"spot-{unique}", instance, finalizers=["karpenter.sh/termination"])
     kubelet_node(rest, f"spot-{unique}", instance, ready=True)
     rest.patch(NODE, f"spot-{unique}", {"metadata": {"labels": {
         "karpenter.sh/nodepool": f"spot-{unique}", "karpenter.sh/capacity-type": "spot",
@@ -210,6 +212,7 @@ def test_interruptions_from_sqs_drain_at_once_and_bad_messages_are_counted(rest,
     ns = h.namespace(rest, f"int-{unique}")
     h.pod(rest, ns, "web-1", node_name=f"spot-{unique}", node_selector={})
     ClusterSync(adapter).sync_once()
+    nodes.after_launch(provider, adapter, utc_now())  # registered: the Node carries karpenter.sh/termination
 
     warning = {"version": "0", "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
                "detail": {"instance-id": instance, "instance-action": "terminate"}}
@@ -219,8 +222,8 @@ def test_interruptions_from_sqs_drain_at_once_and_bad_messages_are_counted(rest,
         nodes.handle_interruptions(dying, provider, adapter)
     with pytest.raises(Exception):
         rest.get(POD, "web-1", namespace=ns)  # evicted at once
-    with pytest.raises(Exception):
-        rest.get(NODE, f"spot-{unique}")  # drained, so deleted
+    assert rest.get(NODECLAIM, f"spot-{unique}")["metadata"]["deletionTimestamp"]  # acting = deleting the claim
+    assert rest.get(NODE, f"spot-{unique}")["metadata"]["deletionTimestamp"]  # drained; goes once the instance has
     state = raw_ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
     # The message comes back when its visibility ends (made now, not in 20 s).

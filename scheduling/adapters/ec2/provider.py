@@ -438,6 +438,31 @@ class EC2CloudProvider:
         while len(self._instance_reservations) > MAX_REMEMBERED_INSTANCES:
             del self._instance_reservations[next(iter(self._instance_reservations))]
 
+    # Upstream's three DescribeInstanceStatus queries (aws pkg/providers/instancestatus).
+    STATUS_FILTERS = (
+        [{"Name": "instance-status.status", "Values": ["impaired"]}],
+        [{"Name": "system-status.status", "Values": ["impaired"]}],
+        [{"Name": "event.code", "Values": ["instance-reboot", "system-reboot", "system-maintenance",
+                                           "instance-retirement", "instance-stop"]}],
+    )
+
+    def instance_statuses(self) -> list[dict]:
+        """DescribeInstanceStatus answers for instances with an impaired instance or system check
+        or a scheduled event, once each (scheduling.engine.interruptions.status_check_failures
+        reads them)."""
+        seen: dict[str, dict] = {}
+        for filters in self.STATUS_FILTERS:
+            token = None
+            while True:
+                answer = self.call(self.ec2, "describe_instance_status", Filters=filters, IncludeAllInstances=False,
+                                   **({"NextToken": token} if token else {}))
+                for status in answer.get("InstanceStatuses") or []:
+                    seen.setdefault(status.get("InstanceId", ""), status)
+                token = answer.get("NextToken")
+                if not token:
+                    break
+        return list(seen.values())
+
     def terminate(self, instance_ids: Sequence[str]) -> TerminateResult:
         """TerminateInstances; ids EC2 no longer knows are reported as not found and, when they sat
         in a reservation, give its unit back to the in-memory count (upstream MarkTerminated)."""

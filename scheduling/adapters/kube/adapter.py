@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes.client import ApiClient
@@ -30,7 +30,7 @@ from scheduling.engine.coexistence import (
 )
 from scheduling.engine.groups import GROUPS_ANNOTATION, annotation_value, merge_terms, split_terms
 from scheduling.engine.selectors import parse_terms
-from scheduling.engine.timeutil import format_time, parse_optional_time, parse_time
+from scheduling.engine.timeutil import format_time, parse_optional_time
 
 from .errors import ClusterError, ResourceVersionExpired, describe_api_error
 from .interface import (
@@ -43,56 +43,28 @@ from .interface import (
     ObjectList,
     WatchEvent,
 )
+from . import termination as T
 from .resources import (
-    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, SERVICE, Resource,
-    resource_for,
+    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, PVC, SERVICE,
+    VOLUMEATTACHMENT, Resource, resource_for,
 )
 from .rest import KubeRest
+from .termination import EXCLUDE_LB_LABEL, TERMINATION_FINALIZER
 
 REGISTERED_LABEL = "karpenter.sh/registered"
 INITIALIZED_LABEL = "karpenter.sh/initialized"
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 DO_NOT_SYNC_TAINTS_LABEL = "karpenter.sh/do-not-sync-taints"
+# The Eviction API's refusal when a pod has two budgets (upstream treats it as a 429).
+MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget"
 
 log = logging.getLogger(__name__)
 
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-STUCK_TERMINATING_AFTER = timedelta(minutes=1)  # as Karpenter: past deletionTimestamp + 1 min, the kubelet is gone
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
 
 def _meta(obj: dict) -> dict:
     return obj.get("metadata") or {}
-
-
-def pod_key(pod: dict) -> str:
-    return f"{_meta(pod).get('namespace', '')}/{_meta(pod).get('name', '')}"
-
-
-def is_terminal(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def is_mirror(pod: dict) -> bool:
-    return MIRROR_POD_ANNOTATION in (_meta(pod).get("annotations") or {})
-
-
-def is_daemonset_pod(pod: dict) -> bool:
-    return any(ref.get("kind") == "DaemonSet" and ref.get("controller") for ref in _meta(pod).get("ownerReferences") or [])
-
-
-def is_do_not_disrupt(pod: dict) -> bool:
-    return (_meta(pod).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
-
-
-def is_stuck_terminating(pod: dict, now: datetime) -> bool:
-    deleted = _meta(pod).get("deletionTimestamp")
-    return bool(deleted) and now - parse_time(deleted) > STUCK_TERMINATING_AFTER
-
-
-def needs_eviction(pod: dict) -> bool:
-    """Pods a drain must move: not finished, not static (mirror), not a DaemonSet's."""
-    return not (is_terminal(pod) or is_mirror(pod) or is_daemonset_pod(pod))
 
 
 def merge_conditions(existing: list[dict], updates: list[Condition], generation: int | None, now: datetime) -> list[dict]:
@@ -304,18 +276,6 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "delete", NODECLAIM, name) from exc
 
-    def delete_node(self, name: str) -> bool:
-        """Delete a Node (an orphan instance's, collected). False if it was already gone."""
-        try:
-            self.rest.delete(NODE, name)
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise self._error(exc, "delete", NODE, name) from exc
-        except Exception as exc:
-            raise self._error(exc, "delete", NODE, name) from exc
-
     def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
         """After a launch that targeted a Capacity Reservation group, EC2 chose the member: the
         NodeClaim's reservation-id label says which, and so does its Node when it has registered
@@ -360,12 +320,16 @@ class KubeClusterAdapter:
             owner = {"apiVersion": NODECLAIM.api_version, "kind": NODECLAIM.kind, "name": claim_meta["name"],
                      "uid": claim_meta.get("uid", ""), "blockOwnerDeletion": True}
             owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != owner["uid"]] + [owner]
-            unchanged = (all((meta.get("labels") or {}).get(k) == v for k, v in labels.items()) and wanted == current
+            finalizers = list(meta.get("finalizers") or [])
+            if TERMINATION_FINALIZER not in finalizers and not meta.get("deletionTimestamp"):
+                finalizers.append(TERMINATION_FINALIZER)  # deleting the Node then drains it (node termination)
+            unchanged = (finalizers == (meta.get("finalizers") or []) and wanted == current
+                         and all((meta.get("labels") or {}).get(k) == v for k, v in labels.items())
                          and all((meta.get("annotations") or {}).get(k) == v for k, v in (claim_meta.get("annotations") or {}).items())
                          and len(owners) == len(meta.get("ownerReferences") or []))
             if unchanged:
                 return obj
-            patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "labels": labels,
+            patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "labels": labels, "finalizers": finalizers,
                                   "annotations": dict(claim_meta.get("annotations") or {}), "ownerReferences": owners},
                      "spec": {"taints": wanted}}
             return self.rest.patch(NODE, node, patch)
@@ -379,9 +343,12 @@ class KubeClusterAdapter:
         return self._read(NODECLAIM, name)
 
     def remove_finalizer(self, name: str, finalizer: str) -> bool:
+        return self._remove_finalizer(NODECLAIM, name, finalizer)
+
+    def _remove_finalizer(self, resource: Resource, name: str, finalizer: str) -> bool:
         def attempt() -> bool:
             try:
-                obj = self._read(NODECLAIM, name)
+                obj = self._read(resource, name)
             except ClusterError as error:
                 if error.not_found:
                     return False
@@ -391,10 +358,15 @@ class KubeClusterAdapter:
                 return True
             patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
                                   "finalizers": [f for f in finalizers if f != finalizer]}}
-            self.rest.patch(NODECLAIM, name, patch)
+            try:
+                self.rest.patch(resource, name, patch)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
             return True
 
-        return self._retry_on_conflict("patch", NODECLAIM, name, attempt)
+        return self._retry_on_conflict("patch", resource, name, attempt)
 
     # --- demotion ------------------------------------------------------------------------------
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
@@ -519,7 +491,7 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc
 
-    # --- drain ---------------------------------------------------------------------------------
+    # --- termination (kubernetes-sigs/karpenter pkg/controllers/node/termination) --------------
     def eviction_api_version(self) -> str:
         """policy/v1 where served (Kubernetes >= 1.22 drops nothing, 1.21 adds it), else policy/v1beta1."""
         if self._eviction_version is None:
@@ -532,18 +504,23 @@ class KubeClusterAdapter:
         return self._call("list", POD, None, lambda: self.rest.list(POD, field_selector=f"spec.nodeName={node}"))["items"]
 
     def cordon(self, node: str) -> dict:
-        """spec.unschedulable=true plus Karpenter's karpenter.sh/disrupted:NoSchedule taint."""
+        """Upstream's Taint: karpenter.sh/disrupted:NoSchedule, and the
+        node.kubernetes.io/exclude-from-external-load-balancers label (load balancers stop sending
+        to a node that is going away); karpweb also sets spec.unschedulable, as kubectl drain does."""
 
         def attempt() -> dict:
             obj = self._read(NODE, node)
             taints = list((obj.get("spec") or {}).get("taints") or [])
             has_taint = any(t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"]
                             for t in taints)
-            if (obj.get("spec") or {}).get("unschedulable") and has_taint:
+            labelled = (_meta(obj).get("labels") or {}).get(EXCLUDE_LB_LABEL) is not None
+            if (obj.get("spec") or {}).get("unschedulable") and has_taint and labelled:
                 return obj
-            if not has_taint:
+            if not has_taint:  # a karpenter.sh/disrupted taint of another effect is replaced
+                taints = [t for t in taints if t.get("key") != DISRUPTED_TAINT["key"]]
                 taints.append({**DISRUPTED_TAINT, "timeAdded": format_time(self.clock().replace(microsecond=0))})
-            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"]},
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
+                                  **({} if labelled else {"labels": {EXCLUDE_LB_LABEL: "karpenter"}})},
                      "spec": {"unschedulable": True, "taints": taints}}
             return self.rest.patch(NODE, node, patch)
 
@@ -559,66 +536,84 @@ class KubeClusterAdapter:
         }
         self.rest.create(POD, body, namespace=meta["namespace"], subresource="eviction", name=meta["name"])
 
-    def drain(self, node: str, *, force: bool = False, delete: bool = True) -> DrainResult:
-        """One drain pass (call again on the next loop until ``drained``).
-
-        Pods annotated karpenter.sh/do-not-disrupt=true stop the drain before anything is touched,
-        unless ``force``. Otherwise the node is cordoned and every pod that needs it is evicted
-        through the Eviction API; a 429 (a PodDisruptionBudget allows no disruption now) is retried
-        with exponential backoff up to ``eviction_attempts`` / ``eviction_timeout`` and then reported
-        in ``blocked``. PDBs are never bypassed, not even with ``force``. The pass waits up to
-        ``pod_wait`` seconds for evicted pods to go; when none is left and ``delete`` is set, the
-        node's NodeClaim and the Node are deleted."""
+    def drain(self, node: str, *, termination_time: datetime | None = None) -> DrainResult:
+        """One pass of Karpenter's drain (call again on the next pass until ``drained``; nothing is
+        kept between passes). The node is tainted first, always. Pods whose grace period would
+        outlast ``termination_time`` are deleted with a clamped grace period, whatever their tier,
+        PDBs and do-not-disrupt notwithstanding. The others are evicted tier by tier (see
+        :mod:`.termination`), each tier only once the earlier ones are gone; do-not-disrupt pods are
+        waited for, never evicted. A 429 (a PodDisruptionBudget) is retried with backoff up to
+        ``eviction_attempts`` / ``eviction_timeout`` and then reported in ``blocked``. The pass
+        waits up to ``pod_wait`` seconds for a tier to go before moving on. A Node that is gone is
+        drained."""
         result = DrainResult(node=node)
         try:
-            node_obj = self._read(NODE, node)
+            self.cordon(node)
+            result.cordoned = True
         except ClusterError as error:
             if not error.not_found:
                 result.errors.append(error)
-                return result
-            node_obj = None
-
+            return result
+        deadline = time.monotonic() + self.pod_wait
         try:
-            pods = [pod for pod in self._pods_on(node) if needs_eviction(pod)] if node_obj else []
+            while True:
+                waiting = self._waiting_pods(node)
+                self._force_delete_past_deadline(waiting, termination_time, result)
+                graceful = [p for p in waiting if not T.needs_force_delete(p, termination_time, self.clock())]
+                tier = next((group for group in T.tiers(graceful) if group), [])
+                if not tier:
+                    break
+                self._evict_tier(tier, result)
+                waiting = self._wait_for(node, tier, deadline)
+                still_there = {T.pod_key(pod) for pod in waiting}
+                if result.errors or time.monotonic() >= deadline or any(T.pod_key(p) in still_there for p in tier):
+                    break  # this tier is not gone yet: the next pass goes on
         except ClusterError as error:
             result.errors.append(error)
             return result
-
-        blockers = [pod for pod in pods if is_do_not_disrupt(pod) and not _meta(pod).get("deletionTimestamp")]
-        if blockers and not force:
-            for pod in blockers:
-                result.blocked[pod_key(pod)] = f"annotated {DO_NOT_DISRUPT}=true"
-            result.remaining = sorted(pod_key(pod) for pod in pods)
-            return result
-
-        if node_obj is not None:
-            try:
-                self.cordon(node)
-                result.cordoned = True
-            except ClusterError as error:
-                result.errors.append(error)
-                return result
-
-        self._evict_all([pod for pod in pods if not _meta(pod).get("deletionTimestamp")], result)
-
-        if node_obj is not None:
-            deadline = time.monotonic() + self.pod_wait
-            while True:
-                try:
-                    now = self.clock()
-                    left = [pod for pod in self._pods_on(node)
-                            if needs_eviction(pod) and not is_stuck_terminating(pod, now)]
-                except ClusterError as error:
-                    result.errors.append(error)
-                    return result
-                if not left or time.monotonic() >= deadline or not any(_meta(p).get("deletionTimestamp") for p in left):
-                    break
-                self.sleep(0.2)
-            result.remaining = sorted(pod_key(pod) for pod in left)
-
-        if result.drained and delete:
-            self._delete_node_and_claim(node, result)
+        result.remaining = sorted(T.pod_key(pod) for pod in waiting)
         return result
+
+    def _waiting_pods(self, node: str) -> list[dict]:
+        now = self.clock()
+        return [pod for pod in self._pods_on(node) if T.is_waited_for(pod, now)]
+
+    def _wait_for(self, node: str, tier: list[dict], deadline: float) -> list[dict]:
+        """The waited-for pods once the tier just evicted is gone, or at the pass's deadline."""
+        keys = {T.pod_key(pod) for pod in tier}
+        while True:
+            waiting = self._waiting_pods(node)
+            left = [pod for pod in waiting if T.pod_key(pod) in keys and T.is_terminating(pod)]
+            if not left or time.monotonic() >= deadline:
+                return waiting
+            self.sleep(0.2)
+
+    def _evict_tier(self, tier: list[dict], result: DrainResult) -> None:
+        now = self.clock()
+        for pod in tier:
+            if T.do_not_disrupt_active(pod, now) and not T.is_terminating(pod):
+                result.blocked[T.pod_key(pod)] = f"annotated {DO_NOT_DISRUPT}: waits for the node's termination time"
+        self._evict_all([pod for pod in tier if T.is_evictable(pod, now)], result)
+
+    def _force_delete_past_deadline(self, pods: list[dict], termination_time: datetime | None,
+                                    result: DrainResult) -> None:
+        """Upstream's forceDelete: DELETE with the grace period clamped to the time left, UID-safe."""
+        now = self.clock()
+        for pod in pods:
+            if not T.needs_force_delete(pod, termination_time, now):
+                continue
+            meta = _meta(pod)
+            grace = T.clamped_grace_seconds(termination_time, now)
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": grace,
+                    "preconditions": {"uid": meta["uid"]}}
+            try:
+                self.rest.delete(POD, meta["name"], meta["namespace"], body=body)
+                result.deleted_pods.append(T.pod_key(pod))
+            except ApiException as exc:
+                if exc.status not in (404, 409):  # gone, or a new pod took the name
+                    result.errors.append(self._error(exc, "delete", POD, meta["name"], meta["namespace"]))
+            except Exception as exc:
+                result.errors.append(self._error(exc, "delete", POD, meta["name"], meta["namespace"]))
 
     def _evict_all(self, pods: list[dict], result: DrainResult) -> None:
         pending = pods
@@ -631,12 +626,12 @@ class KubeClusterAdapter:
                 meta = _meta(pod)
                 try:
                     self._evict(pod)
-                    result.evicted.append(pod_key(pod))
+                    result.evicted.append(T.pod_key(pod))
                 except ApiException as exc:
                     if exc.status == 404:
                         continue  # already gone
                     error = self._error(exc, "create", POD, f"{meta['name']}/eviction", meta["namespace"])
-                    if exc.status == 429:
+                    if exc.status == 429 or MULTIPLE_PDBS in error.message:
                         refused.append((pod, error))
                     elif exc.status == 409:
                         continue  # the uid precondition failed: the pod we meant is gone
@@ -652,7 +647,7 @@ class KubeClusterAdapter:
             elapsed = time.monotonic() - started
             if attempt >= self.eviction_attempts or elapsed + delay > self.eviction_timeout:
                 for pod, error in refused:
-                    result.blocked[pod_key(pod)] = (
+                    result.blocked[T.pod_key(pod)] = (
                         f"eviction refused {attempt} time(s) over {elapsed:.1f} s: "
                         + error.message.split(": ", 1)[-1]
                     )
@@ -661,28 +656,87 @@ class KubeClusterAdapter:
             delay = min(delay * 2, max_delay)
             pending = [pod for pod, _ in refused]
 
-    def _delete_node_and_claim(self, node: str, result: DrainResult) -> None:
-        try:
-            claims = self.rest.list(NODECLAIM)["items"]
-        except Exception as exc:
-            result.errors.append(self._error(exc, "list", NODECLAIM))
-            return
-        for claim in claims:
-            if (claim.get("status") or {}).get("nodeName") == node and not _meta(claim).get("deletionTimestamp"):
-                name = _meta(claim)["name"]
-                if self._delete(NODECLAIM, name, result):
-                    result.deleted.append(NODECLAIM.describe(name))
-        if self._delete(NODE, node, result):
-            result.deleted.append(NODE.describe(node))
+    def pending_volume_attachments(self, node: str) -> list[str]:
+        """The node's VolumeAttachments (storage.k8s.io/v1) the termination waits for: all but those
+        of pods the drain does not wait for (upstream's filterVolumeAttachments) and those without a
+        PersistentVolume."""
+        attachments = [va for va in self._call("list", VOLUMEATTACHMENT, None,
+                                                lambda: self.rest.list(VOLUMEATTACHMENT))["items"]
+                       if (va.get("spec") or {}).get("nodeName") == node
+                       and ((va.get("spec") or {}).get("source") or {}).get("persistentVolumeName")]
+        if not attachments:
+            return []
+        kept = self._volumes_of_undrainable_pods(node)
+        return sorted(_meta(va)["name"] for va in attachments
+                      if va["spec"]["source"]["persistentVolumeName"] not in kept)
 
-    def _delete(self, resource: Resource, name: str, result: DrainResult) -> bool:
+    def _volumes_of_undrainable_pods(self, node: str) -> set[str]:
+        now, volumes = self.clock(), set()
+        for pod in self._pods_on(node):
+            if T.is_waited_for(pod, now) or T.is_terminal(pod):
+                continue
+            namespace = _meta(pod).get("namespace")
+            for volume in (pod.get("spec") or {}).get("volumes") or []:
+                claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+                if not claim:
+                    continue
+                try:
+                    pvc = self._read(PVC, claim, namespace)
+                except ClusterError as error:
+                    if error.not_found:
+                        continue
+                    raise
+                if (pvc.get("spec") or {}).get("volumeName"):
+                    volumes.add(pvc["spec"]["volumeName"])
+        return volumes
+
+    def delete_node(self, name: str) -> bool:
+        """DELETE the Node (its karpenter.sh/termination finalizer then holds it for the drain);
+        False if it was already gone."""
         try:
-            self.rest.delete(resource, name)
+            self.rest.delete(NODE, name)
             return True
         except ApiException as exc:
             if exc.status == 404:
                 return False
-            result.errors.append(self._error(exc, "delete", resource, name))
+            raise self._error(exc, "delete", NODE, name) from exc
         except Exception as exc:
-            result.errors.append(self._error(exc, "delete", resource, name))
-        return False
+            raise self._error(exc, "delete", NODE, name) from exc
+
+    def add_node_finalizer(self, name: str, finalizer: str = TERMINATION_FINALIZER) -> bool:
+        """Put ``finalizer`` on a Node that is not being deleted (one karpweb registered before it
+        added the finalizer at registration); False if the Node is gone or already being deleted."""
+
+        def attempt() -> bool:
+            try:
+                obj = self._read(NODE, name)
+            except ClusterError as error:
+                if error.not_found:
+                    return False
+                raise
+            finalizers = list(_meta(obj).get("finalizers") or [])
+            if _meta(obj).get("deletionTimestamp"):
+                return False
+            if finalizer not in finalizers:
+                self.rest.patch(NODE, name, {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"],
+                                                          "finalizers": [*finalizers, finalizer]}})
+            return True
+
+        return self._retry_on_conflict("patch", NODE, name, attempt)
+
+    def remove_node_finalizer(self, name: str, finalizer: str = TERMINATION_FINALIZER) -> bool:
+        """Take ``finalizer`` off a Node (a deleted one then goes); False if the Node is gone."""
+        return self._remove_finalizer(NODE, name, finalizer)
+
+    def annotate_nodeclaim(self, name: str, key: str, value: str) -> dict:
+        """Set one annotation on a NodeClaim unless it has one under that key already (upstream
+        never moves a termination timestamp once written)."""
+
+        def attempt() -> dict:
+            obj = self._read(NODECLAIM, name)
+            if key in (_meta(obj).get("annotations") or {}):
+                return obj
+            patch = {"metadata": {"resourceVersion": _meta(obj)["resourceVersion"], "annotations": {key: value}}}
+            return self.rest.patch(NODECLAIM, name, patch)
+
+        return self._retry_on_conflict("patch", NODECLAIM, name, attempt)

@@ -51,7 +51,7 @@ def mark_failed(decision, error: ClusterError):
 
 def record_drain(result: DrainResult, *, reason: str, mode: str | None = None, kind: str | None = None,
                  node_pool=None, reservation=None):
-    """One drain pass as a Decision: ACTED when the node drained (and was deleted), FAILED when the
+    """One drain pass as a Decision: ACTED when the node drained, FAILED when the
     API refused something, SKIPPED while PodDisruptionBudgets or do-not-disrupt pods hold it."""
     from scheduling.models import Decision
 
@@ -72,7 +72,7 @@ def record_drain(result: DrainResult, *, reason: str, mode: str | None = None, k
         objects_involved={"nodes": [result.node], "pods": sorted(set(result.evicted) | set(result.blocked))},
         details={
             "summary": result.summary(), "cordoned": result.cordoned, "evicted": result.evicted,
-            "blocked": result.blocked, "remaining": result.remaining, "deleted": result.deleted,
+            "blocked": result.blocked, "remaining": result.remaining, "deleted_pods": result.deleted_pods,
             "errors": [_error_details(e) | {"message": e.message} for e in result.errors],
         },
         error="\n".join(e.message for e in result.errors),

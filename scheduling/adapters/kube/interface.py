@@ -12,6 +12,7 @@ Kinds are ``EC2NodeClass``, ``NodePool``, ``NodeClaim``, ``Node`` and ``Pod``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -86,9 +87,9 @@ class DrainResult:
     cordoned: bool = False
     evicted: list[str] = field(default_factory=list)  # "namespace/name"
     blocked: dict[str, str] = field(default_factory=dict)  # pod -> why it was not evicted
-    remaining: list[str] = field(default_factory=list)  # pods still on the node after this pass
+    remaining: list[str] = field(default_factory=list)  # pods the drain still waits for after this pass
     errors: list[ClusterError] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)  # "NodeClaim x", "Node y"
+    deleted_pods: list[str] = field(default_factory=list)  # deleted at the termination time (grace clamped)
 
     @property
     def drained(self) -> bool:
@@ -100,10 +101,10 @@ class DrainResult:
             parts.append(f"evicted {len(self.evicted)} pod(s)")
         parts.extend(f"{pod} blocked: {why}" for pod, why in sorted(self.blocked.items()))
         if self.remaining and not self.blocked:
-            parts.append(f"{len(self.remaining)} pod(s) still terminating")
+            parts.append(f"{len(self.remaining)} pod(s) still to go")
+        if self.deleted_pods:
+            parts.append(f"deleted {len(self.deleted_pods)} pod(s) at the termination time")
         parts.extend(str(error) for error in self.errors)
-        if self.deleted:
-            parts.append("deleted " + ", ".join(self.deleted))
         return "; ".join(parts)
 
 
@@ -122,19 +123,33 @@ class ClusterAdapter(Protocol):
     def delete_nodeclaim(self, name: str) -> bool:
         """Delete a NodeClaim; False if it was already gone."""
 
-    def delete_node(self, name: str) -> bool:
-        """Delete a Node; False if it was already gone."""
-
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
         """Relabel a NodeClaim and its Node capacity-type=on-demand and remove every reservation label."""
 
-    def drain(self, node: str, *, force: bool = False, delete: bool = True) -> DrainResult:
-        """Cordon ``node`` and evict its pods, honouring PodDisruptionBudgets and do-not-disrupt
-        (unless ``force``); when it is empty and ``delete``, delete its NodeClaim and the Node."""
+    def drain(self, node: str, *, termination_time: datetime | None = None) -> DrainResult:
+        """One pass of Karpenter's drain: taint karpenter.sh/disrupted:NoSchedule (and label the node
+        out of external load balancers), evict its pods tier by tier honouring PodDisruptionBudgets
+        and do-not-disrupt, and delete those whose grace period would outlast ``termination_time``.
+        Deletes neither the Node nor its NodeClaim; a Node that is gone is drained."""
+
+    def pending_volume_attachments(self, node: str) -> list[str]:
+        """The node's VolumeAttachments its termination waits for (none on a world without volumes)."""
+
+    def delete_node(self, name: str) -> bool:
+        """Delete a Node (karpweb's carry karpenter.sh/termination: the drain runs first); False if gone."""
+
+    def add_node_finalizer(self, name: str, finalizer: str = "karpenter.sh/termination") -> bool:
+        """Put ``finalizer`` on a Node not being deleted yet; False if it is gone or being deleted."""
+
+    def remove_node_finalizer(self, name: str, finalizer: str = "karpenter.sh/termination") -> bool:
+        """Take ``finalizer`` off a Node (a deleted one then goes); False if it is gone."""
+
+    def annotate_nodeclaim(self, name: str, key: str, value: str) -> dict:
+        """Set an annotation on a NodeClaim unless it has one under ``key`` already."""
 
     def register_node(self, node: str, nodeclaim: dict, taints: list[dict]) -> dict:
         """Sync a NodeClaim's labels, annotations and taints onto its registered Node, remove the
-        unregistered taint, add karpenter.sh/registered=true."""
+        unregistered taint, add karpenter.sh/registered=true and the karpenter.sh/termination finalizer."""
 
     def label_node(self, node: str, key: str, value: str) -> dict:
         """Set one label on a Node."""

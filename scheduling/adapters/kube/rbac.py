@@ -16,11 +16,15 @@ RULES = [
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"],
      "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["get", "patch"]},
-    # Nodes: mirror, relabel (demotion), cordon, delete when drained.
+    # Nodes: mirror, relabel (demotion), taint, add and remove the termination finalizer, delete.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
-    # Pods: mirror (pending and bound), and evict through the Eviction API (never delete directly).
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    # Pods: mirror (pending and bound) and evict through the Eviction API; delete only those whose
+    # grace period would outlast their node's termination time (the NodePool's terminationGracePeriod).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # A terminating node waits for its volumes to detach (and reads which claims its pods hold).
+    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["list", "watch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
     # Is Karpenter the active controller? Its leader-election Lease and its Deployment, read only.
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},

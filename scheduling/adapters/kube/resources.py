@@ -52,6 +52,9 @@ LEASE = Resource("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True
 DEPLOYMENT = Resource("Deployment", "apps", "v1", "deployments", namespaced=True)
 # Read only for the cluster DNS address nodes are bootstrapped with (kube-system/kube-dns).
 SERVICE = Resource("Service", "", "v1", "services", namespaced=True)
+# Read only while a node terminates: its volumes must be detached before its instance goes.
+VOLUMEATTACHMENT = Resource("VolumeAttachment", "storage.k8s.io", "v1", "volumeattachments")
+PVC = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True)
 
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.

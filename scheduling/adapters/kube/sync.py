@@ -442,7 +442,8 @@ class ClusterSync:
             "allocatable_extended": {k: _quantity(v) for k, v in sorted(allocatable.items()) if "/" in k},
             "provider_id": _clip(spec.get("providerID"), 255), "ready": ready,
             "unschedulable": bool(spec.get("unschedulable")),
-            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")),
+            "deleting_since": parse_optional_time(meta.get("deletionTimestamp")), "synced_at": now,
         }
 
     def _row_pod(self, obj: dict, links: _Links, now: datetime) -> dict:
