@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
-from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED
+from .labels import CAPACITY_TYPE, INSTANCE_TYPE, OFFERING_LABELS, ON_DEMAND, RESERVATION_LABELS, RESERVED
 from .requirements import Requirement, Requirements
 
 NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
@@ -164,7 +164,7 @@ def requirements_drift(pool_requirements: Requirements, labels: Mapping[str, str
 def instance_type_gone(labels: Mapping[str, str], offerings_by_type: Mapping[str, Sequence]) -> str | None:
     """Upstream `instanceTypeNotFound`: the type is unknown, or none of its offerings is
     compatible with the claim's labels (a reserved claim may also be on-demand, after demotion).
-    `offerings_by_type`: type -> engine Offerings (available or not)."""
+    `offerings_by_type`: type -> each offering's labels (zone, capacity type, ...), available or not."""
     name = labels.get(INSTANCE_TYPE, "")
     if name not in offerings_by_type:
         return f"instance type {name or '(unlabelled)'} is no longer offered"
@@ -172,9 +172,21 @@ def instance_type_gone(labels: Mapping[str, str], offerings_by_type: Mapping[str
     if labels.get(CAPACITY_TYPE) == RESERVED:
         kept = [r for r in requirements if r.key not in RESERVATION_LABELS and r.key != CAPACITY_TYPE]
         requirements = Requirements([*kept, Requirement.of(CAPACITY_TYPE, "In", [RESERVED, ON_DEMAND])])
-    if not any(o.compatible(requirements) for o in offerings_by_type[name]):
+    if not any(_offering_compatible(o, requirements) for o in offerings_by_type[name]):
         return f"instance type {name} has no offering left that matches the claim's labels"
     return None
+
+
+def _offering_compatible(labels: Mapping[str, str], requirements: Requirements) -> bool:
+    """Upstream `Offerings.HasCompatible`, on the offering's labels (one it lacks: DoesNotExist)."""
+    for key in OFFERING_LABELS:
+        req = requirements.get(key)
+        if req is None:
+            continue
+        value = labels.get(key)
+        if (req.admits_absent if value is None else req.has(value)) is False:
+            return False
+    return True
 
 
 def ami_drift(image_id: str, instance_type_labels: Mapping[str, str], amis: Sequence[Mapping[str, Any]]) -> bool:
@@ -188,7 +200,7 @@ def ami_drift(image_id: str, instance_type_labels: Mapping[str, str], amis: Sequ
     for ami in amis:
         requirements = Requirements([Requirement.of(r["key"], r["operator"], r.get("values") or [])
                                      for r in ami.get("requirements") or []])
-        key = requirements.key()
+        key = requirements.key
         if key in seen or not requirements.matches_labels(labels):
             continue
         seen.add(key)
@@ -221,10 +233,12 @@ def node_drift(claim: ClaimFacts, *, pool_hash: str | None, pool_requirements: R
         return Drift(AMI_DRIFT, f"image {image} is no longer among the EC2NodeClass's resolved AMIs")
     if instance is None:
         return None
-    if status.security_group_ids and set(instance.security_group_ids) != set(status.security_group_ids):
+    # An instance record without groups or subnet (a simulated one from before they were kept) tells nothing.
+    if status.security_group_ids and instance.security_group_ids and \
+            set(instance.security_group_ids) != set(status.security_group_ids):
         return Drift(SECURITY_GROUP_DRIFT, f"security groups {', '.join(sorted(instance.security_group_ids)) or '(none)'} "
                                            f"are not the resolved {', '.join(sorted(status.security_group_ids))}")
-    if status.subnet_ids and instance.subnet_id not in status.subnet_ids:
+    if status.subnet_ids and instance.subnet_id and instance.subnet_id not in status.subnet_ids:
         return Drift(SUBNET_DRIFT, f"subnet {instance.subnet_id or '(none)'} is not among the resolved subnets")
     return None
 
