@@ -21,6 +21,7 @@ from scheduling.loop.provisioning import create_claim, launch_claim
 from scheduling.models import CapacityType, Decision, InstanceType, NodeClaim, NodePool, Offering
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
+from datetime import datetime, timedelta, timezone  # after the star import too
 
 from . import helpers as h
 
@@ -207,3 +208,40 @@ def test_should_detect_static_drift_when_the_nodepool_template_changes(rest, ada
     assert set(cluster.claims()) - {original} and original not in cluster.drifted()  # replaced, the old one gone
     [replacement] = NodeClaim.objects.filter(node_pool__name=cluster.pool).exclude(name=original)
     assert replacement.labels["team"] == "payments" and replacement.provider_id
+
+
+def test_should_remove_nodeclaims_that_are_expired_and_repair_a_node_notready_past_its_toleration(
+        rest, adapter, unique, provider, account, settings):
+    """expiration suite: "should remove nodeclaims that are expired"; health suite: "should delete nodes
+    that are unhealthy by the cloud provider" (Ready=False for 30 min, from the Node's lastTransitionTime)."""
+    cluster = Cluster(rest, adapter, provider, unique)
+    cluster.create()
+    rest.patch(NODEPOOL, cluster.pool, {"spec": {"template": {"spec": {"expireAfter": "2h"}}}})
+    cluster.resync()
+    expiring = cluster.launch_node()
+    expiring_claim = NodeClaim.objects.get(node_name=expiring)
+    assert rest.get(NODECLAIM, expiring_claim.name)["spec"]["expireAfter"] == "2h"
+    started = utc_now()
+    assert refresh.expire(adapter, started + timedelta(minutes=119))["expired"] == 0
+    assert refresh.expire(adapter, started + timedelta(minutes=121))["expired_acted"] == 1
+    assert rest.get(NODECLAIM, expiring_claim.name)["metadata"]["deletionTimestamp"]  # its finalizer drains and terminates
+
+    # Node repair: off by default, then on; the kubelet reported NotReady at a known time.
+    rest.patch(NODEPOOL, cluster.pool, {"spec": {"template": {"spec": {"expireAfter": "Never"}}}})
+    cluster.resync()
+    sick = cluster.launch_node()
+    for _ in range(4):
+        cluster.launch_node()  # one unhealthy node of five is within upstream's 20 %
+    went_bad = "2026-11-26T08:00:00Z"
+    rest.patch(NODE, sick, {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                                       "message": "", "lastHeartbeatTime": went_bad,
+                                                       "lastTransitionTime": went_bad}]}}, subresource="status")
+    cluster.sync.sync_once()
+    sick_claim = NodeClaim.objects.get(node_name=sick)
+    bad_since = datetime(2026, 11, 26, 8, 0, tzinfo=timezone.utc)
+    assert refresh.repair(adapter, bad_since + timedelta(hours=5)) == {"repair": 0}  # KARPWEB_NODE_REPAIR is off
+    settings.KARPWEB_NODE_REPAIR = True
+    assert refresh.repair(adapter, bad_since + timedelta(minutes=29))["repairs"] == 0
+    assert refresh.repair(adapter, bad_since + timedelta(minutes=31))["repairs"] == 1
+    assert rest.get(NODECLAIM, sick_claim.name)["metadata"]["deletionTimestamp"]
+    assert Decision.objects.get(kind="repair", subject=f"node {sick}").outcome == "acted"
