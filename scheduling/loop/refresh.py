@@ -138,15 +138,21 @@ def _instances(cloud, claims) -> dict[str, engine.InstanceFacts]:
                                                 tuple(getattr(m, "security_group_ids", ()))) for m in found}
 
 
-def claim_drift(claim: NodeClaim, instances: dict, offerings: dict, types: dict, now) -> engine.Drift | None:
+def claim_drift(claim: NodeClaim, instances: dict, offerings: dict, types: dict, now,
+                pools: dict | None = None) -> engine.Drift | None:
+    """`pools`: per NodePool id, its (hash, requirements), filled as met (one computation per pool a pass)."""
     pool = claim.node_pool
     if pool is None:
         return None
+    pools = {} if pools is None else pools
+    if pool.pk not in pools:
+        pools[pool.pk] = (pool_hash(pool), _pool_requirements(pool))
+    current_hash, requirements = pools[pool.pk]
     instance = instances.get(claim.instance_id)
     return engine.node_drift(
         engine.ClaimFacts(claim.name, claim.labels or {}, claim.annotations or {}, claim.created_at,
                           claim.image_id or (instance.image_id if instance else "")),
-        pool_hash=pool_hash(pool), pool_requirements=_pool_requirements(pool),
+        pool_hash=current_hash, pool_requirements=requirements,
         offerings_by_type=offerings or None, type_labels=types.get(claim.instance_type),
         class_hash=class_hash(claim.node_class), status=_class_status(claim.node_class), instance=instance, now=now)
 
@@ -161,8 +167,9 @@ def mark_drift(cloud, cluster, now=None) -> dict:
              for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}
     refusal = control_refusal()
     counts = {"drifted": 0, "drift_changed": 0}
+    pools: dict = {}
     for claim in claims:
-        drift = claim_drift(claim, instances, offerings, types, now)
+        drift = claim_drift(claim, instances, offerings, types, now, pools)
         counts["drifted"] += drift is not None
         if _set_drifted(claim, drift, now):
             counts["drift_changed"] += 1
