@@ -1,6 +1,6 @@
 """Capacity Reservation groups as karpweb stores them: the members each group term resolves to
 (synced from EC2's Resource Groups API, or entered in the admin for the simulated world), handed
-to the engine as WORLD.json `capacityReservationGroups`, and the group a launch targets."""
+to the engine as WORLD.json `capacityReservationGroups` (by `scheduling.world`), and the group a launch targets."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from reservations.models import CapacityReservation, CapacityReservationGroup, E
 from scheduling.engine.groups import group_arns, group_target
 from scheduling.engine.timeutil import format_time
 from scheduling.engine.world import parse_world
+from scheduling.world import reservation_item
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,6 @@ def store_group(arn: str, reservation_ids, now=None) -> CapacityReservationGroup
     return group
 
 
-def world_groups() -> list[dict]:
-    """WORLD.json `capacityReservationGroups`."""
-    return [{"GroupArn": arn, "CapacityReservationIds": list(ids)}
-            for arn, ids in CapacityReservationGroup.objects.order_by("arn").values_list("arn", "reservation_ids")]
-
-
 def launch_group_arn(node_class: EC2NodeClass | None, reservation_id: str, now=None) -> str | None:
     """The group a launch into `reservation_id` targets for this EC2NodeClass (the engine's rule,
     `scheduling.engine.groups.group_target`, on the stored groups and reservations); None to
@@ -74,8 +69,6 @@ def launch_group_arn(node_class: EC2NodeClass | None, reservation_id: str, now=N
     arns = group_arns(node_class.capacity_reservation_selector_terms)
     if not arns:
         return None
-    from scheduling.world import reservation_item
-
     groups = [g for g in CapacityReservationGroup.objects.filter(arn__in=arns) if reservation_id in (g.reservation_ids or [])]
     if not groups:
         return None

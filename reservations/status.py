@@ -16,8 +16,7 @@ from scheduling.engine.world import parse_world
 
 def resolve_from_database(node_classes, now) -> dict[str, NodeClassReservations]:
     """What each EC2NodeClass's terms select among the reservations in the database."""
-    from reservations.groups import world_groups
-    from scheduling.world import reservation_item
+    from scheduling.world import reservation_item, world_groups
 
     world = parse_world({
         "now": format_time(now),

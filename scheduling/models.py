@@ -136,6 +136,9 @@ class NodePool(ConditionsMixin, models.Model):
     )
     conditions = models.JSONField(default=list, blank=True)
     status_resources = models.JSONField(default=dict, blank=True)
+    registration_health = models.JSONField(
+        default=dict, blank=True,
+        help_text="The last registration results behind NodeRegistrationHealthy (scheduling/loop/registration_health.py).")
     created_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
 

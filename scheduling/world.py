@@ -1,4 +1,4 @@
-"""The database as a WORLD.json document (../simulate-contract.md): the one way the loop, the
+"""The database as a WORLD.json document (docs/simulate-contract.md): the one way the loop, the
 what-if page and the API hand the current world to the engine.
 
 Objects come out the way Kubernetes and EC2 write them, so the engine reads the database exactly
@@ -7,24 +7,26 @@ as it reads a pasted `kubectl get -o json`."""
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.utils import timezone
 
-from reservations.groups import world_groups
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass
 from scheduling.engine import parse_world
 from scheduling.engine.ec2types import MIB, node_memory_mib
+from scheduling.engine.taints import is_known_ephemeral
 from scheduling.engine.timeutil import format_time
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
 
 KEEP_IDLE_RESERVED_ANNOTATION = "karpweb.io/keep-idle-reserved-nodes"
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+REGISTERED_LABEL = "karpenter.sh/registered"
 
 
 def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = True,
                   instances: list[dict] | None = None) -> dict:
     """`instances` (DescribeInstances items) tell the engine which reservation each instance is in.
-    Without `include_nodes`, only the NodeClaims not yet registered stand in for nodes (the watch
-    process keeps the registered ones: scheduling/loop/keptworld.py)."""
+    Without `include_nodes`, only the nodes still coming up (in_flight_nodes) are there (the watch
+    process keeps the others: scheduling/loop/keptworld.py)."""
     now = now or timezone.now()
     world = {
         "now": format_time(now),
@@ -94,6 +96,12 @@ def extended_resources(it: InstanceType | None) -> dict[str, int]:
     if it.resources:
         return {name: int(amount) for name, amount in it.resources.items()}
     return {"nvidia.com/gpu": it.gpu_count} if it.gpu_count else {}
+
+
+def world_groups() -> list[dict]:
+    """WORLD.json `capacityReservationGroups`: the stored members of each Capacity Reservation group."""
+    return [{"GroupArn": arn, "CapacityReservationIds": list(ids)}
+            for arn, ids in CapacityReservationGroup.objects.order_by("arn").values_list("arn", "reservation_ids")]
 
 
 def reservation_item(r: CapacityReservation) -> dict:
@@ -181,7 +189,10 @@ def node_pool_object(p: NodePool) -> dict:
 
 
 def nodes() -> list[dict]:
-    return registered_nodes() + in_flight_nodes()
+    """Every node the engine plans with: the Nodes, each still coming up as its NodeClaim makes it."""
+    flying = in_flight_nodes()
+    coming_up = {d["metadata"]["name"] for d in flying}
+    return [d for d in registered_nodes() if d["metadata"]["name"] not in coming_up] + flying
 
 
 def registered_nodes(names=None) -> list[dict]:
@@ -210,10 +221,21 @@ def node_object(n: Node, type_resources: dict[str, int] | None = None) -> dict:
 
 
 def in_flight_nodes() -> list[dict]:
-    """NodeClaims whose Node has not registered yet count as capacity, as Karpenter counts them:
-    otherwise every provisioning run would launch again for the same pods."""
-    claims = list(NodeClaim.objects.filter(node__isnull=True, deleting_since__isnull=True).exclude(instance_type="")
-                  .select_related("node_pool", "node_class").order_by("name"))
+    """NodeClaims whose Node has not registered, or is not initialized yet, as the nodes they will
+    be: capacity for the pods they can take, as upstream's cluster state counts them
+    (kubernetes-sigs/karpenter pkg/controllers/state/statenode.go). Otherwise every provisioning
+    run launches again for the same pods while a node comes up.
+
+    Until its Node is initialized (`karpenter.sh/initialized=true`, or the claim's Initialized time
+    where no kubelet labels it: the simulated world), a claim's node has its
+    NodePool's taints (the Node's own once registered) less the known ephemeral taints
+    (not-ready, unreachable, uninitialized, `karpenter.sh/unregistered`) and its startup taints,
+    the labels of its claim until it is registered, and what its instance type allocates wherever
+    the kubelet does not report it yet (extended resources before their device plugin)."""
+    claims = list(NodeClaim.objects.filter(deleting_since__isnull=True).exclude(instance_type="")
+                  .filter(Q(node__isnull=True) | Q(initialized_at__isnull=True))  # (a simulated Node has no label)
+                  .exclude(node__labels__contains={INITIALIZED_LABEL: "true"})
+                  .select_related("node_pool", "node_class", "node").order_by("name"))
     sizes = {it.name: it for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}
     room: dict[tuple, dict[str, int]] = {}  # per (type, EC2NodeClass): what its node will report
     nodes = []
@@ -224,18 +246,51 @@ def in_flight_nodes() -> list[dict]:
         key = (size.name, claim.node_class_id)
         if key not in room:
             room[key] = node_allocatable(size, claim.node_class)
-        allocatable = {name: str(amount) for name, amount in room[key].items()}
-        allocatable["cpu"] = f"{room[key]['cpu']}m"
-        nodes.append({
+        nodes.append(in_flight_node(claim, _node_of(claim), room[key]))
+    return nodes
+
+
+def _node_of(claim: NodeClaim) -> Node | None:
+    try:
+        return claim.node
+    except Node.DoesNotExist:
+        return None
+
+
+def in_flight_node(claim: NodeClaim, node: Node | None, planned: dict[str, int]) -> dict:
+    """One claim's node while it comes up (see in_flight_nodes)."""
+    pool = claim.node_pool
+    allocatable = {name: str(amount) for name, amount in planned.items()}
+    allocatable["cpu"] = f"{planned['cpu']}m"
+    if node is None:
+        return {
             "apiVersion": "v1", "kind": "Node",
             "metadata": _metadata(claim.name, labels={**claim.labels, "kubernetes.io/hostname": claim.name}),
-            "spec": {"providerID": claim.provider_id, "taints": claim.node_pool.taints if claim.node_pool else []},
-            "status": {
-                "allocatable": allocatable,
-                "conditions": [{"type": "Ready", "status": "False"}],
-            },
-        })
-    return nodes
+            "spec": {"providerID": claim.provider_id, "taints": pool.taints if pool else []},
+            "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "False"}]},
+        }
+    document = node_object(node)
+    registered = (node.labels or {}).get(REGISTERED_LABEL) == "true"
+    if not registered:
+        document["metadata"]["labels"] = {**claim.labels, "kubernetes.io/hostname": node.name}
+    taints = (node.taints or []) if registered else (pool.taints or [] if pool else [])
+    startup = pool.startup_taints or [] if pool else []
+    document["spec"]["taints"] = [t for t in taints if not _coming_up_taint(t, startup)]
+    reported = document["status"]["allocatable"]
+    for name, amount in allocatable.items():  # what the kubelet reports as nothing yet, the claim's type has
+        if _zero(reported.get(name)):
+            reported[name] = amount
+    return document
+
+
+def _coming_up_taint(taint: dict, startup: list[dict]) -> bool:
+    key, effect, value = taint.get("key") or "", taint.get("effect") or "", taint.get("value") or ""
+    return is_known_ephemeral(key, effect, value) or any(
+        s.get("key") == key and s.get("effect") == effect and (s.get("value") or "") == value for s in startup)
+
+
+def _zero(amount) -> bool:
+    return amount in (None, "", "0", "0m")
 
 
 # What pod_object reads: rows of these instead of model instances (a world can hold 50,000 pods).

@@ -1,6 +1,7 @@
 """Karpenter's scheduling benchmark, reproduced against karpweb's engine (`python -m scheduling.bench`).
 
-The shape is upstream's `scheduling_benchmark_test.go` (karpenter-semantics §9):
+The shape is upstream's benchmark (kubernetes-sigs/karpenter
+`pkg/controllers/provisioning/scheduling/scheduling_benchmark_test.go`):
 
   * 400 instance types (`fake.InstanceTypes(400)`): type i has i+1 vCPU, 2(i+1) GiB and 10(i+1)
     pods; offerings spot in test-zone-1 and test-zone-2, on-demand in test-zone-1, -2 and -3. Prices

@@ -1,7 +1,7 @@
 """Consolidation: delete empty nodes, delete or replace underutilised ones, and act on reservation
 drift, each decision found by re-running the scheduler in FALLBACK reserved mode.
 
-Upstream (core `pkg/controllers/disruption`, karpenter-semantics §5):
+Upstream (kubernetes-sigs/karpenter `pkg/controllers/disruption/`):
   * Candidates: nodes of a NodePool (ready, not being deleted, not nominated for pending pods)
     whose instance type and price are known, without `karpenter.sh/do-not-disrupt: "true"` on the
     node or on any of its pods, and "consolidatable": no pod change for `consolidateAfter`.

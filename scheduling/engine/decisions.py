@@ -1,4 +1,4 @@
-"""A Plan as DECISIONS.json (../shared/simulate-contract.md).
+"""A Plan as DECISIONS.json (docs/simulate-contract.md).
 
 `disruptions` and `demotions` are left empty here; `disruption.lifecycle_decisions` fills them
 (consolidation, capacity-block expiry, demotion, drift) and `simulate` puts them in.
@@ -14,6 +14,7 @@ from .launch import FinalClaim
 from .ledger import ReservationLedger
 from .nodeclaim import PoolTemplate
 from .planning import Plan
+from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, format_resource
 
 
 def decisions(plan: Plan) -> dict:
@@ -49,7 +50,18 @@ def node_claim(claim: FinalClaim, group_arn: str | None = None) -> dict:
         "instanceTypeOptions": [it.name for it in claim.instance_type_options],
         "launch": launch,
         "labels": claim.labels,
+        # spec.resources.requests, as upstream writes it: the pods' requests and the DaemonSet overhead.
+        "resources": {name: requested_quantity(name, amount) for name, amount in sorted(claim.claim.requests.items())
+                      if amount},
     }
+
+
+def requested_quantity(name: str, amount: int) -> str:
+    """An exact Kubernetes quantity (format_resource rounds large memory for reading)."""
+    if name == CPU or name not in (MEMORY, EPHEMERAL_STORAGE):
+        return format_resource(name, amount)
+    mib = 2**20
+    return f"{amount // mib}Mi" if amount % mib == 0 else str(amount)
 
 
 def launch_group(claim: FinalClaim, plan: Plan, reservations: dict) -> str | None:

@@ -2,7 +2,8 @@
 
 `derive` turns one `DescribeInstanceTypes` entry (`InstanceTypeInfo`, as boto3 and
 `aws ec2 describe-instance-types` write it) into the well-known labels and the resources a node of
-that type reports (karpenter-launch.md §1). It is the one place this is computed: the EC2 sync,
+that type reports (aws/karpenter-provider-aws `pkg/providers/instancetype/types.go`). It is the one
+place this is computed: the EC2 sync,
 the simulated world, `seed_demo`, the benchmarks and WORLD.json's `describeInstanceTypes` all call
 it, so that a NodePool written for Karpenter selects the same types here.
 

@@ -1,5 +1,6 @@
 """EC2 interruption messages, as EventBridge delivers them to the interruption queue, read the way
-Karpenter's AWS provider reads them (karpenter-launch.md §6). Pure: the message body in, what it
+Karpenter's AWS provider reads them (aws/karpenter-provider-aws `pkg/controllers/interruption/`).
+Pure: the message body in, what it
 means out. A body that is not one of these is `Unknown` with the reason (logged, counted, deleted)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Label keys and values the engine gives a meaning to (karpenter-semantics §2)."""
+"""Label keys and values the engine gives a meaning to (kubernetes-sigs/karpenter and
+aws/karpenter-provider-aws `pkg/apis/v1/labels.go`)."""
 
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"

@@ -1,5 +1,6 @@
 """The reservation lifecycle of running nodes: capacity-block expiry, demotion to on-demand, and
-reservation drift (karpenter-semantics §5.4, §6).
+reservation drift (aws/karpenter-provider-aws `pkg/controllers/capacityreservation/`,
+`pkg/cloudprovider/drift.go`).
 
   * Expiry: every node in a capacity block is drained from 40 minutes before the block's end, 70
     for an UltraServer block (`capacityblocks.py` decides the times). The decision is listed as

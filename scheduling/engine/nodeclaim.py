@@ -21,27 +21,9 @@ from .podaffinity import hostname_anti_affinity_conflict
 from .quantities import ResourceList
 from .requirements import Requirement, Requirements
 from .taints import UNSCHEDULABLE_TAINT_KEY, NO_SCHEDULE, Taint, untolerated
+# The scheduler and the explanations import the rejection kinds from here too.
+from .rejection import LIMITS, MIN_VALUES, NO_INSTANCE_TYPE, PAID_ONLY, RESERVED_HELD, Rejection
 from .topology import Attempt
-
-# Rejection kinds the explanations (explain.py) treat specially.
-NO_INSTANCE_TYPE = "no-instance-type"
-RESERVED_HELD = "reserved-held"
-LIMITS = "limits"
-PAID_ONLY = "paid-only"  # a new claim would get no reserved unit (internal, never reported)
-MIN_VALUES = "min-values"
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    reason: str
-    permanent: bool = True
-    kind: str = ""
-    # Holds until the ledger gives a unit back (the refusal was for want of a free unit).
-    until_release: bool = False
-
-    @property
-    def reserved_held(self) -> bool:
-        return self.kind == RESERVED_HELD
 
 
 @dataclass(slots=True)

@@ -82,7 +82,8 @@ class CapacityReservation:
         return None
 
     def status_entry(self, now: datetime) -> dict:
-        """One `status.capacityReservations[]` item of an EC2NodeClass (karpenter-semantics §1.2)."""
+        """One `status.capacityReservations[]` item of an EC2NodeClass (aws/karpenter-provider-aws
+        `pkg/apis/v1/ec2nodeclass_status.go`)."""
         entry = {"availabilityZone": self.zone}
         if self.end is not None:
             entry["endTime"] = format_time(self.end)

@@ -1,6 +1,6 @@
 """First-fit-decreasing scheduling of pending pods, reserved capacity first.
 
-Algorithm (upstream core `pkg/controllers/provisioning/scheduling`, karpenter-semantics §4):
+Algorithm (kubernetes-sigs/karpenter `pkg/controllers/provisioning/scheduling/`):
 pods are taken largest first (CPU, then memory, then age); each goes to the first place that
 takes it: an existing node (initialised first, then by name), then a node claim already planned
 in this run (fewest pods first), then a new node claim from the first NodePool that can launch

@@ -2,7 +2,8 @@
 
 Terms are ORed and the fields within a term are ANDed (the code's semantics; upstream's task doc
 says "ANDed" and is wrong). Validation is per term, where upstream's CEL rule only rejects `id`
-combined with other fields when every term does so (karpenter-semantics §1.1).
+combined with other fields when every term does so (aws/karpenter-provider-aws
+`pkg/apis/v1/ec2nodeclass.go`).
 
 Condition `CapacityReservationsReady` (upstream only ever sets True; karpweb says what is wrong):
   True  / CapacityReservationsReady   some reservations are selected

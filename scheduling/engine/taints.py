@@ -52,3 +52,21 @@ def untolerated(taints: Iterable[Taint], tolerations: Iterable[Toleration]) -> T
         if not any(t.tolerates(taint) for t in tolerations):
             return taint
     return None
+
+
+# Taints a node carries while it comes up, which say nothing about the pods it will take
+# (kubernetes-sigs/karpenter pkg/scheduling/taints.go KnownEphemeralTaints): (key, effect, value or None for any).
+KNOWN_EPHEMERAL_TAINTS = (
+    ("node.kubernetes.io/not-ready", NO_SCHEDULE, None),
+    ("node.kubernetes.io/not-ready", NO_EXECUTE, None),
+    ("node.kubernetes.io/unreachable", NO_SCHEDULE, None),
+    ("node.cloudprovider.kubernetes.io/uninitialized", NO_SCHEDULE, "true"),
+    ("karpenter.sh/unregistered", NO_EXECUTE, None),
+)
+KNOWN_EPHEMERAL_TAINT_PREFIXES = ("readiness.k8s.io/",)  # the Node Readiness Controller's taints
+
+
+def is_known_ephemeral(key: str, effect: str, value: str = "") -> bool:
+    if any(key.startswith(prefix) for prefix in KNOWN_EPHEMERAL_TAINT_PREFIXES):
+        return True
+    return any(key == k and effect == e and (v is None or (value or "") == v) for k, e, v in KNOWN_EPHEMERAL_TAINTS)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .labels import HOSTNAME, OFFERING_LABELS
 from .podaffinity import NAMESPACE_NAME_LABEL, HONOR, AffinityTerm, LabelSelector, SpreadConstraint
+from .rejection import Rejection
 from .requirements import Requirement, Requirements
 from .taints import Toleration, untolerated
 
@@ -191,7 +192,6 @@ class Attempt:
     def check_host(self, host: str | None):
         """Hostname constraints on a node or claim named `host` (None: a new claim). Returns a
         Rejection or None."""
-        from .nodeclaim import Rejection
         for kind, group, selfish in self.host:
             count = group.counts.get(host, 0) if host is not None else 0
             if kind == SPREAD:
@@ -209,7 +209,6 @@ class Attempt:
         return None
 
     def check_node(self, node: "ExistingNode"):
-        from .nodeclaim import Rejection
         rejection = self.check_host(node.hostname) if self.host else None
         if rejection is not None:
             return rejection
@@ -231,7 +230,6 @@ class Attempt:
         must be pinned), or a Rejection. Returns (requirements, transient). A pod that is only
         counted does not pin a key the NodePool wants minValues of (it stays uncounted there,
         as upstream counts it)."""
-        from .nodeclaim import Rejection
         transient = False
         for key, rule in self.keys.items():
             req = requirements.get(key)

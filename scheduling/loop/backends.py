@@ -35,7 +35,19 @@ def _ec2_provider():
     unavailable-offerings cache between task runs, as Karpenter's provider does."""
     from scheduling.adapters.ec2.provider import EC2CloudProvider
 
-    return EC2CloudProvider()
+    # Without KARPWEB_CLUSTER_DNS, nodes get the kube-dns Service's ClusterIP, read from the cluster.
+    kube_dns = _kube_dns_ip if settings.KARPWEB_CLUSTER == "kubernetes" else None
+    return EC2CloudProvider(kube_dns=kube_dns)
+
+
+def _kube_dns_ip() -> str:
+    return _dns_reader().kube_dns_ip()
+
+
+@functools.cache
+def _dns_reader():
+    """The cluster adapter the EC2 provider reads kube-system/kube-dns through (one per process)."""
+    return cluster()
 
 
 def interruption_queue():

@@ -6,7 +6,7 @@ knows what changed: ClusterSync hands it the keys each batch of watch events tou
 it listed in full. So pods and registered nodes, the kinds that are many, are kept parsed, each
 with the document it was parsed from, and a change re-reads and re-parses only its own rows. The
 kinds that are few (instance types and their offerings, reservations, EC2NodeClasses, NodePools, the
-NodeClaims still launching) are read fresh for every run, so a catalogue or selector change is
+NodeClaims whose nodes are still coming up) are read fresh for every run, so a catalogue or selector change is
 always planned from (a full rebuild of the small part, every time).
 
 `check` compares the kept documents with a fresh read: a difference is a change the kept world
@@ -103,7 +103,9 @@ class KeptWorld:
             self.load()
         world, skipped = parse_readable(current_world(now, include_pods=False, include_nodes=False,
                                                       instances=instances))
-        registered = [node for _, node in (self.nodes[name] for name in sorted(self.nodes)) if node is not None]
+        # A Node still coming up is planned as its NodeClaim makes it (read fresh: they are few).
+        coming_up = {node.name for node in world.nodes}
+        registered = [node for name, (_, node) in sorted(self.nodes.items()) if node is not None and name not in coming_up]
         world.nodes = registered + world.nodes  # in-flight claims after the nodes, as current_world orders them
         world.pods = [pod for _, pod in (self.pods[key] for key in sorted(self.pods)) if pod is not None]
         record(skipped + list(self.skipped.values()), now)

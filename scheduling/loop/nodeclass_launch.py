@@ -29,7 +29,8 @@ def refresh_launch_status(cloud, cluster, now=None) -> dict:
     for node_class in EC2NodeClass.objects.order_by("name"):
         if not launch_configured(node_class.spec):
             continue
-        resolved = cloud.resolve_node_class(node_class.name, node_class.uid, node_class.spec, create_profile=create)
+        resolved = cloud.resolve_node_class(node_class.name, node_class.uid, node_class.spec, create_profile=create,
+                                            status_profile=(node_class.status_launch or {}).get("instanceProfile", ""))
         if write(node_class, resolved.status_fields(), resolved.conditions, now):
             changed += 1
             if settings.KARPWEB_CLUSTER == "kubernetes":

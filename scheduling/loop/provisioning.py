@@ -3,6 +3,7 @@
 A launch is idempotent: the NodeClaim row is written before the launch and its name is the client
 token, so a run killed between launch and record relaunches into the same instance on retry."""
 
+import datetime
 import random
 import string
 
@@ -14,6 +15,7 @@ from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.amis import variant_of
 from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult, NodeClassLaunch
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
+from scheduling.adapters.ec2.nodeclass import planned_max_pods
 from scheduling.adapters.ec2.sync import refresh_reservations
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.loop.claim_hashes import claim_annotations, claim_expire_after
@@ -30,6 +32,7 @@ ACTION_ERRORS = (CloudAPIError, ClusterError)
 # On the NodeClaims karpweb creates, so that a retry only ever relaunches karpweb's own claims.
 PROVISIONER_LABEL = "karpweb.io/provisioner"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+LAUNCH_TIMEOUT = datetime.timedelta(minutes=5)  # upstream liveness.go LaunchTimeout
 
 
 def provision(cloud, cluster, now=None, world_at=None) -> dict:
@@ -37,7 +40,7 @@ def provision(cloud, cluster, now=None, world_at=None) -> dict:
     wait); by default the database's current world."""
     now = now or timezone.now()
     pending, launched, failed = [], 0, 0
-    relaunched = relaunch_unlaunched_claims(cloud, cluster, pending)
+    relaunched = relaunch_unlaunched_claims(cloud, cluster, pending, now)
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
         return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
@@ -179,12 +182,13 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
         # Deleting the claim then waits for karpweb to drain its node and terminate its instance.
         finalizers=[TERMINATION_FINALIZER],
         annotations=claim_annotations(pool), expire_after=claim_expire_after(pool) or None,  # drift and expiry
+        resources=dict(claim.get("resources") or {}),  # Initialized waits for its extended resources
     )
     cluster.create_nodeclaim(request)
     reservation = CapacityReservation.objects.filter(reservation_id=launch.get("reservationID") or "").first()
     row, _ = NodeClaim.objects.update_or_create(name=name, defaults=dict(
         node_pool=pool, node_class=pool.node_class if pool else None, labels=labels,
-        requirements=request.requirements, instance_type=launch["instanceType"], zone=launch["zone"],
+        requirements=request.requirements, resources=request.resources, instance_type=launch["instanceType"], zone=launch["zone"],
         capacity_type=launch["capacityType"], reservation=reservation, reservation_label=launch.get("reservationID") or "",
         created_at=timezone.now(), annotations=request.annotations, expire_after=request.expire_after or "",
     ))
@@ -234,11 +238,16 @@ def node_class_launch(row: NodeClaim) -> NodeClassLaunch:
     """What the cloud provider resolves the launch from: the EC2NodeClass as Kubernetes has it, the
     NodeClaim's labels, the NodePool's taints and startup taints, and the instance type's image needs."""
     pool, node_class = row.node_pool, row.node_class
-    instance_type = InstanceType.objects.filter(name=row.instance_type).only("arch", "labels").first()
+    instance_type = InstanceType.objects.filter(name=row.instance_type).only(
+        "arch", "labels", "max_pods", "cpu_millicores").first()
     shapes = {row.instance_type: (instance_type.arch, variant_of(instance_type.labels or {}))} if instance_type else {}
+    pods = planned_max_pods(node_class.spec or {}, instance_type.max_pods, instance_type.cpu_millicores // 1000,
+                            instance_type.arch) if instance_type else None
     return NodeClassLaunch(
         uid=node_class.uid, spec=node_class.spec or {}, nodepool=pool.name if pool else "", labels=row.labels,
-        taints=[*(pool.taints or []), *(pool.startup_taints or [])] if pool else [], shapes=shapes)
+        taints=[*(pool.taints or []), *(pool.startup_taints or [])] if pool else [], shapes=shapes,
+        max_pods={row.instance_type: pods} if pods else {},
+        status_profile=(node_class.status_launch or {}).get("instanceProfile", ""))
 
 
 def record_group_member(cluster, row: NodeClaim, reservation_id: str) -> None:
@@ -277,10 +286,13 @@ def already_launched(cloud, nodeclaim_name: str) -> LaunchResult | None:
     return None
 
 
-def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None) -> int:
-    """Claims written by an earlier run that died before its launch was recorded: find the instance
-    that launch started, or launch again (the client token makes this the same instance if the first
-    launch went through). Each outcome goes to `decisions`, so the log says how the claim ended."""
+def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None, now=None) -> int:
+    """Claims written by an earlier run whose launch was not recorded (the run died, or the launch
+    raised): find the instance that launch started, or launch again (the client token makes this
+    the same instance if the first launch went through). A claim still not launched LAUNCH_TIMEOUT
+    after it was created is deleted, as upstream's liveness does: it stops being capacity and its
+    pods are planned again. Each outcome goes to `decisions`, so the log says how the claim ended."""
+    now = now or timezone.now()
     unlaunched = NodeClaim.objects.filter(
         provider_id="", deleting_since__isnull=True, labels__has_key=PROVISIONER_LABEL
     ).exclude(Q(instance_type="") | Q(capacity_type=""))
@@ -288,12 +300,44 @@ def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None) ->
     for row in unlaunched.select_related("node_class", "node_pool"):
         try:
             result = launch_claim(cloud, cluster, row, retry=True)
-        except ACTION_ERRORS:
-            continue  # left unlaunched: the next run tries again with the same client token
+        except ACTION_ERRORS as exc:
+            if row.created_at and now - row.created_at >= LAUNCH_TIMEOUT:
+                timed_out = launch_timeout(cluster, row, str(exc), now)
+                if decisions is not None:
+                    decisions.append(timed_out)
+            continue  # otherwise left unlaunched: the next run tries again with the same client token
         relaunched += result.ok
         if decisions is not None:
             decisions.append(relaunch_decision(row, result))
     return relaunched
+
+
+def launch_timeout(cluster, row: NodeClaim, error: str, now) -> PendingDecision:
+    """kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/liveness.go (LaunchTimeout): a
+    claim not launched within 5 minutes is deleted (control mode; a recommendation otherwise) and
+    counts as a registration failure of its NodePool."""
+    from scheduling.loop import registration_health
+
+    mode = effective_mode(row.node_pool)
+    minutes = int(LAUNCH_TIMEOUT.total_seconds() // 60)
+    decision = PendingDecision(
+        kind=Decision.Kind.REGISTRATION_TIMEOUT, subject=f"NodeClaim {row.name}"[:255], mode=mode,
+        node_pool=row.node_pool, reservation=row.reservation, details={"name": row.name, "timeout": "launch"},
+        reason=(f"NodeClaim {row.name} ({row.instance_type} {row.capacity_type} in {row.zone}) was not launched within "
+                f"{minutes} minutes (last error: {error}): deleting it, so that its pods are planned again"))
+    if mode != Mode.CONTROL:
+        return decision
+    try:
+        cluster.delete_nodeclaim(row.name)
+    except ClusterError as exc:
+        decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
+        return decision
+    # Its finalizer goes once nothing is left to terminate (nodes.finalize); a simulated cluster deleted the row.
+    NodeClaim.objects.filter(pk=row.pk).update(deleting_since=now)
+    registration_health.record_result(cluster, row.node_pool, False, now, reason="LaunchFailed",
+                                      message=f"NodeClaim {row.name} was not launched: {error}"[:1000])
+    decision.outcome = Decision.Outcome.ACTED
+    return decision
 
 
 def relaunch_decision(row: NodeClaim, result) -> PendingDecision:

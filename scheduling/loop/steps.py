@@ -47,7 +47,7 @@ def sync_ec2(now=None) -> dict:
     cloud = backends.cloud()
     if settings.KARPWEB_PROVIDER == "aws":  # what launches resolve to: images, subnets, groups, profile
         counts.update(refresh_launch_status(cloud, backends.cluster(), now))
-        counts.update(nodes.collect_instances(cloud, now))  # karpweb's instances no NodeClaim holds
+        counts.update(nodes.collect_instances(cloud, now, backends.cluster()))  # karpweb's instances no NodeClaim holds
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)

@@ -1,5 +1,5 @@
 """Every AWS operation the EC2 adapter calls is in the IAM policy docs/ec2.md gives (and the list
-in the README): a call added without its permission fails here, not in an operator's account."""
+in docs/operations.md's Security section): a call added without its permission fails here, not in an operator's account."""
 
 import json
 import re
@@ -43,6 +43,6 @@ def test_the_adapter_calls_what_the_policy_allows():
     assert called - policy_actions() == set()
 
 
-def test_the_readme_lists_the_same_actions():
-    readme = (ROOT / "README.md").read_text()
-    assert {action for action in policy_actions() if f"`{action}`" not in readme} == set()
+def test_the_operations_guide_lists_the_same_actions():
+    guide = (ROOT / "docs/operations.md").read_text()
+    assert {action for action in policy_actions() if f"`{action}`" not in guide} == set()

@@ -350,7 +350,7 @@ def test_plan_with_nothing_left():
 def test_fleet_request_carries_context_and_tags():
     p = plan([on_demand()], count_of({}), never)
     launch = request("nc-9", on_demand(), context="ctx-1", tags={"a": "b"})
-    params = fleet_request(launch, p, {(None, launch.image_id): "lt-1"})
+    params = fleet_request(launch, p, {(None, launch.image_id, launch.user_data): "lt-1"})
     assert params["Context"] == "ctx-1"
     tags = {t["Key"]: t["Value"] for t in params["TagSpecifications"][0]["Tags"]}
     assert tags["a"] == "b" and tags[NODECLAIM_TAG] == "nc-9"

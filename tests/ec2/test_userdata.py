@@ -1,13 +1,24 @@
 """User data per AMI family, on its own (no AWS): the user's parts are kept and come first, labels
 the kubelet may not set are left out, the unregistered taint is always there, Bottlerocket's TOML
-is merged with karpweb's keys winning, and input that cannot be merged is refused by name."""
+is merged with karpweb's keys winning, and input that cannot be merged is refused by name; the
+pieces upstream's bootstrap relies on (Go durations, Bottlerocket's version rule)."""
 
 import tomllib
+from dataclasses import replace
 
 import pytest
 import yaml
 
-from scheduling.adapters.ec2.userdata import Bootstrap, UserDataError, build, decode_node_configs, node_labels
+from scheduling.adapters.ec2.amis import Image, bottlerocket_version
+from scheduling.adapters.ec2.userdata import (
+    Bootstrap,
+    UserDataError,
+    build,
+    decode_node_configs,
+    go_duration,
+    node_labels,
+    supports_default_bind,
+)
 
 BOOT = Bootstrap("prod", "https://api.prod.example", "Q0EtREFUQQ==", "10.100.0.0/16",
                  labels={"karpenter.sh/nodepool": "gpu", "topology.kubernetes.io/zone": "us-east-1a",
@@ -58,3 +69,29 @@ def test_al2_bootstraps_after_the_users_script_and_custom_is_untouched():
     assert text.index("echo first") < text.index("/etc/eks/bootstrap.sh 'prod'")
     assert "--register-with-taints=\"nvidia.com/gpu=true:NoSchedule,karpenter.sh/unregistered:NoExecute\"" in text
     assert build("Custom", BOOT, "my own") == "my own"
+
+
+@pytest.mark.parametrize("written, go", [("1m", "1m0s"), ("90s", "1m30s"), ("2h", "2h0m0s"), ("1h30m", "1h30m0s"),
+                                         ("500ms", "500ms"), ("1.5s", "1.5s"), ("0s", "0s"), ("soon", "soon")])
+def test_grace_periods_are_written_as_go_prints_durations(written, go):
+    assert go_duration(written) == go
+
+
+@pytest.mark.parametrize("version, default_bind", [("latest", True), ("v1.46.0", True), ("1.47.0", True), ("2.0.0", True),
+                                                   ("v1.45.0", False), ("1.9.0", False), ("1.46", False), ("", False)])
+def test_bottlerocket_binds_default_directories_from_1_46(version, default_bind):
+    assert supports_default_bind(version) is default_bind
+
+
+def test_the_bottlerocket_version_comes_from_the_alias_a_name_or_the_images():
+    image = Image("ami-0b7", "bottlerocket-aws-k8s-1.31-x86_64-v1.44.2-5c1d", "amd64", None)
+    assert bottlerocket_version([{"alias": "bottlerocket@v1.46.0"}], [image]) == "v1.46.0"
+    assert bottlerocket_version([{"name": "bottlerocket-aws-k8s-1.31-x86_64-v1.47.1-*"}], [image]) == "v1.47.1"
+    assert bottlerocket_version([{"id": "ami-0b7"}], [image]) == "v1.44.2"
+    assert bottlerocket_version([{"tags": {"team": "ml"}}], []) == ""
+
+
+def test_an_ipv6_cluster_dns_sets_al2s_ip_family():
+    text = build("AL2", replace(BOOT, kubelet={}, dns_ip="fd00:10:96::a"), None)
+    assert "--ip-family ipv6" in text and "--dns-cluster-ip 'fd00:10:96::a'" in text
+    assert "--ip-family" not in build("AL2", BOOT, None)

@@ -2,7 +2,8 @@
 
 The answers are moto's instance-type data, which is AWS's DescribeInstanceTypes output (the EC2 test
 server serves the same file); the expected values are Karpenter's AWS provider's for the same types
-(karpenter-launch.md §1.3, its generated instance-types reference)."""
+(aws/karpenter-provider-aws `website/content/en/preview/reference/instance-types.md`, generated from
+the provider)."""
 
 from __future__ import annotations
 

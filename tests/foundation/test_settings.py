@@ -85,7 +85,7 @@ def test_rotation_keeps_old_keys_as_fallbacks_only_if_they_are_strong():
 
 
 def test_commands_that_serve_no_page_run_in_a_fresh_shell(tmp_path):
-    """The README's `simulate` line, in a shell with none of karpweb's variables set."""
+    """The `simulate` line (README, docs/simulate.md) in a shell with none of karpweb's variables set."""
     fresh = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
     result = subprocess.run([sys.executable, "manage.py", "simulate", "examples/reserved-first.json"], cwd=ROOT,
                             env=fresh, capture_output=True, text=True, timeout=120)

@@ -137,6 +137,7 @@ def test_the_documented_cluster_role_is_enough_for_everything(kube_server, kube_
     sync = ClusterSync(adapter)
     assert sync.sync_once().errors == []
     assert adapter.karpenter_signals().error == ""  # its Lease and Deployment are readable
+    adapter.kube_dns_ip()  # kube-system/kube-dns is readable (a forbidden read raises)
     events = adapter.watch("NodePool", sync.resource_versions["NodePool"], timeout_seconds=1)
     assert [e for e in events if e.type != "BOOKMARK"] == []
     adapter.create_nodeclaim(request)

@@ -138,9 +138,11 @@ def test_a_node_that_never_registers_is_given_up_after_the_ttl(rest, adapter, un
     assert f"launched instance {instance}" in decision.reason and "no node registered for it within 15 minutes" in decision.reason
     state = raw_ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
-    assert not NodeClaim.objects.filter(name=f"late-{unique}").exists()
+    assert NodeClaim.objects.get(name=f"late-{unique}").deleting_since is not None  # no longer capacity
     with pytest.raises(Exception):
         rest.get(NODECLAIM, f"late-{unique}")
+    nodes.after_launch(provider, adapter, launched + timedelta(minutes=16))  # the instance is gone: so is the row
+    assert not NodeClaim.objects.filter(name=f"late-{unique}").exists()
 
 
 def test_a_deleted_claim_drains_terminates_and_only_then_lets_go(rest, adapter, unique, provider, raw_ec2):

@@ -7,13 +7,13 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from reservations.groups import launch_group_arn, store_group, sync_groups, world_groups
+from reservations.groups import launch_group_arn, store_group, sync_groups
 from reservations.models import CapacityReservation, CapacityReservationGroup, OpenReservationInstance
 from scheduling.adapters.ec2.interface import CloudAPIError
 from scheduling.loop import provisioning, steps
 from scheduling.loop.simulated import SimulatedCloud, SimulatedCluster
 from scheduling.models import CapacityType, Node, NodeClaim, NodePool, SimulatedInstance
-from scheduling.world import current_world
+from scheduling.world import current_world, world_groups
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory
 from tests.factories.scheduling import InstanceTypeFactory, NodeClaimFactory, NodePoolFactory, OfferingFactory, PodFactory
 

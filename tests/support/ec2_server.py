@@ -1248,11 +1248,16 @@ class EC2TestServer:
                                      data_type="aws:ec2:image"))
 
     def add_image(self, name: str, arch: str = "x86_64", created: datetime | None = None,
-                  tags: dict[str, str] | None = None, owner: str = EKS_AMI_OWNER) -> str:
+                  tags: dict[str, str] | None = None, owner: str = EKS_AMI_OWNER,
+                  deprecation: datetime | None = None) -> str:
+        """An image; ``deprecation`` is its DeprecationTime (moto has none: DescribeImages shows it
+        because moto serializes the attribute of that name)."""
         image_id = moto_ec2_utils.random_ami_id()
         image = Ami(self.backend, image_id, name=name, architecture=arch, owner_id=owner, public=True,
                     virtualization_type="hvm", root_device_name="/dev/xvda", root_device_type="ebs",
                     creation_date=created or CLOCK.now())
+        if deprecation is not None:
+            image.deprecation_time = deprecation.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         for key, value in (tags or {}).items():
             self.backend.create_tags([image_id], {key: value})
         self.backend.amis[image_id] = image
@@ -1270,6 +1275,36 @@ class EC2TestServer:
             self.publish_parameter(f"{base}/recommended/image_id", image_id)
             self.publish_parameter(f"{base}/{name}/image_id", image_id)
             images[(arch, variant)] = image_id
+        return images
+
+
+    def publish_family_images(self, family: str, k8s: str = "1.31", version: str = "latest") -> dict[tuple[str, str], str]:
+        """The public images and SSM parameters of an AMI family other than AL2023 (``AL2``,
+        ``Bottlerocket`` at ``latest`` or a version such as ``v1.45.0``, ``Windows2022``), under the
+        paths AWS publishes them at. Returns (arch, variant) -> image id."""
+        images = {}
+        if family == "Bottlerocket":
+            tag = "latest" if version == "latest" else version.lstrip("v")
+            release = "v1.50.0" if version == "latest" else version
+            for arch, variants, flavour in (("x86_64", ("standard", "neuron"), ""), ("arm64", ("standard",), ""),
+                                            ("x86_64", ("nvidia",), "-nvidia"), ("arm64", ("nvidia",), "-nvidia")):
+                image_id = self.add_image(f"bottlerocket-aws-k8s-{k8s}{flavour}-{arch}-{release}-4a1b2c3d", arch)
+                self.publish_parameter(f"/aws/service/bottlerocket/aws-k8s-{k8s}{flavour}/{arch}/{tag}/image_id", image_id)
+                images.update({(arch, variant): image_id for variant in variants})
+        elif family == "AL2":
+            for arch, variants, path in (("x86_64", ("standard",), "amazon-linux-2"), ("arm64", ("standard",), "amazon-linux-2-arm64"),
+                                         ("x86_64", ("nvidia", "neuron"), "amazon-linux-2-gpu")):
+                image_id = self.add_image(f"{path}-eks-node-{k8s}-v20261101", arch)
+                self.publish_parameter(f"/aws/service/eks/optimized-ami/{k8s}/{path}/recommended/image_id", image_id)
+                images.update({(arch, variant): image_id for variant in variants})
+        elif family.startswith("Windows"):
+            year = family.removeprefix("Windows")
+            image_id = self.add_image(f"Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}-2026.11.01", "x86_64")
+            self.publish_parameter(f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id",
+                                   image_id)
+            images[("x86_64", "standard")] = image_id
+        else:
+            raise ValueError(f"no public images for family {family!r} here")
         return images
 
 

@@ -1,9 +1,14 @@
 """AMIs from an EC2NodeClass's ``amiSelectorTerms``, as Karpenter's AWS provider resolves them
-(karpenter-launch.md §2.2): an ``alias`` (al2023, al2, bottlerocket, windows2019/2022/2025 at
+(aws/karpenter-provider-aws ``pkg/providers/amifamily/``): an ``alias`` (al2023, al2, bottlerocket, windows2019/2022/2025 at
 ``latest`` or a pinned version) through the public SSM parameters, one image per architecture and
 accelerator variant; ``id``, ``name`` (+ ``owner``), ``tags`` and ``ssmParameter`` through
-DescribeImages. Terms are ORed, a term's fields ANDed. The list is newest first (non-deprecated,
-then CreationDate, then Name) and each instance type takes the first image that fits it."""
+DescribeImages. Terms are ORed, a term's fields ANDed.
+
+As upstream (``pkg/providers/amifamily/ami.go``): an image is deprecated only once its
+DeprecationTime has passed (AWS gives public images a future one by default); per requirement set
+(architecture and variant, or the Windows build) the best image wins: not deprecated, then the
+newer CreationDate, then the greater Name. The list is then ordered newest CreationDate first (ties
+by id) and each instance type takes the first image that fits it."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from scheduling.engine.ec2types import AL2, AL2023, BOTTLEROCKET, WINDOWS_BUILDS, alias_family
@@ -41,10 +46,14 @@ class Image:
     variant: str | None  # standard | nvidia | neuron; None: any (an image chosen by id, name or tags)
     created: str = ""
     deprecated: bool = False
+    windows_build: str | None = None  # a Windows alias image: it runs only on that OS and build
 
     def status(self) -> dict[str, Any]:
         """An entry of EC2NodeClass ``status.amis``, with its requirements as upstream writes them."""
         requirements = [{"key": "kubernetes.io/arch", "operator": "In", "values": [self.arch]}]
+        if self.windows_build:
+            requirements += [{"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]},
+                             {"key": "node.kubernetes.io/windows-build", "operator": "In", "values": [self.windows_build]}]
         gpu, accelerator = "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-accelerator-count"
         if self.variant == STANDARD:
             requirements += [{"key": gpu, "operator": "DoesNotExist"}, {"key": accelerator, "operator": "DoesNotExist"}]
@@ -70,8 +79,9 @@ def image_for(images: Sequence[Image], arch: str, variant: str) -> Image | None:
     return next((i for i in images if i.arch == arch and (i.variant is None or i.variant == variant)), None)
 
 
-def alias_parameters(alias: str, k8s: str) -> list[tuple[str, str, str]]:
-    """(arch, variant, SSM parameter name) for an alias such as ``al2023@latest`` on Kubernetes 1.N.
+def alias_parameters(alias: str, k8s: str) -> list[tuple[str, str | None, str]]:
+    """(arch, variant, SSM parameter name) for an alias such as ``al2023@latest`` on Kubernetes 1.N
+    (variant None for Windows, whose image's requirements are its OS and build).
     Raises AMIError(UnsupportedAlias) for an alias upstream refuses."""
     family = alias_family(alias)
     version = alias.split("@", 1)[1] if "@" in alias else ""
@@ -107,17 +117,48 @@ def alias_parameters(alias: str, k8s: str) -> list[tuple[str, str, str]]:
     if family == "Windows2025" and minor < 35:
         raise AMIError("UnsupportedAlias", f"alias {alias!r}: Windows Server 2025 images need Kubernetes 1.35 or later")
     assert family in WINDOWS_BUILDS
-    return [("amd64", STANDARD, f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id")]
+    return [("amd64", None, f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id")]
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An EC2 timestamp (``2026-11-01T00:00:00.000Z``), None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def is_deprecated(deprecation_time: str | None, now: datetime) -> bool:
+    """Deprecated once the DeprecationTime is reached; a future one (public images carry one from
+    the day they are published) is not deprecation yet."""
+    when = parse_time(deprecation_time)
+    return when is not None and when <= now
+
+
+def _better(candidate: Image, kept: Image) -> bool:
+    """Upstream's compareAMI: not deprecated first, then the newer CreationDate, then the greater Name."""
+    def rank(image: Image) -> tuple:
+        created = parse_time(image.created)
+        return (not image.deprecated, created.timestamp() if created else float("-inf"), image.name)
+    return rank(candidate) > rank(kept)
 
 
 def newest_first(images: Sequence[Image]) -> list[Image]:
-    """Upstream's order (non-deprecated, then the newer CreationDate, then the greater Name), keeping
-    one image per (architecture, variant): the first."""
-    ordered = sorted(images, key=lambda i: (not i.deprecated, i.created, i.name), reverse=True)
-    kept: dict[tuple[str, str | None], Image] = {}
-    for image in ordered:
-        kept.setdefault((image.arch, image.variant), image)
-    return [image for image in ordered if kept[(image.arch, image.variant)] is image]
+    """One image per requirement set (the best, by ``_better``), then newest CreationDate first,
+    ties by id: the order of ``status.amis`` and of the choice per instance type."""
+    kept: dict[tuple[str, str | None, str | None], Image] = {}
+    for image in images:
+        key = (image.arch, image.variant, image.windows_build)
+        if key not in kept or _better(image, kept[key]):
+            kept[key] = image
+
+    def order(image: Image) -> tuple:
+        created = parse_time(image.created)
+        return (-(created.timestamp()) if created else float("inf"), image.id)
+    return sorted(kept.values(), key=order)
 
 
 class AMIProvider:
@@ -153,8 +194,10 @@ class AMIProvider:
         if not wanted:
             return []
         described = {i["ImageId"]: i for i in self._describe(Filters=[{"Name": "image-id", "Values": sorted(wanted)}])}
+        build = WINDOWS_BUILDS.get(alias_family(alias) or "")
+        now = self._clock()
         return [Image(image_id, described[image_id].get("Name", ""), arch, variant, described[image_id].get("CreationDate", ""),
-                      bool(described[image_id].get("DeprecationTime")))
+                      is_deprecated(described[image_id].get("DeprecationTime"), now), build)
                 for image_id, fits in wanted.items() if image_id in described for arch, variant in fits]
 
     def _parameter(self, name: str) -> str | None:
@@ -185,10 +228,37 @@ class AMIProvider:
         params: dict[str, Any] = {"Filters": filters}
         if owners:
             params["Owners"] = owners
+        now = self._clock()
         return [Image(i["ImageId"], i.get("Name", ""), _ARCH.get(i.get("Architecture", ""), i.get("Architecture", "")), None,
-                      i.get("CreationDate", ""), bool(i.get("DeprecationTime")))
+                      i.get("CreationDate", ""), is_deprecated(i.get("DeprecationTime"), now))
                 for i in self._describe(**params) if i.get("Architecture") in _EC2_ARCH.values()]
 
     def _describe(self, **params: Any) -> list[dict[str, Any]]:
         params["Filters"] = [*params.get("Filters", []), {"Name": "state", "Values": ["available"]}]
         return self._call(self._ec2, "describe_images", IncludeDeprecated=True, **params).get("Images") or []
+
+
+def bottlerocket_version(terms: Sequence[Mapping[str, Any]], images: Sequence[Image]) -> str:
+    """The Bottlerocket version a class launches, as upstream finds it (amifamily/bottlerocket.go
+    ``resolveAMIVersion``): an alias's version, else a ``v1.2.3`` part of a name term, else of the
+    name of the image an id term selects, else of any resolved Bottlerocket image's name; "" when
+    none says (RAID0 then binds explicit directories, which every version accepts)."""
+    for term in terms:
+        if term.get("alias") and term["alias"].count("@") == 1:
+            return term["alias"].split("@", 1)[1]
+    for term in terms:
+        if term.get("name") and (version := _version_in(term["name"])):
+            return version
+    names = {image.id: image.name for image in images}
+    for term in terms:
+        name = names.get(term.get("id") or "", "")
+        if "bottlerocket" in name and (version := _version_in(name)):
+            return version
+    for image in images:
+        if "bottlerocket" in image.name and (version := _version_in(image.name)):
+            return version
+    return ""
+
+
+def _version_in(name: str) -> str:
+    return next((part for part in name.split("-") if part.startswith("v") and "." in part), "")

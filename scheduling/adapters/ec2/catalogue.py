@@ -12,7 +12,9 @@
   the table is still launchable (``price_source`` says ``estimated``).
 * Spot prices: ``DescribeSpotPriceHistory`` for Linux/UNIX, the latest price per (type, zone).
 * Reserved offerings (one per reservation, price = on-demand / 10,000,000, see
-  karpenter-semantics.md §3.1) come from :func:`reserved_offerings`.
+  aws/karpenter-provider-aws
+  `pkg/providers/instancetype/offering/reserved_capacity_resolver.go`) come from
+  :func:`reserved_offerings`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""The instance profile a node runs with (karpenter-launch.md §2.4): ``spec.instanceProfile`` as is,
-or, from ``spec.role``, one karpweb creates and tags as Karpenter names it: ``<cluster>_<number>``
-under ``/karpenter/<region>/<cluster>/<EC2NodeClass uid>/``, holding exactly that role. The number
-is a digest of region, class and role, so every worker agrees on the name and a new role gets a new
-profile. Known profiles are kept 15 minutes, as upstream caches GetInstanceProfile."""
+"""The instance profile a node runs with (aws/karpenter-provider-aws
+``pkg/controllers/nodeclass/instanceprofile.go``): ``spec.instanceProfile`` as is; from
+``spec.role``, the profile the class's ``status.instanceProfile`` names while it still holds that
+role (as upstream reuses it, whoever created it: Karpenter or karpweb), else one karpweb creates and
+tags as Karpenter names it: ``<cluster>_<number>`` under ``/karpenter/<region>/<cluster>/<EC2NodeClass
+uid>/``, holding exactly that role. The number is a digest of region, class and role, so every
+worker agrees on the name and a new role gets a new profile. Known profiles are kept 15 minutes, as
+upstream caches GetInstanceProfile."""
 
 from __future__ import annotations
 
@@ -33,6 +36,24 @@ class InstanceProfileProvider:
         self._iam, self._call, self._clock, self._region = iam, call, clock, region
         self._known: dict[str, tuple[datetime, str]] = {}
         self._lock = threading.Lock()
+
+    def holds_role(self, name: str, role: str) -> bool:
+        """Whether profile `name` exists and its (first) role is `role`: then the class keeps it."""
+        role_name = role.rsplit("/", 1)[-1]
+        with self._lock:
+            hit = self._known.get(name)
+            if hit and self._clock() - hit[0] < CACHE:
+                return hit[1] == role_name
+        try:
+            profile = self._call(self._iam, "get_instance_profile", InstanceProfileName=name)["InstanceProfile"]
+        except CloudAPIError as exc:
+            if exc.code == "NoSuchEntity":
+                return False
+            raise
+        roles = [r["RoleName"] for r in profile.get("Roles") or []]
+        with self._lock:
+            self._known[name] = (self._clock(), roles[0] if roles else "")
+        return bool(roles) and roles[0] == role_name
 
     def find(self, *, cluster: str, node_class: str, node_class_uid: str, role: str) -> str | None:
         """The profile's name if it exists already (observe mode creates nothing)."""

@@ -114,6 +114,7 @@ class LaunchRequest:
     # CapacityReservationPreference `open`, so EC2 may run them in a matching open ODCR.
     open_reservations: bool = False
     image_ids: Mapping[str, str] = field(default_factory=dict)  # instance type -> image, where it differs
+    user_data_by_type: Mapping[str, str] = field(default_factory=dict)  # instance type -> user data, where it differs
     block_device_mappings: Sequence[Mapping[str, Any]] = ()  # EC2's shape
     metadata_options: Mapping[str, Any] | None = None  # EC2's shape
     detailed_monitoring: bool = False
@@ -133,6 +134,10 @@ class NodeClassLaunch:
     labels: Mapping[str, str]  # the NodeClaim's
     taints: Sequence[Mapping[str, str]] = ()  # the NodePool's taints, then its startup taints
     shapes: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # instance type -> (arch, image variant)
+    # instance type -> the max pods karpweb planned the node with (the ENI limit, podsPerCore, Windows' 110);
+    # the user data pins it when spec.kubelet.maxPods is not set, as upstream does.
+    max_pods: Mapping[str, int] = field(default_factory=dict)
+    status_profile: str = ""  # the class's status.instanceProfile (reused while it holds spec.role)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Launching one instance with CreateFleet (``instant``), as upstream does (karpenter-semantics.md §6.4, §7).
+"""Launching one instance with CreateFleet (``instant``), as upstream does
+(aws/karpenter-provider-aws `pkg/providers/instance/`, `pkg/providers/launchtemplate/types.go`).
 
 * The capacity type is reserved > spot > on-demand among the offerings still available.
 * Reserved offerings pass upstream's launch filters: one reservation partition (default ODCRs,
@@ -159,15 +160,24 @@ def image_of(request: LaunchRequest, instance_type: str) -> str:
     return request.image_ids.get(instance_type) or request.image_id
 
 
-def template_key(launch_plan: LaunchPlan, request: LaunchRequest, offering: LaunchOffering) -> tuple[str | None, str]:
-    """One launch template per reservation (None for on-demand and spot) and image."""
+def user_data_of(request: LaunchRequest, instance_type: str) -> str | None:
+    """The type's own user data (its maxPods differs) or the request's."""
+    return request.user_data_by_type.get(instance_type) or request.user_data
+
+
+TemplateKey = tuple[str | None, str, str | None]
+
+
+def template_key(launch_plan: LaunchPlan, request: LaunchRequest, offering: LaunchOffering) -> TemplateKey:
+    """One launch template per reservation (None for on-demand and spot), image and user data (as
+    upstream makes one per distinct maxPods)."""
     reservation = offering.reservation_id if launch_plan.capacity_type == RESERVED else None
-    return reservation, image_of(request, offering.instance_type)
+    return reservation, image_of(request, offering.instance_type), user_data_of(request, offering.instance_type)
 
 
 def launch_template_data(
     request: LaunchRequest, offering: LaunchOffering | None, capacity_type: str, reserved_capacity: bool = True,
-    image_id: str | None = None,
+    image_id: str | None = None, user_data: str | None = None,
 ) -> dict[str, Any]:
     """Launch template data; ``offering`` is the reservation's offering for reserved launches.
     With the ReservedCapacity gate off no CapacityReservationSpecification is set (EC2's default
@@ -187,11 +197,14 @@ def launch_template_data(
     if request.detailed_monitoring:
         data["Monitoring"] = {"Enabled": True}
     template_tags = {k: v for k, v in request.tags.items() if k != "karpenter.sh/nodeclaim"}
-    if template_tags:  # the interfaces get the class's tags; the instance and volumes get them from CreateFleet
-        data["TagSpecifications"] = [{"ResourceType": "network-interface",
-                                      "Tags": [{"Key": k, "Value": v} for k, v in sorted(template_tags.items())]}]
-    if request.user_data:
-        data["UserData"] = base64.b64encode(request.user_data.encode()).decode()
+    if template_tags:  # the interfaces (and a spot request) get the class's tags; the instance and volumes get them from CreateFleet
+        tags = [{"Key": k, "Value": v} for k, v in sorted(template_tags.items())]
+        data["TagSpecifications"] = [{"ResourceType": "network-interface", "Tags": tags}]
+        if capacity_type == SPOT:  # as upstream's launch template builder
+            data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": list(tags)})
+    user_data = user_data or request.user_data
+    if user_data:
+        data["UserData"] = base64.b64encode(user_data.encode()).decode()
     if request.instance_profile:
         data["IamInstanceProfile"] = {"Name": request.instance_profile}
     if capacity_type == RESERVED and offering is not None:
@@ -308,11 +321,11 @@ def reservation_target(data: Mapping[str, Any]) -> str | None:
 def fleet_request(
     request: LaunchRequest,
     launch_plan: LaunchPlan,
-    template_ids: Mapping[tuple[str | None, str], str],
+    template_ids: Mapping[TemplateKey, str],
 ) -> dict[str, Any]:
     """CreateFleet parameters without ``ClientToken``; ``template_ids`` maps (reservation id, None for
-    on-demand/spot; image) to its launch template id."""
-    groups: dict[tuple[str | None, str], list[LaunchOffering]] = {}
+    on-demand/spot; image; user data) to its launch template id."""
+    groups: dict[TemplateKey, list[LaunchOffering]] = {}
     for o in launch_plan.offerings:
         groups.setdefault(template_key(launch_plan, request, o), []).append(o)
     configs = []

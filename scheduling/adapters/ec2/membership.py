@@ -1,6 +1,7 @@
 """Which reservation each instance sits in, from DescribeInstances (the input to demotion).
 
-Upstream's rule (karpenter-semantics.md §6.3): an instance is ``reserved`` iff it has a
+Upstream's rule (aws/karpenter-provider-aws `pkg/providers/instance/types.go`,
+`capacityTypeFromInstance`): an instance is ``reserved`` iff it has a
 ``CapacityReservationId`` *and* its ``CapacityReservationSpecification`` preference is
 ``capacity-reservations-only``; ``spot`` if it has a ``SpotInstanceRequestId`` (or lifecycle spot);
 ``on-demand`` otherwise. ``InstanceLifecycle=capacity-block`` makes the reservation type

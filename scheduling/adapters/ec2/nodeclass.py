@@ -1,4 +1,4 @@
-"""An EC2NodeClass resolved for launching (karpenter-launch.md §2, §3): its AMIs, subnets, security
+"""An EC2NodeClass resolved for launching (aws/karpenter-provider-aws ``pkg/controllers/nodeclass/``): its AMIs, subnets, security
 groups and instance profile, the cluster facts its user data needs, and the status and conditions
 Karpenter writes for them (AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady,
 ValidationSucceeded, Ready), with upstream's reasons. A NodePool whose class is not Ready launches
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduling.engine.ec2types import ami_family
+from scheduling.engine.ec2types import AL2023, AMI_FAMILIES, BOTTLEROCKET, NodeClassShape, ami_family, node_shape
 
 from .amis import AMIError, AMIProvider, Image
 from .clusterinfo import ClusterInfo, ClusterInfoProvider
@@ -18,7 +18,7 @@ from .instanceprofiles import InstanceProfileProvider
 from .interface import CloudAPIError
 from .securitygroups import SecurityGroup, SecurityGroupProvider
 from .subnets import Subnet, SubnetProvider
-from .userdata import Bootstrap, UserDataError, build
+from .userdata import Bootstrap, UserDataError, build, dropped_bottlerocket_keys
 
 # Tags Karpenter sets itself; spec.tags may not carry them (its CRD's rule, TagValidationFailed).
 RESTRICTED_TAG_KEYS = ("karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass",
@@ -68,7 +68,7 @@ def _bad(kind: str, reason: str, message: str) -> dict[str, str]:
 
 def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, subnets: SubnetProvider,
             security_groups: SecurityGroupProvider, profiles: InstanceProfileProvider,
-            cluster: ClusterInfoProvider, create_profile: bool = True) -> NodeClassResolution:
+            cluster: ClusterInfoProvider, create_profile: bool = True, status_profile: str = "") -> NodeClassResolution:
     """Each part in upstream's order; a failing part is a False condition naming the field, and the
     others are still resolved (the page shows everything that is wrong at once). Without
     `create_profile` (observe mode) a missing instance profile is only announced, not created."""
@@ -81,9 +81,9 @@ def resolve(name: str, uid: str, spec: Mapping[str, Any], *, amis: AMIProvider, 
     result.conditions.insert(0, _amis(result, spec, amis))
     result.conditions.insert(1, _subnets(result, spec, subnets))
     result.conditions.insert(2, _security_groups(result, spec, security_groups))
-    result.conditions.insert(3, _profile(result, name, uid, spec, profiles, create_profile))
+    result.conditions.insert(3, _profile(result, name, uid, spec, profiles, create_profile, status_profile))
     if not any(c["type"] == "ValidationSucceeded" for c in result.conditions):
-        result.conditions.append(_validation(spec))
+        result.conditions.append(_validation(spec, result))
     return result
 
 
@@ -126,7 +126,7 @@ def _security_groups(result: NodeClassResolution, spec: Mapping[str, Any], group
 
 
 def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str, Any],
-             profiles: InstanceProfileProvider, create: bool) -> dict[str, str]:
+             profiles: InstanceProfileProvider, create: bool, status_profile: str = "") -> dict[str, str]:
     if spec.get("instanceProfile"):
         result.instance_profile = spec["instanceProfile"]
         return _ok("InstanceProfileReady")
@@ -135,6 +135,9 @@ def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str
     if result.cluster is None:
         return _bad("InstanceProfileReady", "InstanceProfileNotFound", "the cluster name is unknown")
     try:
+        if status_profile and profiles.holds_role(status_profile, spec["role"]):
+            result.instance_profile = status_profile  # status.instanceProfile still holds the role: kept, as upstream
+            return _ok("InstanceProfileReady")
         if not create:
             found = profiles.find(cluster=result.cluster.name, node_class=name, node_class_uid=uid, role=spec["role"])
             result.instance_profile = found or ""
@@ -148,7 +151,7 @@ def _profile(result: NodeClassResolution, name: str, uid: str, spec: Mapping[str
     return _ok("InstanceProfileReady")
 
 
-def _validation(spec: Mapping[str, Any]) -> dict[str, str]:
+def _validation(spec: Mapping[str, Any], result: NodeClassResolution) -> dict[str, str]:
     restricted = sorted(k for k in (spec.get("tags") or {})
                         if k in RESTRICTED_TAG_KEYS or k.startswith("kubernetes.io/cluster/"))
     if restricted:
@@ -158,4 +161,35 @@ def _validation(spec: Mapping[str, Any]) -> dict[str, str]:
         build(ami_family(spec), Bootstrap("c", "https://e", "", "10.100.0.0/16", {}), spec.get("userData"))
     except UserDataError as exc:
         return _bad("ValidationSucceeded", "InvalidUserData", f"spec.userData: {exc}")
-    return _ok("ValidationSucceeded")
+    return {**_ok("ValidationSucceeded"), "message": launch_notes(spec, result)}
+
+
+def launch_notes(spec: Mapping[str, Any], result: NodeClassResolution) -> str:
+    """What the nodes will be told that the class does not say itself: where their cluster DNS
+    address comes from, and the Bottlerocket settings dropped from spec.userData."""
+    notes = []
+    if (spec.get("kubelet") or {}).get("clusterDNS"):
+        notes.append(f"cluster DNS {', '.join(spec['kubelet']['clusterDNS'])} from spec.kubelet.clusterDNS")
+    elif result.cluster is not None and result.cluster.dns_ip:
+        notes.append(f"cluster DNS {result.cluster.dns_ip} from {result.cluster.dns_source}")
+    elif result.cluster is not None:
+        notes.append(f"cluster DNS: {result.cluster.dns_source}; nodes use their AMI's default")
+    if result.family == BOTTLEROCKET and (dropped := dropped_bottlerocket_keys(spec.get("userData"))):
+        notes.append(f"spec.userData: settings.kubernetes keys Bottlerocket does not know are dropped: {', '.join(dropped)}")
+    return "; ".join(notes)
+
+
+def planned_max_pods(spec: Mapping[str, Any], eni_pods: int, vcpus: int, arch: str) -> int | None:
+    """The max pods the engine plans a node of this type with under this class (spec.kubelet.maxPods,
+    else the ENI limit or Windows' 110, capped by podsPerCore except on Bottlerocket): what the
+    user data pins, as upstream writes the instance type's pod capacity. None when the class cannot
+    run the type."""
+    kubelet = spec.get("kubelet") or {}
+    family = ami_family(spec)
+    shape = node_shape(eni_pods, vcpus, 0, arch, NodeClassShape(ami_family=family if family in AMI_FAMILIES else AL2023),
+                       max_pods=_count(kubelet.get("maxPods")), pods_per_core=_count(kubelet.get("podsPerCore")))
+    return shape.pods if shape else None
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None

@@ -14,9 +14,9 @@ from . import catalogue as catalogue_mod
 from . import launch as launch_mod
 from . import membership as membership_mod
 from . import nodeclass as nodeclass_mod
-from .amis import AMIProvider, image_for
+from .amis import AMIProvider, bottlerocket_version, image_for
 from .client import Caller, EC2Config, make_client, make_ec2_client, make_pricing_client, make_resource_groups_client
-from .clusterinfo import ClusterInfoProvider
+from .clusterinfo import ClusterInfoProvider, KubeDNSLookup
 from .instanceprofiles import InstanceProfileProvider
 from .securitygroups import SecurityGroupProvider
 from .subnets import SubnetProvider, per_zone
@@ -67,6 +67,7 @@ class EC2CloudProvider:
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
         instance_type_patterns: Sequence[str] = (),
+        kube_dns: KubeDNSLookup | None = None,
     ) -> None:
         self.config = config or EC2Config.from_settings()
         self.ec2 = ec2 or make_ec2_client(self.config)
@@ -86,6 +87,7 @@ class EC2CloudProvider:
         # made when first needed: a cluster that only observes never calls SSM, IAM or EKS.
         self._ssm, self._iam, self._eks = ssm, iam, eks
         self._resolvers: dict[str, Any] | None = None
+        self._kube_dns = kube_dns  # reads the kube-dns Service's ClusterIP (no KARPWEB_CLUSTER_DNS)
         self.instance_type_patterns = tuple(instance_type_patterns)
         self._catalogue: Catalogue | None = None
         self._catalogue_lock = threading.Lock()
@@ -183,22 +185,25 @@ class EC2CloudProvider:
                 "subnets": SubnetProvider(self.ec2, self.call, self.clock),
                 "security_groups": SecurityGroupProvider(self.ec2, self.call, self.clock),
                 "profiles": InstanceProfileProvider(iam, self.call, self.clock, self.config.region),
-                "cluster": ClusterInfoProvider(eks, self.call, self.clock),
+                "cluster": ClusterInfoProvider(eks, self.call, self.clock, self._kube_dns),
             }
         return self._resolvers
 
     def resolve_node_class(
-        self, name: str, uid: str, spec: Mapping[str, Any], create_profile: bool = True
+        self, name: str, uid: str, spec: Mapping[str, Any], create_profile: bool = True, status_profile: str = ""
     ) -> nodeclass_mod.NodeClassResolution:
-        """The EC2NodeClass's AMIs, subnets, security groups, instance profile and conditions."""
-        return nodeclass_mod.resolve(name, uid, spec, create_profile=create_profile, **self._resolution_providers())
+        """The EC2NodeClass's AMIs, subnets, security groups, instance profile and conditions;
+        `status_profile` is the class's status.instanceProfile (kept while it holds spec.role)."""
+        return nodeclass_mod.resolve(name, uid, spec, create_profile=create_profile, status_profile=status_profile,
+                                     **self._resolution_providers())
 
     def _complete(self, request: LaunchRequest) -> LaunchRequest:
         """Fill a request that names its EC2NodeClass with what Karpenter would launch with; raises
         CloudAPIError(NodeClassNotReady) when the class cannot launch, saying why."""
         node_class = request.node_class
         assert node_class is not None
-        resolved = self.resolve_node_class(request.nodeclass_name, node_class.uid, node_class.spec)
+        resolved = self.resolve_node_class(request.nodeclass_name, node_class.uid, node_class.spec,
+                                           status_profile=node_class.status_profile)
         if not resolved.ready or resolved.cluster is None:
             raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name}: {resolved.why_not_ready}")
         subnets = per_zone(resolved.subnets)
@@ -214,20 +219,24 @@ class EC2CloudProvider:
             raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name} has no image in "
                                 f"status.amis or no subnet in status.subnets for {wanted}")
         spec, cluster = node_class.spec, resolved.cluster
-        kubelet = spec.get("kubelet") or {}
         bootstrap = Bootstrap(cluster.name, cluster.endpoint, cluster.ca_bundle, cluster.service_cidr,
-                              labels=node_class.labels, taints=node_class.taints, kubelet=kubelet, dns_ip=cluster.dns_ip)
-        try:
-            user_data = build(resolved.family, bootstrap, spec.get("userData"))
+                              labels=node_class.labels, taints=node_class.taints, kubelet=spec.get("kubelet") or {},
+                              dns_ip=cluster.dns_ip, instance_store_raid0=spec.get("instanceStorePolicy") == "RAID0",
+                              bottlerocket_version=bottlerocket_version(spec.get("amiSelectorTerms") or [], resolved.images))
+        try:  # one user data per planned maxPods (upstream: one launch template per distinct maxPods)
+            by_pods = {pods: build(resolved.family, replace(bootstrap, max_pods=pods), spec.get("userData"))
+                       for pods in {node_class.max_pods.get(o.instance_type) for o in offerings}}
         except UserDataError as exc:
             raise CloudAPIError("NodeClassNotReady", f"EC2NodeClass {request.nodeclass_name}: spec.userData: {exc}") from None
+        user_data_by_type = {o.instance_type: by_pods[node_class.max_pods.get(o.instance_type)] for o in offerings}
+        user_data = user_data_by_type[offerings[0].instance_type]
         tags = {**(spec.get("tags") or {}), **request.tags, f"kubernetes.io/cluster/{cluster.name}": "owned",
                 "eks:eks-cluster-name": cluster.name, "karpenter.sh/nodepool": node_class.nodepool,
                 "karpenter.k8s.aws/ec2nodeclass": request.nodeclass_name}
         return replace(
             request, offerings=offerings, image_ids=images, image_id=next(iter(images.values())), subnet_ids=subnets,
             security_group_ids=[g.id for g in resolved.security_groups], instance_profile=resolved.instance_profile,
-            user_data=user_data, tags=tags, context=request.context or spec.get("context"),
+            user_data=user_data, user_data_by_type=user_data_by_type, tags=tags, context=request.context or spec.get("context"),
             block_device_mappings=launch_mod.block_device_mappings(spec.get("blockDeviceMappings"), resolved.family),
             metadata_options=launch_mod.metadata_options(spec.get("metadataOptions")),
             detailed_monitoring=bool(spec.get("detailedMonitoring")),
@@ -299,15 +308,15 @@ class EC2CloudProvider:
 
     def _templates_for(
         self, request: LaunchRequest, launch_plan: launch_mod.LaunchPlan
-    ) -> dict[tuple[str | None, str], str]:
-        ids: dict[tuple[str | None, str], str] = {}
+    ) -> dict[launch_mod.TemplateKey, str]:
+        ids: dict[launch_mod.TemplateKey, str] = {}
         for o in launch_plan.offerings:
             key = launch_mod.template_key(launch_plan, request, o)
             if key in ids:
                 continue
             reserved = launch_plan.capacity_type == RESERVED
             data = launch_mod.launch_template_data(
-                request, o if reserved else None, launch_plan.capacity_type, self.config.reserved_capacity, key[1]
+                request, o if reserved else None, launch_plan.capacity_type, self.config.reserved_capacity, key[1], key[2]
             )
             ids[key] = self.templates.ensure(request.nodeclass_name, data)
         return ids

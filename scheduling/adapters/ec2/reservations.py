@@ -1,12 +1,15 @@
 """Reservation discovery (DescribeCapacityReservations) and the in-memory available counts.
 
-Discovery follows upstream (karpenter-semantics.md §1.1): one query per selector term, an ``id``
+Discovery follows upstream (aws/karpenter-provider-aws
+`pkg/providers/capacityreservation/provider.go`): one query per selector term, an ``id``
 query by id with no ``MaxResults``, the others by filters with ``MaxResults=1000`` over all pages;
 results cached per query for one minute, unioned, de-duplicated by id, past-end ones dropped;
 ``InvalidCapacityReservationId.NotFound`` is an empty answer. A provider-wide lock spans a whole
 ``list`` call so that concurrent callers never issue the same query twice.
 
-Availability follows §3.3: every EC2 answer (cache miss) overwrites the count of the reservations
+Availability follows upstream's `availabilityCache` (same repository,
+`.../capacityreservation/types.go`): every EC2 answer (cache miss) overwrites the count of the
+reservations
 it returned, a launch decrements, ``mark_unavailable`` zeroes until the next sync, an unknown id
 has 0. Entries live 24 hours.
 """

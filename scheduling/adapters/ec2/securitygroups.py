@@ -1,5 +1,6 @@
 """Security groups from an EC2NodeClass's ``securityGroupSelectorTerms`` (``id``, ``name``,
-``tags``; terms ORed), as Karpenter's AWS provider finds them (karpenter-launch.md §2.3): all of
+``tags``; terms ORed), as Karpenter's AWS provider finds them (aws/karpenter-provider-aws
+`pkg/providers/securitygroup/`): all of
 them go on the instance's network interface; ``status.securityGroups`` sorted by id."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """capacityReservationSelectorTerms -> DescribeCapacityReservations queries.
 
 Validation lives in the engine (``scheduling.engine.selectors.parse_terms``, per term); this
-module only turns valid terms into EC2 queries, as upstream does (karpenter-semantics.md §1.1):
+module only turns valid terms into EC2 queries, as upstream does
+(aws/karpenter-provider-aws `pkg/providers/capacityreservation/types.go`):
 an ``id`` term queries by id with ``state=active`` and no ``MaxResults``; a term with tags,
 ``ownerID`` and/or ``instanceMatchCriteria`` queries with the filters ``state=active``,
 ``owner-id``, ``tag:KEY=VALUE`` (``tag-key=KEY`` for ``*``) and ``instance-match-criteria`` and

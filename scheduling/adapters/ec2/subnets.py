@@ -1,5 +1,6 @@
 """Subnets from an EC2NodeClass's ``subnetSelectorTerms`` (``id``, ``tags``; terms ORed), as
-Karpenter's AWS provider finds them (karpenter-launch.md §2.3): ``status.subnets`` sorted by free
+Karpenter's AWS provider finds them (aws/karpenter-provider-aws `pkg/providers/subnet/`):
+``status.subnets`` sorted by free
 addresses, most first, and per zone the subnet with the most free addresses for a launch."""
 
 from __future__ import annotations

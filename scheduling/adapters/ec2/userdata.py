@@ -1,14 +1,23 @@
 """User data that makes an instance join the cluster, per AMI family, as Karpenter's AWS provider
-writes it (karpenter-launch.md §2.7). Pure: no AWS calls.
+writes it (aws/karpenter-provider-aws ``pkg/providers/amifamily/bootstrap/``). Pure: no AWS calls.
 
-* AL2023: a MIME multipart document; the user's own ``userData`` parts first (MIME parts as they
-  are, a NodeConfig YAML as ``application/node.eks.aws``, anything else as a shell script), then
-  karpweb's ``NodeConfig`` (cluster name, endpoint, CA, service CIDR; kubelet config with maxPods,
-  clusterDNS and registerWithTaints; the node labels as a kubelet flag). nodeadm merges them.
-* Bottlerocket: TOML ``[settings.kubernetes]`` merged over the user's TOML (karpweb's keys win).
-* AL2: ``/etc/eks/bootstrap.sh`` with the cluster, labels, taints and max pods, after the user's
-  script in a MIME document.
-* Windows: the EKS bootstrap PowerShell script, after the user's.
+* AL2023: a MIME multipart document; the user's own ``userData`` parts first (a MIME document's
+  parts as they are, a YAML map as a ``application/node.eks.aws`` NodeConfig, anything else as a
+  shell script), then karpweb's ``NodeConfig``: cluster name, endpoint, CA and service CIDR;
+  ``spec.kubelet`` passed through whole as inline kubelet config, with maxPods (the planned figure
+  when the class sets none), clusterDNS (discovered when the class sets none) and
+  registerWithTaints; the node labels as a kubelet flag; ``localStorage.strategy: RAID0`` for
+  ``instanceStorePolicy: RAID0``. nodeadm merges the documents.
+* AL2: ``/etc/eks/bootstrap.sh`` after the user's parts (as AL2023's), with ``--dns-cluster-ip``,
+  ``--use-max-pods false``, the kubelet settings as ``--kubelet-extra-args`` and ``--local-disks
+  raid0``.
+* Bottlerocket: TOML ``[settings.kubernetes]`` merged over the user's TOML. As upstream, only the
+  ``settings.kubernetes`` keys Bottlerocket knows are kept (its boot config refuses the others),
+  the node taints are karpweb's alone, the kubelet settings are written under Bottlerocket's names,
+  and RAID0 adds the ``000-mount-instance-storage`` bootstrap command (its ``bind`` takes explicit
+  directories before Bottlerocket 1.46.0).
+* Windows: the EKS bootstrap PowerShell script, with the user's script first inside the same
+  ``<powershell>`` block.
 * Custom: the user's ``userData`` untouched.
 
 Labels: the NodeClaim's, less those under kubernetes.io and k8s.io (the kubelet may not set them),
@@ -19,9 +28,12 @@ from __future__ import annotations
 
 import email
 import email.policy
+import ipaddress
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import tomli_w
@@ -32,7 +44,29 @@ from scheduling.engine.ec2types import AL2, AL2023, BOTTLEROCKET, CUSTOM, WINDOW
 UNREGISTERED_TAINT = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
 DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"
 BOUNDARY = "//"
+SHELL_SCRIPT = 'text/x-shellscript; charset="us-ascii"'
+NODE_CONFIG = "application/node.eks.aws"
 _FORBIDDEN_DOMAINS = ("kubernetes.io", "k8s.io")
+RAID0_COMMAND_NAME = "000-mount-instance-storage"
+# The directories Bottlerocket before 1.46.0 must be told to bind onto the instance store.
+LEGACY_BIND_DIRS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+
+# The `settings.kubernetes` keys Bottlerocket's boot config accepts, as upstream models them
+# (bootstrap/bottlerocketsettings.go `BottlerocketKubernetes`); any other key is dropped.
+BOTTLEROCKET_KUBERNETES_KEYS = frozenset({
+    "api-server", "cloud-provider", "cluster-certificate", "cluster-name", "cluster-dns-ip", "credential-providers",
+    "node-labels", "node-taints", "max-pods", "static-pods", "eviction-hard", "eviction-soft",
+    "eviction-soft-grace-period", "eviction-max-pod-grace-period", "kube-reserved", "system-reserved",
+    "allowed-unsafe-sysctls", "server-tls-bootstrap", "registry-qps", "registry-burst", "event-qps", "event-burst",
+    "kube-api-qps", "kube-api-burst", "container-log-max-size", "container-log-max-files", "cpu-manager-policy",
+    "cpu-manager-policy-options", "cpu-manager-reconcile-period", "memory-manager-policy",
+    "memory-manager-reserved-memory", "topology-manager-scope", "topology-manager-policy",
+    "topology-manager-policy-options", "image-gc-high-threshold-percent", "image-gc-low-threshold-percent",
+    "ids-per-pod", "cpu-cfs-quota-enforced", "shutdown-grace-period", "shutdown-grace-period-for-critical-pods",
+    "cluster-domain", "seccomp-default", "pod-pids-limit", "device-ownership-from-security-context",
+    "single-process-oom-kill", "container-log-max-workers", "container-log-monitor-interval",
+    "hostname-override-source", "log-level",
+})
 
 
 class UserDataError(ValueError):
@@ -48,8 +82,10 @@ class Bootstrap:
     labels: Mapping[str, str]
     taints: Sequence[Mapping[str, str]] = ()  # NodePool taints and startup taints
     kubelet: Mapping[str, Any] = field(default_factory=dict)  # EC2NodeClass spec.kubelet
-    max_pods: int | None = None
-    dns_ip: str = ""
+    max_pods: int | None = None  # the figure karpweb planned the node with, when spec.kubelet sets none
+    dns_ip: str = ""  # the cluster DNS address, when spec.kubelet.clusterDNS sets none
+    instance_store_raid0: bool = False  # spec.instanceStorePolicy RAID0
+    bottlerocket_version: str = ""  # "latest", "v1.46.0", "" (unknown): how RAID0 binds its directories
 
 
 def node_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -64,7 +100,8 @@ def node_labels(labels: Mapping[str, str]) -> dict[str, str]:
 
 def register_taints(bootstrap: Bootstrap) -> list[dict[str, str]]:
     taints = [dict(t) for t in bootstrap.taints]
-    if not any(t.get("key") == UNREGISTERED_TAINT["key"] for t in taints):
+    if not any(t.get("key") == UNREGISTERED_TAINT["key"] and t.get("effect") == UNREGISTERED_TAINT["effect"]
+               for t in taints):
         taints.append(dict(UNREGISTERED_TAINT))
     return taints
 
@@ -74,8 +111,27 @@ def _taint_text(taint: Mapping[str, str]) -> str:
     return f"{taint['key']}{value}:{taint['effect']}"
 
 
-def _max_pods(bootstrap: Bootstrap) -> int | None:
-    return bootstrap.kubelet.get("maxPods") or bootstrap.max_pods
+def kubelet_settings(bootstrap: Bootstrap) -> dict[str, Any]:
+    """``spec.kubelet`` as the node gets it: maxPods pinned to the planned figure and clusterDNS
+    defaulted to the discovered address when the class sets neither (upstream's resolver)."""
+    kubelet = dict(bootstrap.kubelet)
+    if kubelet.get("maxPods") is None and bootstrap.max_pods:
+        kubelet["maxPods"] = int(bootstrap.max_pods)
+    if not kubelet.get("clusterDNS") and bootstrap.dns_ip:
+        kubelet["clusterDNS"] = [bootstrap.dns_ip]
+    return kubelet
+
+
+def supports_default_bind(version: str) -> bool:
+    """Bottlerocket 1.46.0 and later bind the instance store's default directories themselves
+    (upstream ``version.SupportsDefaultBind``: ``latest`` counts as new, anything unparsable as old)."""
+    if version == "latest":
+        return True
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    major, minor = int(parts[0]), int(parts[1])
+    return major > 1 or (major == 1 and minor >= 46)
 
 
 def build(family: str | None, bootstrap: Bootstrap, user_data: str | None) -> str:
@@ -88,117 +144,257 @@ def build(family: str | None, bootstrap: Bootstrap, user_data: str | None) -> st
     if family == BOTTLEROCKET:
         return bottlerocket(bootstrap, user_data)
     if family == AL2:
-        return _mime(_user_parts(user_data, yaml_part=False) + [("text/x-shellscript; charset=\"us-ascii\"", al2(bootstrap))])
+        return _mime(_user_parts(user_data, yaml_part=False) + [(SHELL_SCRIPT, al2(bootstrap))])
     if family in WINDOWS_BUILDS:
-        return (user_data + "\n" if user_data else "") + windows(bootstrap)
+        return windows(bootstrap, user_data)
     raise UserDataError(f"amiFamily {family!r} is not one karpweb can bootstrap")
+
+
+# --- durations (Go's time.Duration.String(), which upstream writes for AL2, Bottlerocket, Windows) ----
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_NANOS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+def go_duration(text: str) -> str:
+    """``1m`` -> ``1m0s``, ``90s`` -> ``1m30s``, ``2h`` -> ``2h0m0s``: the form upstream's parsed
+    metav1.Duration prints. Text that is not a duration is returned as it is."""
+    text = str(text).strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return text
+    nanos = int(sum(Decimal(number) * _NANOS[unit] for number, unit in parts))
+    if nanos == 0:
+        return "0s"
+    if nanos < 10**9:
+        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
+            if nanos >= size:
+                return f"{_trim(Decimal(nanos) / size)}{unit}"
+    hours, rest = divmod(nanos, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    seconds = f"{_trim(Decimal(rest) / 10**9)}s"
+    if hours:
+        return f"{hours}h{minutes}m{seconds}"
+    return f"{minutes}m{seconds}" if minutes else seconds
+
+
+def _trim(value: Decimal) -> str:
+    text = format(value.normalize(), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 # --- AL2023 -------------------------------------------------------------------------------------
 
 def node_config(bootstrap: Bootstrap) -> dict[str, Any]:
-    config = {k: v for k, v in bootstrap.kubelet.items() if k != "clusterDNS"}
-    if _max_pods(bootstrap):
-        config["maxPods"] = _max_pods(bootstrap)
-    dns = bootstrap.kubelet.get("clusterDNS") or ([bootstrap.dns_ip] if bootstrap.dns_ip else [])
-    if dns:
-        config["clusterDNS"] = list(dns)
+    config = kubelet_settings(bootstrap)
     config["registerWithTaints"] = register_taints(bootstrap)
     labels = ",".join(f"{k}={v}" for k, v in node_labels(bootstrap.labels).items())
-    return {
-        "apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
-        "spec": {
-            "cluster": {"name": bootstrap.cluster_name, "apiServerEndpoint": bootstrap.endpoint,
-                        "certificateAuthority": bootstrap.ca_bundle, "cidr": bootstrap.service_cidr},
-            "kubelet": {"config": config, "flags": [f'--node-labels="{labels}"']},
-        },
+    spec: dict[str, Any] = {
+        "cluster": {"name": bootstrap.cluster_name, "apiServerEndpoint": bootstrap.endpoint,
+                    "certificateAuthority": bootstrap.ca_bundle, "cidr": bootstrap.service_cidr},
+        "kubelet": {"config": config, "flags": [f'--node-labels="{labels}"']},
     }
+    if bootstrap.instance_store_raid0:
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
 
 
 def al2023(bootstrap: Bootstrap, user_data: str | None) -> str:
-    ours = ("application/node.eks.aws", yaml.safe_dump(node_config(bootstrap), sort_keys=True))
+    ours = (NODE_CONFIG, "# karpweb generated NodeConfig\n" + yaml.safe_dump(node_config(bootstrap), sort_keys=True))
     return _mime(_user_parts(user_data, yaml_part=True) + [ours])
 
 
+def is_mime(user_data: str) -> bool:
+    """A MIME document, whichever of its two headers comes first (upstream checks both)."""
+    stripped = user_data.strip()
+    return stripped.startswith("MIME-Version:") or stripped.startswith("Content-Type:")
+
+
 def _user_parts(user_data: str | None, *, yaml_part: bool) -> list[tuple[str, str]]:
-    """The user's userData as (content type, body) parts: a MIME document's own parts, a NodeConfig
-    (AL2023), or a shell script."""
+    """The user's userData as (content type, body) parts: a MIME document's own parts, a YAML map
+    (AL2023: a NodeConfig), or a shell script."""
     if not user_data or not user_data.strip():
         return []
-    if user_data.lstrip().startswith("MIME-Version:"):
-        message = email.message_from_string(user_data, policy=email.policy.compat32)
+    if is_mime(user_data):
+        message = email.message_from_string(user_data.strip() + "\n", policy=email.policy.compat32)
         if not message.is_multipart():
-            raise UserDataError("userData is a MIME document but not multipart/mixed")
-        return [(part.get("Content-Type", "text/x-shellscript"), part.get_payload())
-                for part in message.get_payload()]
-    if yaml_part and "apiVersion: node.eks.aws/" in user_data:
-        return [("application/node.eks.aws", user_data)]
-    return [('text/x-shellscript; charset="us-ascii"', user_data)]
+            raise UserDataError("userData is a MIME document but not multipart")
+        return [(part.get("Content-Type", SHELL_SCRIPT), part.get_payload()) for part in message.get_payload()]
+    if yaml_part and _is_yaml_map(user_data):
+        return [(NODE_CONFIG, user_data)]
+    return [(SHELL_SCRIPT, user_data)]
+
+
+def _is_yaml_map(text: str) -> bool:
+    try:
+        return isinstance(yaml.safe_load(text), dict)
+    except yaml.YAMLError:
+        return False
 
 
 def _mime(parts: list[tuple[str, str]]) -> str:
+    """MIME-Version first, then the multipart Content-Type, as upstream writes them."""
     lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"', ""]
     for content_type, body in parts:
-        lines += [f"--{BOUNDARY}", f"Content-Type: {content_type}", "", body.rstrip("\n")]
+        lines += [f"--{BOUNDARY}", f"Content-Type: {content_type}", "", body.replace("\r", "").rstrip("\n")]
     lines += [f"--{BOUNDARY}--", ""]
     return "\n".join(lines)
 
 
+def mime_parts(user_data: str) -> list[tuple[str, str]]:
+    """(content type, body) of each part of a multipart user data (for tests and the class page)."""
+    message = email.message_from_string(user_data, policy=email.policy.compat32)
+    return [(part.get("Content-Type", ""), part.get_payload()) for part in message.get_payload()]
+
+
 def decode_node_configs(user_data: str) -> list[dict[str, Any]]:
     """The NodeConfig documents in an AL2023 user data (for tests and the class page)."""
-    message = email.message_from_string(user_data, policy=email.policy.compat32)
-    return [yaml.safe_load(part.get_payload()) for part in message.get_payload()
-            if part.get_content_type() == "application/node.eks.aws"]
+    return [yaml.safe_load(body) for content_type, body in mime_parts(user_data)
+            if content_type.split(";")[0].strip() == NODE_CONFIG]
 
 
 # --- Bottlerocket -------------------------------------------------------------------------------
+
+def dropped_bottlerocket_keys(user_data: str | None) -> list[str]:
+    """The user's ``settings.kubernetes`` keys Bottlerocket does not know: karpweb drops them, as
+    upstream does (for the class's status to name)."""
+    try:
+        document = tomllib.loads(user_data or "")
+    except tomllib.TOMLDecodeError:
+        return []
+    kubernetes = (document.get("settings") or {}).get("kubernetes") or {}
+    return sorted(k for k in kubernetes if k not in BOTTLEROCKET_KUBERNETES_KEYS)
+
 
 def bottlerocket(bootstrap: Bootstrap, user_data: str | None) -> str:
     try:
         document = tomllib.loads(user_data or "")
     except tomllib.TOMLDecodeError as exc:
         raise UserDataError(f"userData is not TOML, which Bottlerocket needs: {exc}") from None
-    kubernetes = document.setdefault("settings", {}).setdefault("kubernetes", {})
-    kubernetes.update({"api-server": bootstrap.endpoint, "cluster-certificate": bootstrap.ca_bundle,
-                       "cluster-name": bootstrap.cluster_name})
-    if bootstrap.dns_ip:
-        kubernetes["cluster-dns-ip"] = bootstrap.dns_ip
-    if _max_pods(bootstrap):
-        kubernetes["max-pods"] = int(_max_pods(bootstrap))
-    kubernetes["node-labels"] = {**kubernetes.get("node-labels", {}), **node_labels(bootstrap.labels)}
-    taints: dict[str, list[str]] = {k: list(v) for k, v in kubernetes.get("node-taints", {}).items()}
+    settings = document.get("settings")
+    settings = dict(settings) if isinstance(settings, dict) else {}
+    users = settings.get("kubernetes") if isinstance(settings.get("kubernetes"), dict) else {}
+    kubernetes = {k: v for k, v in users.items() if k in BOTTLEROCKET_KUBERNETES_KEYS}
+    kubernetes.update({"cluster-name": bootstrap.cluster_name, "api-server": bootstrap.endpoint,
+                       "cluster-certificate": bootstrap.ca_bundle})
+    kubernetes["node-labels"] = {**(kubernetes.get("node-labels") or {}), **node_labels(bootstrap.labels)}
+    kubernetes.update(_bottlerocket_kubelet(kubelet_settings(bootstrap)))
+    taints: dict[str, list[str]] = {}  # karpweb's taints alone, as upstream (the user's are replaced)
     for taint in register_taints(bootstrap):
-        entries = taints.setdefault(taint["key"], [])
-        entry = f"{taint.get('value', '')}:{taint['effect']}"
-        if entry not in entries:
-            entries.append(entry)
+        taints.setdefault(taint["key"], []).append(f"{taint.get('value', '')}:{taint['effect']}")
     kubernetes["node-taints"] = taints
-    return tomli_w.dumps(document)
+    settings["kubernetes"] = kubernetes
+    if bootstrap.instance_store_raid0:
+        commands = dict(settings.get("bootstrap-commands") or {})
+        commands[RAID0_COMMAND_NAME] = _raid0_command(bootstrap.bottlerocket_version)
+        settings["bootstrap-commands"] = commands
+    # Only `settings` survives the merge, as upstream's BottlerocketConfig (its one field).
+    return tomli_w.dumps({"settings": settings})
+
+
+def _raid0_command(version: str) -> dict[str, Any]:
+    bind = ["apiclient", "ephemeral-storage", "bind"]
+    if not supports_default_bind(version):
+        bind += ["--dirs", *LEGACY_BIND_DIRS]
+    return {"commands": [["apiclient", "ephemeral-storage", "init"], bind], "mode": "always", "essential": True}
+
+
+def _bottlerocket_kubelet(kubelet: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.kubelet under Bottlerocket's setting names (upstream bootstrap/bottlerocket.go). podsPerCore
+    has no Bottlerocket setting: the planner does not apply it to Bottlerocket either."""
+    out: dict[str, Any] = {}
+    if kubelet.get("clusterDNS"):
+        out["cluster-dns-ip"] = str(kubelet["clusterDNS"][0])
+    if kubelet.get("maxPods") is not None:
+        out["max-pods"] = int(kubelet["maxPods"])
+    for field_name, setting in (("systemReserved", "system-reserved"), ("kubeReserved", "kube-reserved"),
+                                ("evictionHard", "eviction-hard"), ("evictionSoft", "eviction-soft")):
+        if kubelet.get(field_name) is not None:
+            out[setting] = {str(k): str(v) for k, v in kubelet[field_name].items()}
+    if kubelet.get("evictionSoftGracePeriod") is not None:
+        out["eviction-soft-grace-period"] = {str(k): go_duration(v) for k, v in kubelet["evictionSoftGracePeriod"].items()}
+    if kubelet.get("evictionMaxPodGracePeriod") is not None:
+        out["eviction-max-pod-grace-period"] = int(kubelet["evictionMaxPodGracePeriod"])
+    for field_name, setting in (("imageGCHighThresholdPercent", "image-gc-high-threshold-percent"),
+                                ("imageGCLowThresholdPercent", "image-gc-low-threshold-percent")):
+        if kubelet.get(field_name) is not None:
+            out[setting] = str(int(kubelet[field_name]))  # Bottlerocket takes these as strings
+    if kubelet.get("cpuCFSQuota") is not None:
+        out["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
+    return out
 
 
 # --- AL2 and Windows ----------------------------------------------------------------------------
 
-def _kubelet_args(bootstrap: Bootstrap) -> str:
+def _joined(name: str, values: Mapping[str, Any] | None, separator: str, show=str) -> list[str]:
+    if not values:
+        return []
+    return [f'{name}="{",".join(f"{k}{separator}{show(v)}" for k, v in sorted(values.items()))}"']
+
+
+def kubelet_extra_args(bootstrap: Bootstrap) -> list[str]:
+    """The kubelet flags upstream builds from spec.kubelet for AL2 and Windows (bootstrap.go
+    ``kubeletExtraArgs``); map entries sorted so the text is stable."""
+    kubelet = kubelet_settings(bootstrap)
     labels = ",".join(f"{k}={v}" for k, v in node_labels(bootstrap.labels).items())
-    args = [f'--node-labels="{labels}"', f'--register-with-taints="{",".join(_taint_text(t) for t in register_taints(bootstrap))}"']
-    if _max_pods(bootstrap):
-        args.append(f"--max-pods={int(_max_pods(bootstrap))}")
-    return " ".join(args)
+    taints = ",".join(_taint_text(t) for t in register_taints(bootstrap))
+    args = [f'--node-labels="{labels}"', f'--register-with-taints="{taints}"']
+    if kubelet.get("maxPods") is not None:
+        args.append(f"--max-pods={int(kubelet['maxPods'])}")
+    if kubelet.get("podsPerCore") is not None:
+        args.append(f"--pods-per-core={int(kubelet['podsPerCore'])}")
+    args += _joined("--system-reserved", kubelet.get("systemReserved"), "=")
+    args += _joined("--kube-reserved", kubelet.get("kubeReserved"), "=")
+    args += _joined("--eviction-hard", kubelet.get("evictionHard"), "<")
+    args += _joined("--eviction-soft", kubelet.get("evictionSoft"), "<")
+    args += _joined("--eviction-soft-grace-period", kubelet.get("evictionSoftGracePeriod"), "=", go_duration)
+    if kubelet.get("evictionMaxPodGracePeriod") is not None:
+        args.append(f"--eviction-max-pod-grace-period={int(kubelet['evictionMaxPodGracePeriod'])}")
+    if kubelet.get("imageGCHighThresholdPercent") is not None:
+        args.append(f"--image-gc-high-threshold={int(kubelet['imageGCHighThresholdPercent'])}")
+    if kubelet.get("imageGCLowThresholdPercent") is not None:
+        args.append(f"--image-gc-low-threshold={int(kubelet['imageGCLowThresholdPercent'])}")
+    if kubelet.get("cpuCFSQuota") is not None:
+        args.append(f"--cpu-cfs-quota={'true' if kubelet['cpuCFSQuota'] else 'false'}")
+    return args
+
+
+def _is_ipv6(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).version == 6
+    except ValueError:
+        return False
 
 
 def al2(bootstrap: Bootstrap) -> str:
+    kubelet = kubelet_settings(bootstrap)
+    dns = str(kubelet["clusterDNS"][0]) if kubelet.get("clusterDNS") else ""
     command = (f"/etc/eks/bootstrap.sh '{bootstrap.cluster_name}' --apiserver-endpoint '{bootstrap.endpoint}' "
                f"--b64-cluster-ca '{bootstrap.ca_bundle}'")
-    if bootstrap.dns_ip:
-        command += f" --dns-cluster-ip '{bootstrap.dns_ip}'"
-    if _max_pods(bootstrap):
-        command += " --use-max-pods false"
-    command += f" --kubelet-extra-args '{_kubelet_args(bootstrap)}'"
+    if _is_ipv6(dns):
+        command += " \\\n--ip-family ipv6"
+    if dns:
+        command += f" \\\n--dns-cluster-ip '{dns}'"
+    if kubelet.get("maxPods") is not None:
+        command += " \\\n--use-max-pods false"
+    command += f" \\\n--kubelet-extra-args '{' '.join(kubelet_extra_args(bootstrap))}'"
+    if bootstrap.instance_store_raid0:
+        command += " \\\n--local-disks raid0"
     return "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n" + command + "\n"
 
 
-def windows(bootstrap: Bootstrap) -> str:
-    dns = f" -DNSClusterIP '{bootstrap.dns_ip}'" if bootstrap.dns_ip else ""
-    return ("<powershell>\n[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n"
-            f"& $EKSBootstrapScriptFile -EKSClusterName '{bootstrap.cluster_name}' -APIServerEndpoint '{bootstrap.endpoint}' "
-            f"-Base64ClusterCA '{bootstrap.ca_bundle}' -KubeletExtraArgs '{_kubelet_args(bootstrap)}'{dns}\n</powershell>\n")
+def windows(bootstrap: Bootstrap, user_data: str | None) -> str:
+    """The user's PowerShell runs first, inside the same ``<powershell>`` block (upstream
+    bootstrap/windows.go). Windows has no instance-store setting: RAID0 is not written."""
+    kubelet = kubelet_settings(bootstrap)
+    lines = ["<powershell>"]
+    if user_data:
+        lines.append(user_data.rstrip("\n"))
+    lines.append('[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"')
+    command = (f"& $EKSBootstrapScriptFile -EKSClusterName '{bootstrap.cluster_name}' -APIServerEndpoint "
+               f"'{bootstrap.endpoint}' -Base64ClusterCA '{bootstrap.ca_bundle}' "
+               f"-KubeletExtraArgs '{' '.join(kubelet_extra_args(bootstrap))}'")
+    if kubelet.get("clusterDNS"):
+        command += f" -DNSClusterIP '{kubelet['clusterDNS'][0]}'"
+    lines += [command, "</powershell>"]
+    return "\n".join(lines) + "\n"

@@ -44,7 +44,8 @@ from .interface import (
     WatchEvent,
 )
 from .resources import (
-    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, Resource, resource_for,
+    ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, SERVICE, Resource,
+    resource_for,
 )
 from .rest import KubeRest
 
@@ -188,6 +189,20 @@ class KubeClusterAdapter:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # --- reading -------------------------------------------------------------------------------
+    def kube_dns_ip(self) -> str:
+        """The kube-system/kube-dns Service's ClusterIP, the address Karpenter bootstraps nodes'
+        cluster DNS with (aws/karpenter-provider-aws pkg/operator/operator.go); "" when there is
+        no such Service or it has no ClusterIP. Other failures raise ClusterError."""
+        try:
+            service = self._call("get", SERVICE, "kube-dns",
+                                 lambda: self.rest.get(SERVICE, "kube-dns", "kube-system"), "kube-system")
+        except ClusterError as exc:
+            if exc.not_found:
+                return ""
+            raise
+        address = str((service.get("spec") or {}).get("clusterIP") or "")
+        return "" if address == "None" else address
+
     def list(self, kind: str) -> ObjectList:
         resource = resource_for(kind)
         selector = ACTIVE_PODS_SELECTOR if resource is POD else None
@@ -289,6 +304,18 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "delete", NODECLAIM, name) from exc
 
+    def delete_node(self, name: str) -> bool:
+        """Delete a Node (an orphan instance's, collected). False if it was already gone."""
+        try:
+            self.rest.delete(NODE, name)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise self._error(exc, "delete", NODE, name) from exc
+        except Exception as exc:
+            raise self._error(exc, "delete", NODE, name) from exc
+
     def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
         """After a launch that targeted a Capacity Reservation group, EC2 chose the member: the
         NodeClaim's reservation-id label says which, and so does its Node when it has registered
@@ -313,7 +340,7 @@ class KubeClusterAdapter:
 
         return self._retry_on_conflict("patch", resource, name, attempt)
 
-    # --- registration (karpenter-launch.md §4) ----------------------------------------------------
+    # --- registration (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/registration.go)
     def register_node(self, node: str, nodeclaim: dict, taints: list[dict]) -> dict:
         """The Node the kubelet registered for a NodeClaim: the claim's labels and annotations copied,
         its taints and startup taints added (unless the node asks not to sync taints, as karpweb's

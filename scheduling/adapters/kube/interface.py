@@ -122,6 +122,9 @@ class ClusterAdapter(Protocol):
     def delete_nodeclaim(self, name: str) -> bool:
         """Delete a NodeClaim; False if it was already gone."""
 
+    def delete_node(self, name: str) -> bool:
+        """Delete a Node; False if it was already gone."""
+
     def demote(self, *, nodeclaim: str | None = None, node: str | None = None) -> DemotionResult:
         """Relabel a NodeClaim and its Node capacity-type=on-demand and remove every reservation label."""
 

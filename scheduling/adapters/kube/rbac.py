@@ -24,6 +24,8 @@ RULES = [
     # Is Karpenter the active controller? Its leader-election Lease and its Deployment, read only.
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
+    # The cluster DNS address nodes are bootstrapped with: the kube-system/kube-dns Service, read only.
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
 ]
 
 

@@ -50,6 +50,8 @@ CRD = Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "custom
 # Read only to tell whether Karpenter runs in the cluster (its leader-election Lease, its Deployment).
 LEASE = Resource("Lease", "coordination.k8s.io", "v1", "leases", namespaced=True)
 DEPLOYMENT = Resource("Deployment", "apps", "v1", "deployments", namespaced=True)
+# Read only for the cluster DNS address nodes are bootstrapped with (kube-system/kube-dns).
+SERVICE = Resource("Service", "", "v1", "services", namespaced=True)
 
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0014_watch_state'),
+        ('scheduling', '0015_inflight_registration_health'),
     ]
 
     operations = [
