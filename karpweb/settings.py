@@ -256,6 +256,9 @@ KARPWEB_RECOMMEND_HEADROOM_PERCENT = env_float("KARPWEB_RECOMMEND_HEADROOM_PERCE
 KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS = env_int("KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS", 14, minimum=1)
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
+# Upstream's NodeRepair feature gate (off by default): replace a node unhealthy past its toleration
+# (Ready False/Unknown 30 min, and the node monitoring agent's conditions) by deleting its NodeClaim.
+KARPWEB_NODE_REPAIR = env_bool("KARPWEB_NODE_REPAIR", False)
 # Instances karpweb launched that no NodeClaim holds are terminated once this old (garbage collection).
 KARPWEB_INSTANCE_GC_GRACE_SECONDS = env_int("KARPWEB_INSTANCE_GC_GRACE_SECONDS", 120, minimum=30)
 # Karpenter's INTERRUPTION_QUEUE: the SQS queue EventBridge sends EC2 interruption events to (name or URL).

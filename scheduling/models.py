@@ -170,8 +170,10 @@ class NodeClaim(ConditionsMixin, models.Model):
         max_length=64, blank=True, help_text="karpenter.k8s.aws/capacity-reservation-id as labelled, even if unknown."
     )
     labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True, help_text="The NodePool / EC2NodeClass hashes drift reads.")
     requirements = models.JSONField(default=list, blank=True)
     resources = models.JSONField(default=dict, blank=True, help_text="spec.resources.requests")
+    expire_after = models.CharField(max_length=32, blank=True, help_text='spec.expireAfter ("720h", "Never"; blank: none written).')
     provider_id = models.CharField(max_length=255, blank=True, db_index=True)
     node_name = models.CharField(max_length=253, blank=True)
     image_id = models.CharField(max_length=64, blank=True)
@@ -223,6 +225,7 @@ class Node(models.Model):
     )
     provider_id = models.CharField(max_length=255, blank=True, db_index=True)
     ready = models.BooleanField(default=False)
+    conditions = models.JSONField(default=list, blank=True, help_text="status.conditions (node repair reads them).")
     unschedulable = models.BooleanField(default=False, help_text="Cordoned.")
     created_at = models.DateTimeField(null=True, blank=True)
     deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
@@ -300,6 +303,8 @@ class Decision(models.Model):
         GARBAGE_COLLECT = "garbage-collect", "garbage collection"
         INTERRUPTION = "interruption", "interruption"
         TERMINATE = "terminate", "termination"
+        EXPIRE = "expire", "expiration"
+        REPAIR = "repair", "node repair"
 
     class Outcome(models.TextChoices):
         RECOMMENDED = "recommended", "recommended (observe mode)"
@@ -551,6 +556,10 @@ class SimulatedInstance(models.Model):
     reservation_id = models.CharField(max_length=64, blank=True, db_index=True)
     reservation_type = models.CharField(max_length=20, blank=True)
     state = models.CharField(max_length=16, default="running", db_index=True)
+    # What it was launched with (DescribeInstances' ImageId, SubnetId, SecurityGroups): drift reads them.
+    image_id = models.CharField(max_length=64, blank=True)
+    subnet_id = models.CharField(max_length=64, blank=True)
+    security_group_ids = models.JSONField(default=list, blank=True)
     launched_at = models.DateTimeField(default=timezone.now)
     terminated_at = models.DateTimeField(null=True, blank=True)
 

@@ -219,6 +219,8 @@ class World:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     spot_to_spot: bool = False  # the SpotToSpotConsolidation feature gate
     instances: list[Instance] | None = None  # DescribeInstances, when given (lifecycle.py)
+    # Nodes whose NodeClaim is marked Drifted (optional `nodeClaims`; refresh.py): name -> Drift.
+    drifted: dict = field(default_factory=dict)
 
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if not p.node_name]

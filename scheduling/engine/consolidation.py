@@ -36,9 +36,10 @@ Where karpweb decides what upstream leaves to timing:
   * consolidateAfter: the world has no pod events, so a node's last pod change is the newest
     creationTimestamp of its pods, or the node's own when it has none; with no timestamp at all
     a node is consolidatable only when consolidateAfter is 0.
-  * Budgets count the NodePool's nodes; nodes that are deleting or not Ready, and nodes this run
-    already disrupts, use up the allowance (upstream does not count uninitialised nodes at all;
-    the world cannot tell them from NotReady ones, so karpweb takes the cautious reading).
+  * Budgets count the NodePool's initialized nodes (upstream `BuildDisruptionBudgetMapping`); of
+    those, nodes that are deleting or not Ready, and nodes this run already disrupts, use up the
+    allowance. A node that never became Ready (no `karpenter.sh/initialized=true`) is neither
+    counted nor disrupting, so one stuck node does not freeze a `nodes: "1"` budget.
   * Empty nodes are left to emptiness (reason Empty), so a budget for Empty is not bypassed by
     Underutilized; multi-node consolidation takes only nodes with pods.
   * Opt-in, per NodePool: the annotation `karpweb.io/keep-idle-reserved-nodes: "true"` keeps every
@@ -76,6 +77,7 @@ from .requirements import Requirement, Requirements
 from .scheduler import PoolLimits, Results, Scheduler
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+INITIALIZED = "karpenter.sh/initialized"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 MAX_MULTI_NODE_CANDIDATES = 100
 MIN_SPOT_TO_SPOT_OPTIONS = 15
@@ -190,8 +192,9 @@ class Command:
     replacements: list[FinalClaim] = field(default_factory=list)
     savings: float = 0.0
     moves: dict[str, str] = field(default_factory=dict)  # pod key -> node or replacement name
-    drift_reason: str = ""
+    drift_reason: str = ""  # the message
     reservation_id: str | None = None
+    drift_kind: str = ""  # the Drifted condition's reason: CapacityReservationDrift, AMIDrift, ...
 
     @property
     def action(self) -> str:
@@ -616,16 +619,17 @@ class Consolidator:
 
     # methods ------------------------------------------------------------------------------------
 
-    def drift(self, drifted: list[tuple[str, str, str]]) -> None:
-        """Delete or replace each drifted node whose pods all find a place (budget: Drifted)."""
+    def drift(self, drifted: list[tuple[str, str | None, str, str]]) -> None:
+        """Delete or replace each drifted node (name, reservation id, message, drift reason) whose
+        pods all find a place (budget: Drifted)."""
         entries = []
-        for name, rid, message in drifted:
+        for name, rid, message, kind in drifted:
             sim = self.state.by_name.get(name)
             c = self.candidate(sim, consolidation=False) if sim is not None else None
             if c is not None:
-                entries.append((c, rid, message))
+                entries.append((c, rid, message, kind))
         entries.sort(key=lambda e: (e[0].cost, e[0].name))
-        for c, rid, message in entries:
+        for c, rid, message, kind in entries:
             if not self.budgets.allows(c.pool, REASON_DRIFTED):
                 continue
             simulation = self.state.simulate(c.pods, [c.sim])
@@ -637,7 +641,7 @@ class Consolidator:
             moves = dict(results.bindings)
             for final in finals:
                 moves.update({p.key: final.name for p in final.claim.pods})
-            command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid)
+            command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
             self.accept(command, simulation)
 
     def emptiness(self) -> None:
@@ -738,13 +742,13 @@ class Budgets:
         self.disrupting: dict[str, int] = {}
         for node in nodes:
             pool = node.nodepool
-            if pool is None:
-                continue
+            if pool is None or not initialized(node):
+                continue  # upstream: a node not initialized yet is neither counted nor disrupting
             self.count[pool] = self.count.get(pool, 0) + 1
             if node.deleting or not node.ready:
                 self.disrupting[pool] = self.disrupting.get(pool, 0) + 1
         for node in disrupted:
-            if node.nodepool is not None and not node.deleting and node.ready:
+            if node.nodepool is not None and initialized(node) and not node.deleting and node.ready:
                 self.take(node.nodepool)
         self._allowed = {(p.name, reason): p.disruption.allowed(reason, self.count.get(p.name, 0), now)
                          for p in pools for reason in (REASON_EMPTY, REASON_UNDERUTILIZED, REASON_DRIFTED)}
@@ -757,6 +761,16 @@ class Budgets:
 
     def take(self, pool: str) -> None:
         self.disrupting[pool] = self.disrupting.get(pool, 0) + 1
+
+
+def initialized(node: Node) -> bool:
+    """Whether the node counts towards its NodePool's budgets (upstream `BuildDisruptionBudgetMapping`
+    skips nodes that are not initialized). Karpenter's and karpweb's nodes carry
+    `karpenter.sh/initialized=true` once initialized; a node without that label that is Ready
+    (a pasted world, a cluster without Karpenter's labels) is taken as initialized, one that is
+    not Ready as one still coming up (never-Ready nodes no longer use up a `nodes: "1"` budget)."""
+    value = node.labels.get(INITIALIZED)
+    return value == "true" if value is not None else node.ready
 
 
 def effective_node(node: Node, demoted: bool) -> Node:

@@ -7,7 +7,8 @@ Order of work, each step on the cluster the previous ones leave:
      nodes being deleted, and the pending pods the provisioning plan could not place are
      simulated once, before anything else uses the room. Nodes whose drain is less than an hour
      away stay, but are neither candidates nor destinations for moved pods.
-  3. Reservation drift (reason Drifted), 4. emptiness (Empty), 5. multi-node and 6. single-node
+  3. Drift (reason Drifted): reservation drift found here, and the nodes whose NodeClaim carries
+     `Drifted=True` (world `nodeClaims`; the loop marks them: engine/refresh.py), 4. emptiness (Empty), 5. multi-node and 6. single-node
      consolidation (Underutilized), within the NodePool budgets.
 
 Output order: expiry (by drainAt, then node), then drift and consolidation in the order decided.
@@ -70,7 +71,9 @@ def lifecycle(plan: Plan) -> Lifecycle:
 
     budgets = Budgets(world.node_pools, world.nodes, now, disrupted=[e.node for e in expiring if e.node.name in due])
     consolidator = Consolidator(state, budgets, protected=due | upcoming)
-    consolidator.drift([(d.node.name, d.reservation_id, d.message) for d in drifted])
+    marked = [(name, None, d.message, d.reason) for name, d in sorted(world.drifted.items())
+              if name not in due and name not in {r.node.name for r in drifted}]
+    consolidator.drift([(d.node.name, d.reservation_id, d.message, CAPACITY_RESERVATION_DRIFT) for d in drifted] + marked)
     consolidator.emptiness()
     consolidator.multi_node()
     consolidator.single_node()
@@ -81,8 +84,9 @@ def command_dict(command: Command) -> dict:
     drift = command.kind == DRIFT
     result = {"action": command.action, "reason": DRIFT_REASON if drift else CONSOLIDATION, "nodes": command.nodes}
     if drift:
-        result["driftReason"] = CAPACITY_RESERVATION_DRIFT
-        result["reservationID"] = command.reservation_id
+        result["driftReason"] = command.drift_kind or CAPACITY_RESERVATION_DRIFT
+        if command.reservation_id:
+            result["reservationID"] = command.reservation_id
         result["message"] = command.drift_reason
     else:
         result["consolidationType"] = command.kind

@@ -30,6 +30,7 @@ from .podaffinity import (
 )
 from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, QuantityError, ResourceList, parse_decimal, parse_resource
 from .requirements import GTE, IN, LTE, NOT_IN, Requirement, RequirementError, Requirements
+from .refresh import drifted_claims
 from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
@@ -237,6 +238,7 @@ class _Reader:
                                          key=lambda d: (d.namespace, d.name))
         world.pods = [p for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]
         world.namespaces = self.namespaces(data.get("namespaces"))
+        world.drifted = drifted_claims(data.get("nodeClaims"), self.problem)
         return world
 
     def overhead(self, data: dict) -> float:

@@ -9,8 +9,10 @@ from reservations.models import CapacityReservation
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.engine.timeutil import parse_time
 from scheduling.loop import leases
+from scheduling.engine.refresh import drifted_claims
 from scheduling.loop.nodes import disrupt
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
+from scheduling.loop.refresh import drifted_claim_objects
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, Node, NodePool
 from scheduling.modes import control_refusal, effective_mode
@@ -26,7 +28,16 @@ def engine_decisions(cloud, now, world_at=None) -> dict:
     watch process's kept world), by default the database's current world."""
     instances = instance_membership(cloud)
     world = world_at(now, instances) if world_at is not None else current_world(now, instances=instances)
-    return simulate_readable(world, now)
+    return simulate_readable(with_drifted_claims(world), now)
+
+
+def with_drifted_claims(world):
+    """The NodeClaims marked Drifted (scheduling/loop/refresh.py), for the engine to replace their nodes."""
+    claims = drifted_claim_objects()
+    if isinstance(world, dict):
+        return {**world, "nodeClaims": claims}
+    world.drifted = drifted_claims(claims, lambda path, message: None)  # a parsed (kept) world
+    return world
 
 
 def instance_membership(cloud) -> list[dict]:

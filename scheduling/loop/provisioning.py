@@ -18,6 +18,7 @@ from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.ec2.nodeclass import planned_max_pods
 from scheduling.adapters.ec2.sync import refresh_reservations
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
+from scheduling.loop.claim_hashes import claim_annotations, claim_expire_after
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.engine.world import TERMINAL_PHASES
@@ -180,6 +181,7 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
         requirements=[{"key": key, "operator": "In", "values": [value]} for key, value in sorted(claim["labels"].items())],
         # Deleting the claim then waits for karpweb to drain its node and terminate its instance.
         finalizers=[TERMINATION_FINALIZER],
+        annotations=claim_annotations(pool), expire_after=claim_expire_after(pool) or None,  # drift and expiry
         resources=dict(claim.get("resources") or {}),  # Initialized waits for its extended resources
     )
     cluster.create_nodeclaim(request)
@@ -188,7 +190,7 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
         node_pool=pool, node_class=pool.node_class if pool else None, labels=labels,
         requirements=request.requirements, resources=request.resources, instance_type=launch["instanceType"], zone=launch["zone"],
         capacity_type=launch["capacityType"], reservation=reservation, reservation_label=launch.get("reservationID") or "",
-        created_at=timezone.now(),
+        created_at=timezone.now(), annotations=request.annotations, expire_after=request.expire_after or "",
     ))
     return row
 

@@ -27,6 +27,7 @@ from scheduling.adapters.kube.sync import pod_requests
 from scheduling.engine.capacityblocks import capacity_block_timing
 from scheduling.engine.labels import RESERVATION_LABELS
 from scheduling.engine.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
+from scheduling.loop import simulated_network
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Pod, SimulatedInstance
 from scheduling.world import node_allocatable
 
@@ -57,10 +58,12 @@ class SimulatedCloud:
                 errors.append(("ReservationCapacityExceeded",
                                f"reservation {offering.reservation_group_arn or offering.reservation_id} has no available instance"))
                 continue
+            image, subnet, groups = _launched_with(request, offering)
             instance = SimulatedInstance.objects.create(
                 instance_id=f"i-{random.getrandbits(68):017x}", client_token=request.nodeclaim_name,
                 instance_type=offering.instance_type, zone=offering.zone, capacity_type=offering.capacity_type,
                 reservation_id=reservation_id or "", reservation_type=offering.reservation_type or "",
+                image_id=image, subnet_id=subnet, security_group_ids=groups,
             )
             return _result(instance)
         code, message = errors[-1] if errors else ("UnfulfillableCapacity", "no offering to launch")
@@ -125,10 +128,38 @@ class SimulatedCloud:
                 reservation_type=i.reservation_type or None, interruptible=False,
                 capacity_reservation_preference=_preference(i),
                 launch_time=i.launched_at, tags={NODECLAIM_TAG: i.client_token},
-                open_reservation_id=_open_in(i),
+                open_reservation_id=_open_in(i), image_id=i.image_id, subnet_id=i.subnet_id,
+                security_group_ids=tuple(sorted(i.security_group_ids or ())),
             )
             for i in instances
         ]
+
+
+def _launched_with(request, offering) -> tuple[str, str, list[str]]:
+    """The image, subnet and security groups the EC2NodeClass resolves to for this launch."""
+    node_class = getattr(request, "node_class", None)
+    if node_class is None:
+        return "", "", []
+    arch, variant = node_class.shapes.get(offering.instance_type, ("amd64", "standard"))
+    return simulated_network.launched_with(dict(node_class.spec or {}), offering.zone, arch, variant)
+
+
+def resolve_node_classes(now=None) -> int:
+    """The simulated EC2's answer to each launch-configured EC2NodeClass's selector terms
+    (status.amis, subnets, securityGroups); returns how many changed."""
+    from reservations.models import EC2NodeClass
+    from scheduling.loop.nodeclass_launch import launch_configured
+
+    changed = 0
+    for node_class in EC2NodeClass.objects.all():
+        if not launch_configured(node_class.spec):
+            continue
+        status = {**(node_class.status_launch or {}), **simulated_network.resolve(node_class.spec or {})}
+        if status != node_class.status_launch:
+            node_class.status_launch = status
+            node_class.save(update_fields=["status_launch"])
+            changed += 1
+    return changed
 
 
 def _reserved_in(instance: SimulatedInstance) -> str | None:
@@ -215,12 +246,25 @@ class SimulatedCluster:
         claim = NodeClaim.objects.create(
             name=request.name, node_pool=pool, node_class=pool.node_class if pool else None,
             labels=request.labels, requirements=request.requirements, resources=request.resources,
+            annotations=request.annotations, expire_after=request.expire_after or "",
             created_at=timezone.now(), synced_at=timezone.now(),
         )
         return {"metadata": {"name": claim.name}}
 
     def delete_nodeclaim(self, name: str) -> bool:
-        return NodeClaim.objects.filter(name=name).delete()[0] > 0
+        """As the claim's termination finalizer would: the node's pods go back to pending, the Node
+        goes, the instance is terminated, then the claim."""
+        claim = NodeClaim.objects.filter(name=name).first()
+        if claim is None:
+            return False
+        node = Node.objects.filter(node_claim=claim).first()
+        if node is not None:
+            Pod.objects.filter(node=node).update(node=None, node_name="", phase="Pending")
+            node.delete()
+        if claim.provider_id:
+            SimulatedCloud().terminate([claim.instance_id])
+        claim.delete()
+        return True
 
     def set_reservation_label(self, nodeclaim: str, reservation_id: str) -> dict:
         claim = NodeClaim.objects.get(name=nodeclaim)

@@ -14,7 +14,7 @@ from reservations.recommendations import recompute_hourly
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
 from scheduling.loop.engine_run import simulate_readable
-from scheduling.loop import backends, disruption, nodes, provisioning, simulated
+from scheduling.loop import backends, disruption, nodes, provisioning, refresh, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
@@ -41,6 +41,7 @@ def sync_ec2(now=None) -> dict:
                                     reason="EC2 sync: " + "; ".join(stats.errors), outcome=Decision.Outcome.FAILED)], now)
     else:
         counts = simulated.tick_ec2(now)
+        counts["node_classes_resolved"] = simulated.resolve_node_classes(now)  # images, subnets, groups
         counts["samples"] = simulated.sample_utilization(now)
         counts["node_classes_changed"] = refresh_node_class_status(now)
     cloud = backends.cloud()
@@ -143,8 +144,10 @@ def lifecycle(now=None, world_at=None) -> dict:
     cloud, cluster = backends.cloud(), backends.cluster()
     if settings.KARPWEB_PROVIDER != "aws":
         refresh_node_class_status(now)
+    parts = {"expire": refresh.expire(cluster, now), "repair": refresh.repair(cluster, now),
+             "drift": refresh.mark_drift(cloud, cluster, now)}  # what the engine pass below acts on
     decisions = disruption.engine_decisions(cloud, now, world_at)
-    parts = {
+    parts |= {
         "expiry": disruption.act_on_disruptions(cloud, cluster, {disruption.EXPIRY}, now, decisions),
         "demote": disruption.demote(cloud, cluster, now, decisions),
         "consolidate": disruption.act_on_disruptions(cloud, cluster, {disruption.CONSOLIDATION, disruption.DRIFT}, now,

@@ -207,8 +207,9 @@ def test_budgets_bound_emptiness(budgets, deleted):
 
 
 def test_budget_counts_nodes_already_disrupting():
-    """A 2-node budget with one node already deleting and one not Ready leaves none."""
-    nodes = empties(3) + [knode("gone", "m5.large", deleting=True), knode("booting", "m5.large", ready=False)]
+    """A 2-node budget with one node already deleting and one initialized node gone NotReady leaves none."""
+    nodes = empties(3) + [knode("gone", "m5.large", deleting=True),
+                          knode("sick", "m5.large", ready=False, extra_labels={"karpenter.sh/initialized": "true"})]
     decisions = run(nodes, [], pools=[dpool(capacity_types=["on-demand"], budgets=[{"nodes": "2"}])])
     assert consolidations(decisions) == []
 

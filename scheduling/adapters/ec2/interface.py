@@ -192,6 +192,10 @@ class InstanceMembership:
     # uses a unit of that reservation but is not ``reserved`` (upstream's rule), so it keeps its
     # on-demand labels.
     open_reservation_id: str | None = None
+    # What it was launched with (drift: AMI, subnet and security-group drift read them).
+    image_id: str = ""
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
 
 
 @dataclass

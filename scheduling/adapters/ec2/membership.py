@@ -64,6 +64,9 @@ def membership(instance: Mapping[str, Any], reserved_capacity: bool = True) -> I
         launch_time=instance.get("LaunchTime"),
         tags={t["Key"]: t["Value"] for t in instance.get("Tags") or []},
         open_reservation_id=open_reservation_id or None,
+        image_id=instance.get("ImageId", ""),
+        subnet_id=instance.get("SubnetId", ""),
+        security_group_ids=tuple(sorted(g["GroupId"] for g in instance.get("SecurityGroups") or [] if g.get("GroupId"))),
     )
 
 

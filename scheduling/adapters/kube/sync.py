@@ -409,6 +409,7 @@ class ClusterSync:
             "capacity_type": _capacity_type(labels),
             "reservation_id": None,  # resolved for the whole batch in _write
             "reservation_label": _clip(reservation, 64), "labels": labels,
+            "annotations": meta.get("annotations") or {}, "expire_after": _clip(spec.get("expireAfter"), 32),
             "requirements": spec.get("requirements") or [],
             "resources": (spec.get("resources") or {}).get("requests") or {},
             "provider_id": _clip(status.get("providerID"), 255), "node_name": _clip(status.get("nodeName"), 253),
@@ -441,6 +442,8 @@ class ClusterSync:
             # Extended resources are domain-prefixed (nvidia.com/gpu, vpc.amazonaws.com/efa, ...).
             "allocatable_extended": {k: _quantity(v) for k, v in sorted(allocatable.items()) if "/" in k},
             "provider_id": _clip(spec.get("providerID"), 255), "ready": ready,
+            "conditions": [{k: c[k] for k in ("type", "status", "lastTransitionTime") if k in c}
+                           for c in status.get("conditions") or [] if isinstance(c, dict)],
             "unschedulable": bool(spec.get("unschedulable")),
             "created_at": parse_optional_time(meta.get("creationTimestamp")),
             "deleting_since": parse_optional_time(meta.get("deletionTimestamp")), "synced_at": now,
