@@ -305,6 +305,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["scheduling.api.parsers.JSONBodyParser"],
+    "EXCEPTION_HANDLER": "scheduling.api.exceptions.api_exception_handler",  # a JSON 413 for a large body
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {

@@ -155,7 +155,8 @@ def metrics_view(request):
     token = settings.KARPWEB_METRICS_TOKEN
     if token:
         sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(sent, token):
+        # Compared as bytes: compare_digest refuses a str with non-ASCII characters (a 500).
+        if not hmac.compare_digest(sent.encode("utf-8", "backslashreplace"), token.encode()):
             return HttpResponse("metrics need the bearer token in KARPWEB_METRICS_TOKEN\n", status=401, content_type="text/plain")
     registry = CollectorRegistry()
     registry.register(KarpwebCollector())
