@@ -6,6 +6,7 @@ from django.contrib.auth.signals import user_logged_in
 from django.contrib.contenttypes.models import ContentType
 from django.dispatch import receiver
 
+from karpweb.clientaddr import client_address
 from scheduling.models import AuditEntry
 
 OIDC_BACKEND = "accounts.oidc.KarpwebOIDCBackend"
@@ -13,7 +14,7 @@ OIDC_BACKEND = "accounts.oidc.KarpwebOIDCBackend"
 
 def record_sign_in(user, request, action: str, changes: dict) -> AuditEntry:
     """One audit entry for a sign-in (or a refused one), naming the account when there is one."""
-    address = request.META.get("REMOTE_ADDR") if request is not None else None
+    address = client_address(request) if request is not None else None
     source = AuditEntry.Source.ADMIN if request is not None and request.path.startswith("/admin/") else AuditEntry.Source.UI
     return AuditEntry.objects.create(
         user=user, actor=user.get_username() if user is not None else "anonymous", source=source, action=action,

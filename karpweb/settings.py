@@ -88,6 +88,12 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last: it answers a locked-out sign-in
 ]
 
+# How many reverse proxies (ingress controller, load balancer) stand between the clients and karpweb
+# and append to X-Forwarded-For: the sign-in lock-out, the API's limiters and the audit log take the
+# client's address from there (karpweb/clientaddr.py), and X-Forwarded-Proto is believed only then.
+# 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Hardening: behind a proxy".
+KARPWEB_TRUSTED_PROXY_HOPS = env_int("KARPWEB_TRUSTED_PROXY_HOPS", 0, minimum=0)
+
 # Local sign-in: django-axes counts failures per username and, separately, per client address, and
 # locks either out after KARPWEB_LOGIN_FAILURE_LIMIT failures for KARPWEB_LOGIN_LOCKOUT_MINUTES (an
 # administrator unlocks earlier by deleting the access attempt in the admin; both are audited).
@@ -103,6 +109,9 @@ AXES_LOCKOUT_PARAMETERS = [["username"], ["ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_USERNAME_CALLABLE = "karpweb.signin.username_for_axes"
+# Behind an ingress every request comes from the proxy's address: the client's comes from
+# X-Forwarded-For, trusting only as many entries as there are proxies (karpweb/clientaddr.py).
+AXES_CLIENT_IP_CALLABLE = "karpweb.clientaddr.client_address"
 
 # Single sign-on (accounts/oidc.py, mozilla-django-oidc): on when KARPWEB_OIDC_ISSUER is set. The
 # provider's endpoints come from its discovery document; roles from its group claim at every sign-in.
@@ -351,4 +360,7 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if KARPWEB_TRUSTED_PROXY_HOPS:
+        # Only a proxy karpweb trusts may say the client used HTTPS; without one, a client could
+        # send the header itself and make a plain-HTTP request look secure.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
