@@ -76,6 +76,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "karpweb.uploads.RequestBodyLimit",  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413, unread
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -196,6 +197,14 @@ STORAGES = {
 # A WORLD.json pasted into the what-if page may be up to 5 MiB (scheduling/whatif.py says so when it
 # is larger); Django's default (2.5 MB) would refuse it with a bare 400 first.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * 2**20
+# Uploaded files are counted as they stream and stopped past this (karpweb/uploads.py): the largest
+# WORLD.json the what-if page takes. Nothing larger reaches memory or the temporary directory.
+KARPWEB_UPLOAD_MAX_BYTES = 5 * 2**20
+FILE_UPLOAD_HANDLERS = [
+    "karpweb.uploads.SizeLimitedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # Every list page's table (templates/tables/table.html: django-tables2's, with plain rows).
 DJANGO_TABLES2_TEMPLATE = "tables/table.html"

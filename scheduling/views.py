@@ -352,8 +352,9 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
 
     def post(self, request):
         upload = request.FILES.get("world_file")
-        if upload is not None and upload.size > MAX_WORLD_BYTES:
-            outcome, text = SimulationOutcome(problems=[f"world_file: larger than {MAX_WORLD_BYTES // 2**20} MiB"]), ""
+        stopped = getattr(request, "upload_too_large", None)  # karpweb/uploads.py stopped it while it streamed
+        if stopped or (upload is not None and upload.size > MAX_WORLD_BYTES):
+            outcome, text = SimulationOutcome(problems=[f"{stopped or 'world_file'}: larger than {MAX_WORLD_BYTES // 2**20} MiB"]), ""
         else:
             text = upload.read().decode("utf-8", errors="replace") if upload else request.POST.get("world", "")
             outcome = run_world_text(text) if text.strip() else SimulationOutcome(problems=["world: paste a WORLD.json or choose a file"])
