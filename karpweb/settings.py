@@ -297,6 +297,10 @@ KARPWEB_DECISION_RETENTION_DAYS = env_int("KARPWEB_DECISION_RETENTION_DAYS", 90,
 # KARPWEB_CACHE_URL names a Redis that all web processes share.
 KARPWEB_API_RATE = env_rate("KARPWEB_API_RATE", "600/min")
 KARPWEB_API_ANON_RATE = env_rate("KARPWEB_API_ANON_RATE", "60/min")
+# The engine endpoints' cost limit per user (karpweb/costlimit.py: simulate, the what-if pages), counted
+# in the same cache: simulations running at once, and engine seconds in a clock minute.
+KARPWEB_ENGINE_RUNS_PER_USER = env_int("KARPWEB_ENGINE_RUNS_PER_USER", 1, minimum=1)
+KARPWEB_ENGINE_SECONDS_PER_MINUTE = env_int("KARPWEB_ENGINE_SECONDS_PER_MINUTE", 30, minimum=1)
 KARPWEB_CACHE_URL = env_url("KARPWEB_CACHE_URL", None, ("redis", "rediss"))
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": KARPWEB_CACHE_URL}
