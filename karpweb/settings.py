@@ -60,7 +60,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    # API tokens stored as digests, with expiry (accounts/tokens.py); replaces rest_framework.authtoken,
+    # whose keys were stored in clear (accounts' migration 0002 moved them over, hashed).
+    "knox",
     "django_filters",
     "django_tables2",
     "django_htmx",
@@ -308,10 +310,19 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# API tokens (accounts/tokens.py): how long a new one lives. Keys are 64 hex characters after the
+# "karpweb_" prefix (which lets secret scanners recognise a leaked one), stored as SHA-512 digests.
+KARPWEB_API_TOKEN_DAYS = env_int("KARPWEB_API_TOKEN_DAYS", 90, minimum=1)
+REST_KNOX = {
+    "TOKEN_TTL": datetime.timedelta(days=KARPWEB_API_TOKEN_DAYS),
+    "TOKEN_PREFIX": "karpweb_",
+    "AUTO_REFRESH": False,  # an expiry is a date the owner can plan for, not a sliding window
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`.
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # The UI's roles: viewers read, operators write (scheduling/api/permissions.py).
