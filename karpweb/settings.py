@@ -9,6 +9,7 @@ import secrets
 from pathlib import Path
 
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from karpweb.env import (
@@ -78,12 +79,14 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # Content-Security-Policy on every response (below)
     "karpweb.uploads.RequestBodyLimit",  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413, unread
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "karpweb.middleware.NoStoreForSignedIn",  # Cache-Control: no-store for whatever a signed-in user sees
     "scheduling.api.throttling.FailedAuthenticationRateLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -115,6 +118,25 @@ AXES_USERNAME_CALLABLE = "karpweb.signin.username_for_axes"
 # Behind an ingress every request comes from the proxy's address: the client's comes from
 # X-Forwarded-For, trusting only as many entries as there are proxies (karpweb/clientaddr.py).
 AXES_CLIENT_IP_CALLABLE = "karpweb.clientaddr.client_address"
+
+# Content-Security-Policy (django-csp, a well-kept middleware for exactly this): scripts only from
+# karpweb's own static files, never inline (charts and countdowns read their data from the page:
+# static/js/), so markup that slipped through escaping cannot run. Styles may be inline: plotly and
+# htmx add <style> elements at run time. No framing, no plugins, forms and fetches to karpweb only
+# (the single sign-on button is a link, not a form, so the provider's origin is not needed).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 # Single sign-on (accounts/oidc.py, mozilla-django-oidc): on when KARPWEB_OIDC_ISSUER is set. The
 # provider's endpoints come from its discovery document; roles from its group claim at every sign-in.
@@ -287,6 +309,8 @@ KARPWEB_AWS_REGION = env_str("KARPWEB_AWS_REGION", env_str("AWS_REGION", "us-eas
 KARPWEB_EC2_ENDPOINT_URL = env_url("KARPWEB_EC2_ENDPOINT_URL", None, ("http", "https"))
 KARPWEB_KUBECONFIG = env_str("KUBECONFIG")
 KARPWEB_METRICS_TOKEN = env_str("KARPWEB_METRICS_TOKEN", "")
+# Without a token /metrics answers 403, unless this says that anyone who reaches it may read it.
+KARPWEB_METRICS_PUBLIC = env_bool("KARPWEB_METRICS_PUBLIC", False)
 # Raw utilization samples (one per reservation per sync: 2,880 a day at 30 s) and their hourly roll-up.
 KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 7, minimum=1)
 KARPWEB_HOURLY_RETENTION_DAYS = env_int("KARPWEB_HOURLY_RETENTION_DAYS", 400, minimum=2)

@@ -107,3 +107,18 @@ def test_the_migration_moves_clear_keys_to_digests(viewer):
     assert status_with(old_key) == 200
     assert AuthToken.objects.get(user=viewer).digest == hashlib.sha512(old_key.encode()).hexdigest()
 
+
+
+def test_the_api_tokens_page_shows_a_new_key_once_and_revokes(viewer_client, viewer, operator):
+    others = make_key(operator.username)
+    made = viewer_client.post("/account/api-tokens/")
+    assert made.status_code == 200 and "no-store" in made["Cache-Control"]
+    key = made.content.decode().split('<pre id="new-key">')[1].split("</pre>")[0]
+    assert status_with(key) == 200
+    listing = viewer_client.get("/account/api-tokens/").content.decode()
+    assert key[len("karpweb_") + 8:] not in listing and key[:15] in listing  # never again, only its start
+    assert operator.username not in listing  # only one's own tokens
+    assert viewer_client.post("/account/api-tokens/", {"revoke": others[:15]}).status_code == 302
+    assert status_with(others) == 200  # another user's token cannot be revoked from here
+    assert viewer_client.post("/account/api-tokens/", {"revoke": key[:15]}).status_code == 302
+    assert status_with(key) == 401
