@@ -166,6 +166,8 @@ elif not KARPWEB_LOCAL_LOGIN:
     raise ImproperlyConfigured("KARPWEB_LOCAL_LOGIN=false needs KARPWEB_OIDC_ISSUER: nobody could sign in")
 
 ROOT_URLCONF = "karpweb.urls"
+# Connection URLs (with their passwords) hidden from DEBUG's error page too (karpweb/reporting.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "karpweb.reporting.KarpwebExceptionReporterFilter"
 
 TEMPLATES = [
     {

@@ -125,3 +125,25 @@ def test_metrics_public_on_purpose(private_metrics):
 def test_the_secret_example_names_the_metrics_token():
     lines = (ROOT / "deploy/kustomize/secret.env.example").read_text().splitlines()
     assert "KARPWEB_METRICS_TOKEN=" in lines
+
+
+def test_the_debug_error_page_hides_connection_urls(settings, rf):
+    from django.views.debug import technical_500_response
+
+    secret = "".join(["hun", "ter2"])  # not spelled out here: the page shows this file's source too
+    settings.DEBUG = True
+    settings.REDIS_URL = f"redis://:{secret}@redis.example:6379/0"
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                   "LOCATION": f"redis://:{secret}@redis.example:6379/1"}}
+    request = rf.get("/")
+    request.META["KARPWEB_CACHE_URL"] = f"redis://:{secret}@redis.example/1"
+    page = error_page(request, technical_500_response)
+    assert "boom" in page and secret not in page
+
+
+def error_page(request, technical_500_response) -> str:
+    """DEBUG's page for an error raised here (this frame's locals hold no secret)."""
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        return technical_500_response(request, type(exc), exc, exc.__traceback__).content.decode()
