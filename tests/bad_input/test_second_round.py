@@ -101,3 +101,9 @@ def test_the_api_caps_a_selector_term_field_as_the_editor_does(operator, small_w
     assert response.status_code == 400
     assert "512" in json.dumps(response.json())
     unchanged()
+
+
+@pytest.mark.parametrize("page", ["/nodepools/", "/decisions/"])
+def test_a_bad_page_number_is_not_a_500(viewer_client, page):
+    for number in ["-1", "0", "abc", "99999999999999999999", "1e3"]:
+        assert viewer_client.get(page, {"page": number}).status_code in (200, 404), number
