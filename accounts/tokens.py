@@ -10,6 +10,7 @@ import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.models import AuthToken
@@ -27,6 +28,15 @@ class TokenAuthentication(KnoxTokenAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         return super().authenticate_credentials(token)
 
+    def _cleanup_token(self, auth_token) -> bool:
+        """Only the token presented: knox also reads all the user's other tokens on every request (a
+        query per API call) to delete the expired ones. An expired token is refused whenever it is
+        presented, and deleted then; the others wait for that or for `manage.py api_token`."""
+        if auth_token.expiry is not None and auth_token.expiry < timezone.now():
+            auth_token.delete()
+            return True
+        return False
+
 
 class TokenScheme(OpenApiAuthenticationExtension):
     """The schema's name for it stays `tokenAuth` (the name clients and docs/api.md use)."""
@@ -42,6 +52,7 @@ class TokenScheme(OpenApiAuthenticationExtension):
 def create_token(user, days: int | None = None) -> tuple[AuthToken, str]:
     """A new token for `user`; the key is returned here and never again."""
     days = settings.KARPWEB_API_TOKEN_DAYS if days is None else days
+    AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()  # the user's expired ones
     return AuthToken.objects.create(user=user, expiry=datetime.timedelta(days=days))
 
 
