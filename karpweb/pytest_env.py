@@ -17,3 +17,6 @@ os.environ.setdefault("KARPWEB_CLUSTER_ENDPOINT", "https://0123456789ABCDEF.gr7.
 os.environ.setdefault("KARPWEB_CLUSTER_CA_BUNDLE", "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnRlc3QKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=")
 os.environ.setdefault("KARPWEB_CLUSTER_CIDR", "10.100.0.0/16")
 os.environ.setdefault("KARPWEB_KUBERNETES_VERSION", "1.31")
+# /metrics needs its token in production; the tests that scrape it do so without one (the metrics
+# tests in tests/security and tests/ops set the token or switch this off).
+os.environ.setdefault("KARPWEB_METRICS_PUBLIC", "true")

@@ -9,6 +9,7 @@ import secrets
 from pathlib import Path
 
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from karpweb.env import (
@@ -60,7 +61,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    # API tokens stored as digests, with expiry (accounts/tokens.py); replaces rest_framework.authtoken,
+    # whose keys were stored in clear (accounts' migration 0002 moved them over, hashed).
+    "knox",
     "django_filters",
     "django_tables2",
     "django_htmx",
@@ -76,17 +79,26 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # Content-Security-Policy on every response (below)
+    "karpweb.uploads.RequestBodyLimit",  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413, unread
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "karpweb.middleware.NoStoreForSignedIn",  # Cache-Control: no-store for whatever a signed-in user sees
     "scheduling.api.throttling.FailedAuthenticationRateLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: it answers a locked-out sign-in
 ]
+
+# How many reverse proxies (ingress controller, load balancer) stand between the clients and karpweb
+# and append to X-Forwarded-For: the sign-in lock-out, the API's limiters and the audit log take the
+# client's address from there (karpweb/clientaddr.py), and X-Forwarded-Proto is believed only then.
+# 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Hardening: behind a proxy".
+KARPWEB_TRUSTED_PROXY_HOPS = env_int("KARPWEB_TRUSTED_PROXY_HOPS", 0, minimum=0)
 
 # Local sign-in: django-axes counts failures per username and, separately, per client address, and
 # locks either out after KARPWEB_LOGIN_FAILURE_LIMIT failures for KARPWEB_LOGIN_LOCKOUT_MINUTES (an
@@ -103,6 +115,28 @@ AXES_LOCKOUT_PARAMETERS = [["username"], ["ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_USERNAME_CALLABLE = "karpweb.signin.username_for_axes"
+# Behind an ingress every request comes from the proxy's address: the client's comes from
+# X-Forwarded-For, trusting only as many entries as there are proxies (karpweb/clientaddr.py).
+AXES_CLIENT_IP_CALLABLE = "karpweb.clientaddr.client_address"
+
+# Content-Security-Policy (django-csp, a well-kept middleware for exactly this): scripts only from
+# karpweb's own static files, never inline (charts and countdowns read their data from the page:
+# static/js/), so markup that slipped through escaping cannot run. Styles may be inline: plotly and
+# htmx add <style> elements at run time. No framing, no plugins, forms and fetches to karpweb only
+# (the single sign-on button is a link, not a form, so the provider's origin is not needed).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 # Single sign-on (accounts/oidc.py, mozilla-django-oidc): on when KARPWEB_OIDC_ISSUER is set. The
 # provider's endpoints come from its discovery document; roles from its group claim at every sign-in.
@@ -132,6 +166,8 @@ elif not KARPWEB_LOCAL_LOGIN:
     raise ImproperlyConfigured("KARPWEB_LOCAL_LOGIN=false needs KARPWEB_OIDC_ISSUER: nobody could sign in")
 
 ROOT_URLCONF = "karpweb.urls"
+# Connection URLs (with their passwords) hidden from DEBUG's error page too (karpweb/reporting.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "karpweb.reporting.KarpwebExceptionReporterFilter"
 
 TEMPLATES = [
     {
@@ -187,6 +223,14 @@ STORAGES = {
 # A WORLD.json pasted into the what-if page may be up to 5 MiB (scheduling/whatif.py says so when it
 # is larger); Django's default (2.5 MB) would refuse it with a bare 400 first.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * 2**20
+# Uploaded files are counted as they stream and stopped past this (karpweb/uploads.py): the largest
+# WORLD.json the what-if page takes. Nothing larger reaches memory or the temporary directory.
+KARPWEB_UPLOAD_MAX_BYTES = 5 * 2**20
+FILE_UPLOAD_HANDLERS = [
+    "karpweb.uploads.SizeLimitedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # Every list page's table (templates/tables/table.html: django-tables2's, with plain rows).
 DJANGO_TABLES2_TEMPLATE = "tables/table.html"
@@ -270,6 +314,8 @@ KARPWEB_AWS_REGION = env_str("KARPWEB_AWS_REGION", env_str("AWS_REGION", "us-eas
 KARPWEB_EC2_ENDPOINT_URL = env_url("KARPWEB_EC2_ENDPOINT_URL", None, ("http", "https"))
 KARPWEB_KUBECONFIG = env_str("KUBECONFIG")
 KARPWEB_METRICS_TOKEN = env_str("KARPWEB_METRICS_TOKEN", "")
+# Without a token /metrics answers 403, unless this says that anyone who reaches it may read it.
+KARPWEB_METRICS_PUBLIC = env_bool("KARPWEB_METRICS_PUBLIC", False)
 # Raw utilization samples (one per reservation per sync: 2,880 a day at 30 s) and their hourly roll-up.
 KARPWEB_SAMPLE_RETENTION_DAYS = env_int("KARPWEB_SAMPLE_RETENTION_DAYS", 7, minimum=1)
 KARPWEB_HOURLY_RETENTION_DAYS = env_int("KARPWEB_HOURLY_RETENTION_DAYS", 400, minimum=2)
@@ -282,6 +328,10 @@ KARPWEB_DECISION_RETENTION_DAYS = env_int("KARPWEB_DECISION_RETENTION_DAYS", 90,
 # KARPWEB_CACHE_URL names a Redis that all web processes share.
 KARPWEB_API_RATE = env_rate("KARPWEB_API_RATE", "600/min")
 KARPWEB_API_ANON_RATE = env_rate("KARPWEB_API_ANON_RATE", "60/min")
+# The engine endpoints' cost limit per user (karpweb/costlimit.py: simulate, the what-if pages), counted
+# in the same cache: simulations running at once, and engine seconds in a clock minute.
+KARPWEB_ENGINE_RUNS_PER_USER = env_int("KARPWEB_ENGINE_RUNS_PER_USER", 1, minimum=1)
+KARPWEB_ENGINE_SECONDS_PER_MINUTE = env_int("KARPWEB_ENGINE_SECONDS_PER_MINUTE", 30, minimum=1)
 KARPWEB_CACHE_URL = env_url("KARPWEB_CACHE_URL", None, ("redis", "rediss"))
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": KARPWEB_CACHE_URL}
@@ -289,10 +339,19 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# API tokens (accounts/tokens.py): how long a new one lives. Keys are 64 hex characters after the
+# "karpweb_" prefix (which lets secret scanners recognise a leaked one), stored as SHA-512 digests.
+KARPWEB_API_TOKEN_DAYS = env_int("KARPWEB_API_TOKEN_DAYS", 90, minimum=1)
+REST_KNOX = {
+    "TOKEN_TTL": datetime.timedelta(days=KARPWEB_API_TOKEN_DAYS),
+    "TOKEN_PREFIX": "karpweb_",
+    "AUTO_REFRESH": False,  # an expiry is a date the owner can plan for, not a sliding window
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`.
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # The UI's roles: viewers read, operators write (scheduling/api/permissions.py).
@@ -308,6 +367,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["scheduling.api.parsers.JSONBodyParser"],
+    "EXCEPTION_HANDLER": "scheduling.api.exceptions.api_exception_handler",  # a JSON 413 for a large body
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
@@ -353,4 +413,7 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if KARPWEB_TRUSTED_PROXY_HOPS:
+        # Only a proxy karpweb trusts may say the client used HTTPS; without one, a client could
+        # send the header itself and make a plain-HTTP request look secure.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

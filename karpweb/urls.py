@@ -5,8 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts.oidc import CallbackView, SignInView
-from accounts.views import SignInPageView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from accounts.views import APITokensView, SignInPageView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from scheduling.metrics import metrics_view
 
@@ -24,6 +24,7 @@ urlpatterns = [
     path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/api-tokens/", APITokensView.as_view(), name="api_tokens"),
     path("api/v1/", include("reservations.api.urls")),
     path("api/v1/", include("scheduling.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -31,4 +32,5 @@ urlpatterns = [
     path("", include("scheduling.urls")),
 ]
 if apps.is_installed("drf_spectacular_sidecar"):  # Swagger UI from local static files, never a CDN
-    urlpatterns.append(path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"))
+    # The split view serves Swagger UI's start-up script as a file: the Content-Security-Policy forbids inline ones.
+    urlpatterns.append(path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"))

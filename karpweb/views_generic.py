@@ -1,11 +1,23 @@
 """The list-page pattern both apps use: a FilterSet, a django-tables2 table, htmx partial rendering."""
 
+from django.http import HttpResponseBadRequest
 from django.views.generic import TemplateView
 from django_tables2 import RequestConfig
 
 from karpweb.roles import ViewerRequiredMixin
 
 PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000  # the API's limit too (scheduling/api/pagination.py)
+
+
+def page_size_problem(value: str | None) -> str | None:
+    """What is wrong with `?per_page=`: django-tables2 takes any integer (a negative one is a 500, a
+    huge one renders the whole table)."""
+    if value is None or value == "":
+        return None
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_PAGE_SIZE:
+        return f"per_page: a whole number from 1 to {MAX_PAGE_SIZE}, not {value[:40]!r}"
+    return None
 
 
 class ObjectListView(ViewerRequiredMixin, TemplateView):
@@ -17,6 +29,11 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
     filterset_class = None
     table_class = None
     title = ""
+
+    def get(self, request, *args, **kwargs):
+        if problem := page_size_problem(request.GET.get("per_page")):
+            return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
+        return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         return self.queryset.all()

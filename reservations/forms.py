@@ -5,11 +5,11 @@ import re
 
 from django import forms
 
+from reservations.selector_terms import MAX_FIELD_LENGTH
 from scheduling.engine.selectors import MAX_TAGS, MAX_TERMS
 
 _TERM_FIELD = re.compile(r"^term-(\d{1,3})-(id|ownerID|instanceMatchCriteria|resourceGroupARN)$")
 _TAG_FIELD = re.compile(r"^term-(\d{1,3})-tag-(\d{1,3})-(key|value)$")
-MAX_FIELD_LENGTH = 512  # a resource group ARN may be ~380 characters (group names up to 300)
 
 
 class EditorInputError(ValueError):

@@ -32,6 +32,9 @@ class SelectorTermConflict(Exception):
 
 # EC2's own limits: a longer tag can never match a reservation.
 MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
+# Any other value of a term, in the editor and the API alike: a resource group ARN may be ~380
+# characters (group names up to 300), and nothing longer can match.
+MAX_FIELD_LENGTH = 512
 
 
 def validation_problems(terms) -> list[str]:
@@ -40,6 +43,9 @@ def validation_problems(terms) -> list[str]:
     problems = parse_terms(terms, FIELD)[1] + json_problems(terms, FIELD)
     for index, term in enumerate(terms if isinstance(terms, list) else []):
         tags = term.get("tags") if isinstance(term, dict) else None
+        for name, value in (term.items() if isinstance(term, dict) else []):
+            if isinstance(value, str) and len(value) > MAX_FIELD_LENGTH:
+                problems.append(f"{FIELD}[{index}].{printable(name, 40)}: longer than {MAX_FIELD_LENGTH} characters")
         for key, value in (tags.items() if isinstance(tags, dict) else []):
             where = f"{FIELD}[{index}].tags"
             if isinstance(key, str) and len(key) > MAX_TAG_KEY:

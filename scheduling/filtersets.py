@@ -131,7 +131,10 @@ class DecisionFilterSet(FilterSet):
 def _key_value(value: str) -> None:
     key, sep, _ = value.partition("=")
     if not sep or not key.strip():
-        raise ValidationError(f'"{value}" is not key=value (e.g. karpenter.k8s.aws/instance-category=c)')
+        # A parameter, not an f-string: django-filter's API backend applies `message % params`, so a
+        # "%" in the value would otherwise be a format error (a 500).
+        raise ValidationError('"%(value)s" is not key=value (e.g. karpenter.k8s.aws/instance-category=c)',
+                              params={"value": value})
 
 
 class InstanceTypeFilterSet(FilterSet):

@@ -157,9 +157,14 @@ class KarpwebCollector:
 
 def metrics_view(request):
     token = settings.KARPWEB_METRICS_TOKEN
+    if not token and not settings.KARPWEB_METRICS_PUBLIC:
+        # The figures name reservations, instance types and costs: not for anyone who can reach the port.
+        return HttpResponse("metrics need KARPWEB_METRICS_TOKEN (or KARPWEB_METRICS_PUBLIC=true to serve them to "
+                            "anyone)\n", status=403, content_type="text/plain")
     if token:
         sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(sent, token):
+        # Compared as bytes: compare_digest refuses a str with non-ASCII characters (a 500).
+        if not hmac.compare_digest(sent.encode("utf-8", "backslashreplace"), token.encode()):
             return HttpResponse("metrics need the bearer token in KARPWEB_METRICS_TOKEN\n", status=401, content_type="text/plain")
     registry = CollectorRegistry()
     registry.register(KarpwebCollector())

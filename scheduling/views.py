@@ -32,6 +32,7 @@ from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, p
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
+from karpweb.costlimit import EngineBusy, engine_run
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
 from scheduling.whatif_edits import WorldEditForm, before_and_after
 from scheduling.world import current_world, extended_resources, node_memory_bytes
@@ -352,14 +353,29 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
 
     def post(self, request):
         upload = request.FILES.get("world_file")
-        if upload is not None and upload.size > MAX_WORLD_BYTES:
-            outcome, text = SimulationOutcome(problems=[f"world_file: larger than {MAX_WORLD_BYTES // 2**20} MiB"]), ""
+        stopped = getattr(request, "upload_too_large", None)  # karpweb/uploads.py stopped it while it streamed
+        if stopped or (upload is not None and upload.size > MAX_WORLD_BYTES):
+            outcome, text = SimulationOutcome(problems=[f"{stopped or 'world_file'}: larger than {MAX_WORLD_BYTES // 2**20} MiB"]), ""
         else:
             text = upload.read().decode("utf-8", errors="replace") if upload else request.POST.get("world", "")
-            outcome = run_world_text(text) if text.strip() else SimulationOutcome(problems=["world: paste a WORLD.json or choose a file"])
+            if not text.strip():
+                outcome = SimulationOutcome(problems=["world: paste a WORLD.json or choose a file"])
+            else:
+                try:
+                    with engine_run(request.user):
+                        outcome = run_world_text(text)
+                except EngineBusy as busy:
+                    context = self.get_context_data(world_text=text, outcome=SimulationOutcome(problems=[str(busy)]))
+                    return busy_response(self.render_to_response(context, status=429), busy)
         context = self.get_context_data(world_text=text, outcome=outcome,
                                         decisions_json=pretty(outcome.decisions) if outcome.ok else "")
         return self.render_to_response(context)
+
+
+def busy_response(response, busy: EngineBusy):
+    """A what-if page refused by the engine's cost limit (karpweb/costlimit.py): 429, and when to retry."""
+    response["Retry-After"] = str(busy.retry_after)
+    return response
 
 
 def healthz(request):
@@ -394,7 +410,13 @@ class WhatIfEditView(ViewerRequiredMixin, TemplateView):
         if initial:
             bound = WorldEditForm(initial)
             if bound.is_valid():
-                form, result = bound, before_and_after(bound.edits())
+                form = bound
+                try:
+                    with engine_run(request.user):
+                        result = before_and_after(bound.edits())
+                except EngineBusy as busy:
+                    form.add_error(None, str(busy))
+                    return busy_response(self.render_to_response(self.get_context_data(form=form, result=None), status=429), busy)
         return self.render_to_response(self.get_context_data(form=form, result=result))
 
     def post(self, request):
@@ -405,7 +427,12 @@ class WhatIfEditView(ViewerRequiredMixin, TemplateView):
         if not edits:
             form.add_error(None, "fill in at least one change")
             return self.render_to_response(self.get_context_data(form=form, result=None), status=400)
-        result = before_and_after(edits)
+        try:
+            with engine_run(request.user):
+                result = before_and_after(edits)
+        except EngineBusy as busy:
+            form.add_error(None, str(busy))
+            return busy_response(self.render_to_response(self.get_context_data(form=form, result=None), status=429), busy)
         for problem in result["problems"]:
             form.add_error(None, problem)
         return self.render_to_response(self.get_context_data(form=form, result=result, edits=edits),

@@ -8,11 +8,19 @@ from dataclasses import dataclass, field
 from django.core.cache import cache
 from django.utils import timezone
 
+from karpweb.jsonsafe import json_problems
 from scheduling.engine.simulate import simulate
+from scheduling.engine.timeutil import parse_time
 from scheduling.engine.world import WorldError, load_json
 from scheduling.world import current_world
 
 MAX_WORLD_BYTES = 5 * 2**20
+# No count, size or price in a world comes near this (2**53 is where JSON numbers stop being exact):
+# larger ones are typing accidents or attacks, which the engine's arithmetic turns into overflow.
+MAX_WORLD_NUMBER = 1e15
+# The engine adds hours and days to `now` (expiry notices, TTLs): years near 1 or 9999 overflow.
+EARLIEST_NOW = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+LATEST_NOW = datetime.datetime(9000, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 @dataclass
@@ -29,7 +37,10 @@ def run_world_text(text: str) -> SimulationOutcome:
     if len(text.encode()) > MAX_WORLD_BYTES:
         return SimulationOutcome(problems=[f"WORLD.json: larger than {MAX_WORLD_BYTES // 2**20} MiB"])
     try:
-        return run_world(load_json(text))
+        data = load_json(text)
+        if problems := world_input_problems(data):
+            return SimulationOutcome(problems=problems)
+        return run_world(data)
     except WorldError as exc:
         return SimulationOutcome(problems=exc.lines())
     except RecursionError:
@@ -38,11 +49,46 @@ def run_world_text(text: str) -> SimulationOutcome:
         return SimulationOutcome(problems=[f"WORLD.json: invalid JSON: {exc}"])
 
 
+def world_input_problems(data) -> list[str]:
+    """What the web refuses before the engine runs: non-finite or absurdly large numbers and a `now`
+    the engine cannot add a day to, each named by its JSON path."""
+    problems = json_problems(data)
+    stack = [(data, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int | float) and abs(item) > MAX_WORLD_NUMBER:
+            problems.append(f"{where or 'value'}: {_shown(item)} is out of range (at most {MAX_WORLD_NUMBER:.0e})")
+        elif isinstance(item, dict):
+            stack.extend((child, f"{where}.{key}" if where else str(key)) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+    now = data.get("now") if isinstance(data, dict) else None
+    if now is not None:
+        try:
+            moment = parse_time(now)
+        except (ValueError, TypeError, OverflowError):
+            moment = None  # the engine names a malformed `now` itself
+        if moment is not None and not EARLIEST_NOW <= moment < LATEST_NOW:
+            problems.append(f"now: {now} is out of range (from {EARLIEST_NOW:%Y-%m-%d} to before {LATEST_NOW:%Y-%m-%d})")
+    return sorted(set(problems))
+
+
+def _shown(number: int | float) -> str:
+    # An integer of thousands of digits neither converts to float nor prints (Python's 4300-digit limit).
+    if isinstance(number, int) and number.bit_length() > 64:
+        return "an integer of more than 19 digits"
+    return f"{number:.3g}"
+
+
 def run_world(world) -> SimulationOutcome:
     try:
         return SimulationOutcome(decisions=simulate(world))
     except WorldError as exc:
         return SimulationOutcome(problems=exc.lines())
+    except OverflowError as exc:  # a date elsewhere in the world that the engine's arithmetic overflows
+        return SimulationOutcome(problems=[f"WORLD.json: a date or number is out of range ({exc})"])
 
 
 # The engine on the current world for the pod page, at most this often per cache: at thousands of

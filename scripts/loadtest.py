@@ -234,7 +234,7 @@ def time_loop_steps(rounds: int) -> None:
 def credentials() -> tuple[str, str]:
     from django.contrib.auth import get_user_model
     from django.contrib.sessions.backends.db import SessionStore
-    from rest_framework.authtoken.models import Token
+    from accounts.tokens import create_token
 
     user, _ = get_user_model().objects.get_or_create(username="loadtest", defaults={"is_superuser": True, "is_staff": True})
     session = SessionStore()
@@ -242,7 +242,7 @@ def credentials() -> tuple[str, str]:
     session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
     session["_auth_user_hash"] = user.get_session_auth_hash()
     session.create()
-    return session.session_key, Token.objects.get_or_create(user=user)[0].key
+    return session.session_key, create_token(user)[1]
 
 
 def client(port, paths, headers, deadline, results, errors, once=False):

@@ -10,15 +10,24 @@ from django.core.cache import cache
 from django.http import JsonResponse
 from rest_framework import throttling
 
+from karpweb.clientaddr import client_address
 
-class AnonRateThrottle(throttling.AnonRateThrottle):
+
+class ClientAddressMixin:
+    def get_ident(self, request):
+        # Not DRF's: it keys on the whole X-Forwarded-For unless NUM_PROXIES is set, so a client
+        # choosing the header chooses its bucket (or a victim's).
+        return client_address(request)
+
+
+class AnonRateThrottle(ClientAddressMixin, throttling.AnonRateThrottle):
     """Requests without credentials, counted per client address."""
 
     def get_rate(self):
         return settings.KARPWEB_API_ANON_RATE
 
 
-class UserRateThrottle(throttling.UserRateThrottle):
+class UserRateThrottle(ClientAddressMixin, throttling.UserRateThrottle):
     """Requests of a signed-in user or API token, counted per user."""
 
     def get_rate(self):
@@ -28,8 +37,11 @@ class UserRateThrottle(throttling.UserRateThrottle):
 class FailedAuthenticationRateLimit:
     """DRF checks throttles after authentication and permissions, so a request refused with 401 (no
     credentials, a wrong or revoked token) is never counted: guessing tokens would be unlimited.
-    This middleware counts every 401 under /api/ in the client address's anonymous bucket, and once
-    the bucket is full answers 429 before the request is looked at."""
+    This middleware counts every 401 under /api/ in the client address's anonymous bucket. Once the
+    bucket is full, a request without credentials is answered 429 at once; one with credentials is
+    authenticated first and only refused (429) if they failed, so that nobody sharing an address
+    (or claiming it) can lock a valid token out. That a wrong token then answers 429 and a right one
+    200 tells a guesser nothing usable: a key holds at least 160 random bits."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -44,12 +56,20 @@ class FailedAuthenticationRateLimit:
         key = throttle.cache_format % {"scope": throttle.scope, "ident": throttle.get_ident(request)}
         now = time.time()
         history = [moment for moment in cache.get(key, []) if moment > now - duration]
-        if len(history) >= limit:
-            wait = max(1, int(duration - (now - history[-1])))
-            response = JsonResponse({"detail": f"Request was throttled. Expected available in {wait} seconds."}, status=429)
-            response["Retry-After"] = str(wait)
-            return response
+        full = len(history) >= limit
+        if full and "HTTP_AUTHORIZATION" not in request.META:
+            return throttled(duration - (now - history[-1]))
         response = self.get_response(request)
-        if response.status_code == 401:
-            cache.set(key, [now, *history], duration)
+        if response.status_code != 401:
+            return response
+        if full:
+            return throttled(duration - (now - history[-1]))
+        cache.set(key, [now, *history], duration)
         return response
+
+
+def throttled(seconds: float) -> JsonResponse:
+    wait = max(1, int(seconds))
+    response = JsonResponse({"detail": f"Request was throttled. Expected available in {wait} seconds."}, status=429)
+    response["Retry-After"] = str(wait)
+    return response

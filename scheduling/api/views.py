@@ -59,6 +59,7 @@ from scheduling.models import (
 )
 from scheduling.modes import control_refusal, controller_status, global_mode
 from scheduling.queries import pod_count
+from karpweb.costlimit import EngineBusy, engine_run
 from scheduling.whatif import MAX_WORLD_BYTES, run_world_text
 from scheduling.world import current_world
 
@@ -311,6 +312,8 @@ class SimulateView(APIView):
                                      "problems": ['pods[3].spec.containers[0].resources.requests.cpu: "abc" is not a quantity'],
                                  })]),
             413: OpenApiResponse(SimulationProblemsSerializer, description=f"The body is larger than {MAX_WORLD_BYTES // 2**20} MiB."),
+            429: OpenApiResponse(ErrorSerializer, description="Over the engine's cost limit (runs at once or engine "
+                                 "seconds per minute, per user) or the request rate; see Retry-After."),
             **error_responses(401, 403, 415),
         },
     )
@@ -328,7 +331,11 @@ class SimulateView(APIView):
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             return problems_response([f"WORLD.json: not UTF-8 ({exc.reason} at byte {exc.start})"])
-        outcome = run_world_text(text)
+        try:
+            with engine_run(request.user):
+                outcome = run_world_text(text)
+        except EngineBusy as busy:
+            raise exceptions.Throttled(wait=busy.retry_after, detail=str(busy)) from None
         if not outcome.ok:
             return problems_response(outcome.problems)
         return Response(outcome.decisions)

@@ -1,4 +1,6 @@
-// Draws the plotly charts whose data the page embeds with json_script.
+// Draws the plotly charts whose data the page embeds with json_script. A chart is an element with
+// data-chart-source (the id of its json_script) and data-chart-series ([[key, name, colour], ...]):
+// no inline script calls this, so the Content-Security-Policy can forbid inline scripts.
 function karpwebChart(elementId, dataId, series) {
   const data = JSON.parse(document.getElementById(dataId).textContent);
   const traces = series.map(([key, name, color]) => ({
@@ -9,3 +11,9 @@ function karpwebChart(elementId, dataId, series) {
     margin: { t: 10, r: 10, b: 40, l: 40 }, legend: { orientation: "h" }, yaxis: { rangemode: "tozero" },
   }, { displayModeBar: false, responsive: true });
 }
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const element of document.querySelectorAll("[data-chart-source]")) {
+    karpwebChart(element.id, element.dataset.chartSource, JSON.parse(element.dataset.chartSeries));
+  }
+});

@@ -1,11 +1,12 @@
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from accounts.tokens import create_token
 
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {create_token(user)[1]}")
     client.user = user
     return client
 

@@ -6,7 +6,7 @@ import io
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from reservations.models import EC2NodeClass
@@ -157,14 +157,15 @@ def run_api_token(*args):
     return out.getvalue().strip(), err.getvalue().strip()
 
 
-def test_api_token_creates_shows_rotates_and_revokes(operator):
-    key, _ = run_api_token("otto")
-    assert Token.objects.get(user=operator).key == key
-    assert run_api_token("otto")[0] == key, "a second call shows the same token"
+def test_api_token_makes_a_new_key_each_time_rotates_and_revokes(operator):
+    key, note = run_api_token("otto")
+    assert "shown this once" in note
+    second, _ = run_api_token("otto")
+    assert second != key and AuthToken.objects.filter(user=operator).count() == 2  # a key is never shown again
     rotated, _ = run_api_token("otto", "--rotate")
-    assert rotated != key and Token.objects.get(user=operator).key == rotated
+    assert rotated not in (key, second) and AuthToken.objects.filter(user=operator).count() == 1
     message, _ = run_api_token("otto", "--revoke")
-    assert message == "Revoked the API token of otto." and not Token.objects.filter(user=operator).exists()
+    assert message == "Revoked 1 API token(s) of otto." and not AuthToken.objects.filter(user=operator).exists()
     assert run_api_token("otto", "--revoke")[0] == "otto had no API token."
 
 

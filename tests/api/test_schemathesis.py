@@ -15,7 +15,6 @@ from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
-from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -23,6 +22,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+
+from accounts.tokens import create_token
 
 CHECKS = [
     not_a_server_error,
@@ -60,7 +61,7 @@ schema.app = in_test_transaction
 
 @pytest.fixture
 def operator_token(operator):
-    return f"Token {Token.objects.create(user=operator).key}"
+    return f"Token {create_token(operator)[1]}"
 
 
 @schema.parametrize()

@@ -46,3 +46,18 @@ def operator_login(transactional_db, live_server, page):
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/")
     return page
+
+
+@pytest.fixture(autouse=True)
+def no_content_security_policy_violations(request):
+    """Every browser test also checks that the page ran under karpweb's Content-Security-Policy without
+    the browser refusing anything (an inline script, a style, a source the policy does not allow)."""
+    if "page" not in request.fixturenames:
+        yield
+        return
+    page = request.getfixturevalue("page")
+    refused = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    yield
+    assert refused == [], refused

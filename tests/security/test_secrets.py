@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from rest_framework.authtoken.models import Token
 
+from accounts.tokens import create_token
 from karpweb.env import env_url
 from reservations.models import EC2NodeClass
 from scheduling.adapters.ec2 import EC2CloudProvider
@@ -73,7 +73,7 @@ def test_a_failing_api_request_shows_and_logs_no_token(viewer, all_logs, monkeyp
         raise RuntimeError("the list failed")
 
     monkeypatch.setattr(NodePoolViewSet, "list", fails)
-    token = Token.objects.create(user=viewer).key
+    token = create_token(viewer)[1]
     client = APIClient(HTTP_AUTHORIZATION=f"Token {token}")
     client.raise_request_exception = False
     response = client.get("/api/v1/nodepools/")
