@@ -198,6 +198,30 @@ def test_should_return_drifted_if_the_nodeclaim_labels_dont_match_the_nodepool_r
     assert list(Node.objects.values_list("zone", flat=True)) == ["us-east-1b"]
 
 
+def test_should_remove_the_status_condition_from_the_nodeclaim_if_the_nodeclaim_is_no_longer_drifted():
+    """nodeclaim disruption drift_test: a budget of 0 holds the drifted node; once the NodePool's
+    requirements admit it again its claim is no longer Drifted (False/NotDrifted on karpweb's side:
+    the adapter merges conditions) and nothing is replaced."""
+    with time_machine.travel(T0, tick=False):
+        build_world(budget="0")
+        launched_nodes(1, T0)
+        pool = NodePool.objects.get(name="default")
+        original = pool.requirements
+        pool.requirements = [r if r["key"] != "topology.kubernetes.io/zone" else {**r, "values": ["us-east-1b"]}
+                             for r in original]
+        pool.save()
+    with time_machine.travel(T0 + datetime.timedelta(minutes=1), tick=False):
+        steps.lifecycle(timezone.now())
+    assert list(drift_reasons().values()) == ["RequirementsDrifted"]
+    pool.requirements = original
+    pool.save()
+    with time_machine.travel(T0 + datetime.timedelta(minutes=2), tick=False):
+        steps.lifecycle(timezone.now())
+    claim = NodeClaim.objects.get()
+    assert claim.condition_status("Drifted") != "True"
+    assert not acted("drift").exists()
+
+
 @pytest.mark.parametrize("change, reason", [
     ({"subnets": {"tags": {"karpenter.sh/discovery": "demo-private"}}}, "SubnetDrift"),
     ({"groups": {"tags": {"karpenter.sh/discovery": "demo-strict"}}}, "SecurityGroupDrift"),
