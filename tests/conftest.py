@@ -1,5 +1,7 @@
+import os
 from pathlib import Path
 
+import hypothesis
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -58,7 +60,10 @@ def layer_of(item) -> str:
 
 
 def pytest_configure(config):
-    properties.full_counts = config.getoption("hypothesis_profile", None) == properties.CI_PROFILE
+    profile = config.getoption("hypothesis_profile", None) or os.environ.get("HYPOTHESIS_PROFILE")
+    if profile and not config.getoption("hypothesis_profile", None):
+        hypothesis.settings.load_profile(profile)  # .ci/run names it in the environment
+    properties.full_counts = profile == properties.CI_PROFILE
 
 
 def pytest_collection_modifyitems(config, items):

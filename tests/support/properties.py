@@ -1,6 +1,7 @@
 """How many examples a property test tries.
 
-``.ci/run`` runs every property with its full count (``--hypothesis-profile=ci``); any other run
+``.ci/run`` runs every property with its full count (``HYPOTHESIS_PROFILE=ci``, or
+``--hypothesis-profile=ci``); any other run
 tries a fifth of it (at least 20), so that ``./karpweb.sh test -m engine`` answers in seconds while
 CI keeps searching as hard as before. A failure CI finds prints its seed (``@reproduce_failure``),
 which replays it in any run.
