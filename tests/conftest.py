@@ -48,10 +48,10 @@ def layer_of(item) -> str:
             return layer
     path = Path(str(item.fspath))
     relative = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.as_posix()
-    by_path = [layer for prefix, layer in LAYER_OF_PATH.items() if relative.startswith(prefix)]
-    fixtures = set(getattr(item, "fixturenames", ()))
-    if by_path:
-        return by_path[0]
+    for prefix, layer in LAYER_OF_PATH.items():
+        if relative.startswith(prefix):
+            return layer
+    fixtures = set(getattr(item, "fixturenames", ()))  # every fixture the test uses, directly or not
     if fixtures & SERVER_FIXTURES or item.get_closest_marker("kube"):
         return "servers"
     if fixtures & DB_FIXTURES or item.get_closest_marker("django_db"):
