@@ -5,6 +5,7 @@ from celery.contrib.testing.worker import start_worker
 from django.core.management import call_command
 
 from karpweb.celery import app as celery_app
+from tests.support.logging_state import logging_left_as_found
 
 
 @pytest.fixture
@@ -21,6 +22,6 @@ def celery_worker(transactional_db, settings):
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False,
                            task_default_queue=f"karpweb-test-{worker}-{os.getpid()}")
-    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+    with logging_left_as_found(), start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
         yield celery_app
     celery_app.conf.update(result_backend=None, task_ignore_result=True, task_default_queue="celery")
