@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # karpweb's two set-up commands (see README "Quick start"):
 #   ./karpweb.sh run    install into .venv, migrate, seed the demo world, start web + Celery worker/beat
-#   ./karpweb.sh test   install into .venv and run the whole test suite (extra arguments go to pytest)
+#   ./karpweb.sh test   install into .venv and run the whole test suite on every core (extra arguments
+#                       go to pytest: -m engine for the fast layer, -n 0 for one process; CONTRIBUTING.md)
 #   ./karpweb.sh python print the interpreter .venv is built with
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -67,10 +68,28 @@ if not User.objects.filter(username='admin').exists():
     .venv/bin/python manage.py runserver "127.0.0.1:${PORT}"
 }
 
+test_workers() {
+    # One pytest-xdist worker per core, at most 4: each worker starts its own kube-apiserver + etcd,
+    # EC2 test server and Chromium (CONTRIBUTING.md). KARPWEB_TEST_WORKERS overrides it.
+    local cores
+    cores="$(nproc 2>/dev/null || echo 2)"
+    echo "${KARPWEB_TEST_WORKERS:-$((cores < 4 ? cores : 4))}"
+}
+
 test_suite() {
     install
     mkdir -p var  # the SQLite test databases when DATABASE_URL is not set
-    .venv/bin/python -m pytest "$@"
+    local defaults=() arg
+    local parallel=yes durations=yes
+    for arg in "$@"; do
+        case "$arg" in
+            -n | -n* | --numprocesses* | --dist* | no:xdist) parallel=no ;;  # the caller's choice wins
+            --durations*) durations=no ;;
+        esac
+    done
+    if [ "$parallel" = yes ]; then defaults+=(-n "$(test_workers)"); fi
+    if [ "$durations" = yes ]; then defaults+=(--durations=15); fi  # the 15 slowest tests, every run
+    .venv/bin/python -m pytest "${defaults[@]}" "$@"
 }
 
 case "${1:-}" in

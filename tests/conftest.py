@@ -1,12 +1,76 @@
+import os
+from pathlib import Path
+
+import hypothesis
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+
+from tests.support import properties  # registers the "ci" Hypothesis profile before Hypothesis loads it
+
+# Without DATABASE_URL the test databases are SQLite files under var/ (one per test process).
+Path(settings.VAR_DIR).mkdir(exist_ok=True)
 
 # Tests run with DEBUG off (as production does) but without collectstatic's manifest.
 settings.STORAGES = {
     **settings.STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+
+# --- layers: every test gets exactly one of these markers (CONTRIBUTING.md) ----------------------
+# The heaviest part a test touches names its layer: browser > servers > db > engine. Fixtures say it
+# for most tests; the modules listed here start processes themselves (manage.py, promtool, node,
+# redis-server) and count as servers.
+LAYERS = ("browser", "servers", "db", "engine")
+SERVER_FIXTURES = {"kube_server", "ec2_server", "celery_worker", "live_server"}
+DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+TESTS = Path(__file__).resolve().parent
+LAYER_OF_PATH = {
+    "browser/": "browser",
+    "faults/": "servers",  # Celery workers in processes, throwaway Redis servers, the API server restarted
+    "api/test_walkthrough.py": "servers",  # curl + jq against a live server
+    "foundation/test_settings.py": "servers",  # manage.py in fresh processes
+    "foundation/test_deploy.py": "servers",
+    "foundation/test_karpweb_sh.py": "servers",
+    "security/test_sign_in_settings.py": "servers",
+    "security/test_secrets.py": "servers",
+    "ops/test_prometheus.py": "servers",  # promtool and a real Prometheus
+    "ops/test_grafana.py": "servers",
+    "engine/test_simulate_command.py": "servers",
+}
+
+
+def layer_of(item) -> str:
+    """The layer of one collected test (explicit marker first, then its path, then its fixtures)."""
+    for layer in LAYERS:
+        if item.get_closest_marker(layer):
+            return layer
+    path = Path(str(item.fspath))
+    relative = path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.as_posix()
+    for prefix, layer in LAYER_OF_PATH.items():
+        if relative.startswith(prefix):
+            return layer
+    fixtures = set(getattr(item, "fixturenames", ()))  # every fixture the test uses, directly or not
+    if fixtures & SERVER_FIXTURES or item.get_closest_marker("kube"):
+        return "servers"
+    if fixtures & DB_FIXTURES or item.get_closest_marker("django_db"):
+        return "db"
+    return "engine"
+
+
+def pytest_configure(config):
+    profile = config.getoption("hypothesis_profile", None) or os.environ.get("HYPOTHESIS_PROFILE")
+    if profile and not config.getoption("hypothesis_profile", None):
+        hypothesis.settings.load_profile(profile)  # .ci/run names it in the environment
+    properties.full_counts = profile == properties.CI_PROFILE
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        layer = layer_of(item)
+        if not item.get_closest_marker(layer):
+            item.add_marker(getattr(pytest.mark, layer))
 
 
 @pytest.fixture(autouse=True)

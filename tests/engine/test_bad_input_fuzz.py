@@ -7,7 +7,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+
 from scheduling.engine import WorldError, simulate
+from tests.support.properties import examples
 
 EXAMPLES = [json.loads(p.read_text()) for p in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))]
 
@@ -29,7 +31,7 @@ def paths(value, prefix=()):
             yield from paths(item, prefix + (index,))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(range(len(EXAMPLES))), st.data(), json_values)
 def test_mutated_worlds_never_crash(index, data, replacement):
     world = copy.deepcopy(EXAMPLES[index])
@@ -49,7 +51,7 @@ def test_mutated_worlds_never_crash(index, data, replacement):
 
 
 @given(json_values)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_any_json_value_as_a_world(value):
     try:
         simulate(value)

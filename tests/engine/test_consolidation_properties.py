@@ -15,9 +15,11 @@ from datetime import datetime, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+
 from scheduling.engine import parse_world, plan, simulate
 from scheduling.engine.disruption import lifecycle
 from scheduling.engine.quantities import parse_quantity
+from tests.support.properties import examples
 
 from .builders import node_class
 from .lifecycle_builders import RESERVATION_LABELS, bound, dpool, knode
@@ -127,7 +129,7 @@ def by_name(doc):
 # properties --------------------------------------------------------------------------------------
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(clusters())
 def test_consolidation_never_raises_the_hourly_cost(doc):
     decisions = simulate(doc)
@@ -150,7 +152,7 @@ def test_consolidation_never_raises_the_hourly_cost(doc):
         assert demotion["removeLabels"] == [k for k in RESERVATION_LABELS if k in labels]
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=examples(200), **SETTINGS)
 @given(clusters())
 def test_every_moved_pod_has_a_place(doc):
     """Carry the decisions out one by one: each moved pod lands on a node that exists at that point,
@@ -228,7 +230,7 @@ def _resimulate(doc, nodes, placed, pods, removed, moved, renamed):
     assert sorted(again.results.bindings) == sorted(moved)
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(150), **SETTINGS)
 @given(clusters())
 def test_reservations_are_never_over_committed(doc):
     decisions = simulate(doc)

@@ -17,12 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+
 from scheduling.engine import parse_world, simulate
 from scheduling.engine.ec2types import (
     BOTTLEROCKET, NodeClassShape, capacity, derive, node_memory_mib, node_shape, unusable_reason,
 )
 from scheduling.engine.requirements import Requirement
 from scheduling.engine.world import WorldError
+from tests.support.properties import examples
 
 K = "karpenter.k8s.aws/"
 MIB = 2**20
@@ -170,7 +172,7 @@ def test_every_type_ec2_knows_gets_the_core_labels():
     assert unusable_reason(described()["mac1.metal"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from(sorted(described())), st.integers(min_value=1, max_value=300), st.integers(min_value=1, max_value=50))
 def test_node_shape_never_exceeds_what_the_kubelet_allows(name, max_pods, per_core):
     derived = derive(described()[name])

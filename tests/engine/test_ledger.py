@@ -2,10 +2,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+
 from scheduling.engine.catalog import CatalogView
 from scheduling.engine.instancetypes import Offering
 from scheduling.engine.ledger import LedgerError, ReservationLedger
 from scheduling.engine.reservations import CapacityReservation
+from tests.support.properties import examples
 
 
 def test_minimum_capacity_wins_when_several_nodepools_see_a_reservation():
@@ -67,7 +69,7 @@ def _expected(ledger, view):
                if any(ledger.remaining(o.reservation.id) > 0 for o in offers))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["reserve", "release", "new-view"]), st.integers(0, 5),
                           st.sampled_from([r[0] for r in _RESERVATIONS])), max_size=40))
 def test_free_type_mask_follows_every_unit_taken_and_given_back(steps):

@@ -12,9 +12,11 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+
 from scheduling.engine import ReservedMode, parse_world, plan, simulate
 from scheduling.engine.decisions import decisions as to_decisions
 from scheduling.engine.quantities import parse_quantity
+from tests.support.properties import examples
 
 from .builders import node_class, node_pool
 
@@ -246,7 +248,7 @@ def term_selects(term, cr):
 # the properties ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(worlds())
 def test_plans_keep_every_promise(doc):
     decisions = simulate(doc)
@@ -282,7 +284,7 @@ def reserved_worlds(draw):
             "nodePools": node_pools, "nodes": [], "pods": pending}
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(reserved_worlds())
 def test_no_reserved_unit_is_left_idle_that_a_paid_claim_could_use(doc):
     decisions = simulate(doc)
@@ -404,7 +406,7 @@ def check_plan(doc, decisions):
         assert not (new and anti_affinity_conflicts(pods_here))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.one_of(reserved_worlds(), worlds()))
 def test_the_reserved_path_shortcuts_change_no_decision(doc):
     """The scheduler's cheap tests (a strict claim a pod would outgrow, a paid claim that could
@@ -437,7 +439,7 @@ def test_the_reserved_path_shortcuts_change_no_decision(doc):
     assert fast == slow
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_cheapest_open_price_and_types_up_to_a_price_answer_as_a_walk_of_the_price_order(data):
     """CatalogView's bisections over `open_order` prefixes give what walking it gives."""

@@ -19,8 +19,10 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+
 from scheduling.engine import ReservedMode, parse_world, plan, simulate
 from scheduling.engine.decisions import decisions as to_decisions
+from tests.support.properties import examples
 
 from .builders import node_class, node_pool
 from .test_properties import CPUS, MEMORIES, NOW, ZONES, check_plan, expression_holds, instance_types, iso
@@ -231,7 +233,7 @@ def check_topology(doc, decisions):
                 assert len(claim["instanceTypeOptions"]) >= req["minValues"], claim
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(topology_worlds())
 def test_plans_keep_topology_promises(doc):
     decisions = simulate(doc)

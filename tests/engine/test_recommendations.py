@@ -6,9 +6,11 @@ import datetime
 
 from hypothesis import given, settings, strategies as st
 
+
 from scheduling.engine.recommendations import (
     ExtensionOffering, Hour, Policy, ReservationFacts, headroom, recommend,
 )
+from tests.support.properties import examples
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -81,7 +83,7 @@ def test_end_date_warning_for_a_reservation_still_in_use():
     assert ("end-date", "cr-0a1") not in kinds(recommend([odcr(end=NOW + datetime.timedelta(days=30))], NOW))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(0, 50), min_size=14 * 24, max_size=14 * 24), st.integers(1, 60), st.integers(0, 60))
 def test_a_shrink_never_goes_below_the_windows_peak(used, total, now_used):
     facts = odcr(total=total, used_now=min(now_used, total), hours=tuple(

@@ -6,6 +6,7 @@ from celery import Celery
 from celery.contrib.testing.worker import start_worker
 
 from scheduling.models import Decision, TaskRun
+from tests.support.logging_state import logging_left_as_found
 
 from .redis_server import ThrowawayRedis
 
@@ -49,7 +50,7 @@ def run(app, name):
 
 def test_redis_killed_and_restarted_between_tasks(demo, app, redis_server, settings):
     settings.KARPWEB_MODE = "control"
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=20) as worker:
+    with logging_left_as_found(), start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=20) as worker:
         assert run(app, "karpweb.sync_ec2")["samples"] > 0
         assert run(app, "karpweb.sync_kubernetes")["pods_created"] > 0
 
@@ -84,7 +85,7 @@ def test_redis_killed_while_a_task_runs(demo, app, redis_server, settings, monke
         return real_status(now)
 
     monkeypatch.setattr(steps, "status", status_with_a_redis_crash)
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=20):
+    with logging_left_as_found(), start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=20):
         assert run(app, "karpweb.sync_kubernetes")["pods_created"] > 0
         app.tasks["karpweb.status"].apply_async()
         wait_for(lambda: TaskRun.objects.filter(task="status", finished_at__isnull=False).exists())

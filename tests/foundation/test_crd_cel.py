@@ -13,7 +13,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+
 from reservations.selector_terms import validation_problems
+from tests.support.properties import examples
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
@@ -130,7 +132,7 @@ FIELD_VALUES = {
 term = st.fixed_dictionaries({}, optional=FIELD_VALUES)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.lists(term, min_size=1, max_size=4))
 def test_the_engine_and_the_crd_agree_on_term_shapes(terms):
     crd_accepts = passes(*TERMS, terms) and all(passes(*TAGS, t["tags"]) for t in terms if "tags" in t)

@@ -1,5 +1,8 @@
 """ClusterSync: the real API server mirrored into the models (list, watch, 410, restart)."""
 
+import logging
+import threading
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -130,7 +133,8 @@ def test_watch_picks_up_changes(adapter, rest, unique):
     sync = ClusterSync(adapter, watch_timeout=10)
     sync.start()
     try:
-        sync.pump(20, until=lambda: Pod.objects.filter(namespace=ns, name="bound").exists())
+        # Every kind's first list applied, not just the pods': the later pump counts no list.
+        sync.pump(20, until=lambda: sync.synced() and Pod.objects.filter(namespace=ns, name="bound").exists())
         assert Node.objects.get(name=f"node-{unique}").capacity_type == "reserved"
 
         adapter.demote(nodeclaim=f"claim-{unique}")
@@ -158,6 +162,52 @@ def test_watch_picks_up_changes(adapter, rest, unique):
         assert Pod.objects.get(namespace=ns, name="pending").node == node
     finally:
         sync.stop()
+
+
+class CustomResourcesListedLast(KubeClusterAdapter):
+    """The real API server, its custom kinds' lists held back until the test releases them (on a
+    quiet machine the core kinds' lists come back first): the wait is the only thing added."""
+
+    def __init__(self, api_client) -> None:
+        super().__init__(api_client)
+        self.release = threading.Event()
+
+    def list(self, kind):
+        if kind in ("EC2NodeClass", "NodePool"):
+            self.release.wait(30)
+        return super().list(kind)
+
+
+def test_synced_waits_for_every_kinds_first_list(kube_api_client, rest, unique):
+    ns = _world(rest, unique)
+    adapter = CustomResourcesListedLast(kube_api_client)
+    sync = ClusterSync(adapter, watch_timeout=10)
+    sync.start()
+    try:
+        # The pods arrive while the custom kinds are still being listed: not the whole world yet.
+        early = sync.pump(20, until=lambda: Pod.objects.filter(namespace=ns, name="bound").exists())
+        assert "Pod" in early.listed and not sync.synced()
+        adapter.release.set()
+        rest_of_it = sync.pump(20, until=sync.synced)
+        assert sync.synced() and {"EC2NodeClass", "NodePool"} <= rest_of_it.listed
+        assert NodePool.objects.get(name=f"pool-{unique}").node_class.name == f"nc-{unique}"
+
+        h.pod(rest, ns, "late", node_name=f"node-{unique}")
+        later = sync.pump(20, until=lambda: Pod.objects.filter(namespace=ns, name="late").exists())
+        assert later.events >= 1 and later.lists == 0
+    finally:
+        adapter.release.set()
+        sync.stop()
+
+
+def test_stopping_the_watches_is_not_a_lost_server(adapter, rest, unique, caplog):
+    h.namespace(rest, f"ns-{unique}")
+    sync = ClusterSync(adapter, watch_timeout=30)
+    sync.start()
+    sync.pump(20, until=sync.synced)
+    with caplog.at_level(logging.WARNING, logger="scheduling.adapters.kube.sync"):
+        sync.stop()  # shuts the open watches' connections down under their readers
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
 
 
 def test_a_watch_from_an_expired_resource_version_lists_again(adapter, rest, unique, kube_restart):

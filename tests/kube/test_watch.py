@@ -28,6 +28,19 @@ def start(loop: WatchLoop, lead: bool = True) -> tuple[threading.Thread, threadi
     return worker, stop
 
 
+def wait_for(condition, seconds: float = 30.0) -> None:
+    """Until ``condition()`` holds (read while the loop's thread writes: a miss is read again)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (KeyError, RuntimeError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds} s")
+
+
 def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, unique, settings):
     settings.KARPWEB_CLUSTER = "kubernetes"
     batches = []
@@ -160,16 +173,20 @@ def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
     loop = WatchLoop(adapter, provision=provision, idle_seconds=0.3, max_seconds=3, kept=kept, check_seconds=3600)
     worker, stop = start(loop)
     try:
+        # Each step waits for the watch to deliver the last one (not a fixed time: a busy machine
+        # delivers late), and for the batch it opened to be planned.
         ns = h.namespace(rest, f"kept-{unique}")
         for index in range(4):
             h.pod(rest, ns, f"kept-{index}", node_selector={}, cpu="300m")
-        time.sleep(1.0)
+        wait_for(lambda: (ns, "kept-3") in kept.pods and compared)
         rest.delete(h.POD, "kept-0", namespace=ns)
         rest.patch(h.POD, "kept-1", {"metadata": {"labels": {"tier": "batch"}}}, namespace=ns)
         h.node(rest, f"kept-node-{unique}")
-        time.sleep(1.0)
+        wait_for(lambda: (ns, "kept-0") not in kept.pods
+                 and kept.pods[(ns, "kept-1")][0]["metadata"].get("labels") == {"tier": "batch"})
+        batches = len(compared)
         h.pod(rest, ns, "kept-late", node_selector={}, cpu="2")
-        time.sleep(1.5)
+        wait_for(lambda: (ns, "kept-late") in kept.pods and len(compared) > batches)
     finally:
         stop.set()
         worker.join(10)

@@ -5,6 +5,7 @@ from celery.contrib.testing.worker import start_worker
 from django.core.management import call_command
 
 from karpweb.celery import app as celery_app
+from tests.support.logging_state import logging_left_as_found
 
 
 @pytest.fixture
@@ -16,9 +17,11 @@ def demo(transactional_db):
 def celery_worker(transactional_db, settings):
     """An in-process worker on the real Redis broker; results go back through Redis too."""
     assert settings.CELERY_BROKER_URL.startswith("redis://"), "the loop tests need REDIS_URL"
-    # A queue of this test process's own: concurrent test runs on one Redis never take each other's tasks.
+    # A queue of this test process's own (each xdist worker, each concurrent run on one Redis):
+    # no worker ever takes another's tasks. Results are keyed by task id.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False,
-                           task_default_queue=f"karpweb-test-{os.getpid()}")
-    with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+                           task_default_queue=f"karpweb-test-{worker}-{os.getpid()}")
+    with logging_left_as_found(), start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
         yield celery_app
     celery_app.conf.update(result_backend=None, task_ignore_result=True, task_default_queue="celery")

@@ -2,6 +2,7 @@
 OpenID Connect implementation) in its own Node.js process. Its npm packages are installed on first
 use (pinned in tests/support/oidc/package.json, git-ignored node_modules)."""
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -31,12 +32,15 @@ class TestProvider:
 
 
 def install() -> None:
-    if (HERE / "node_modules" / "oidc-provider").exists():
-        return
-    npm = shutil.which("npm")
-    if npm is None:
-        raise RuntimeError("the sign-in tests need Node.js and npm (Debian: apt-get install nodejs npm)")
-    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True)
+    # Under a lock: two pytest-xdist workers must not run `npm ci` into one node_modules at once.
+    with open(HERE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (HERE / "node_modules" / "oidc-provider").exists():
+            return
+        npm = shutil.which("npm")
+        if npm is None:
+            raise RuntimeError("the sign-in tests need Node.js and npm (Debian: apt-get install nodejs npm)")
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True)
 
 
 def start(redirect_uri: str, accounts: dict, workdir: Path) -> TestProvider:

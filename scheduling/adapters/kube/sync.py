@@ -555,6 +555,11 @@ class ClusterSync:
             thread.start()
             self._threads.append(thread)
 
+    def synced(self) -> bool:
+        """Every kind's first list has been applied (or its resourceVersion was given to resume
+        from): until then the models mix kinds listed at different times, some not at all."""
+        return all(kind in self.resource_versions for kind in self.kinds)
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         close = getattr(self.adapter, "stop_watches", None)  # optional: adapters that stream
@@ -655,6 +660,8 @@ class ClusterSync:
                 self._put("expired", kind, resource_version)
                 resource_version = None
             except ClusterError as error:
+                if self._stop.is_set():
+                    return  # stop() shut the watch's connection: not the server going away
                 log.warning("%s sync: %s", kind, error)
                 self._put("error", kind, error)
                 lost_connection = True
