@@ -8,8 +8,11 @@ aws/karpenter-provider-aws `pkg/controllers/interruption/`):
 * **Initialization**: once the Node is Ready, without startup taints or known ephemeral taints and
   with the claim's requested resources allocatable, the claim becomes ``Initialized`` and the Node
   gains ``karpenter.sh/initialized=true``; until then the condition says what it waits for.
-* **Registration again**: a Node the kubelet registered anew (deleted while its claim stayed
-  Registered) still carries ``karpenter.sh/unregistered``: it is registered again, as the first time.
+* **Registration again**: a Node the kubelet registered anew (deleted and gone, its finalizer
+  removed by hand, while its claim stayed Registered) still carries ``karpenter.sh/unregistered``:
+  it is registered again, as the first time. A Node still being deleted (its deletionTimestamp set,
+  held by karpenter.sh/termination) is left to termination: neither registered again nor garbage
+  collected, since termination deletes its claim (upstream's GC skips claims being deleted).
 * **Registration TTL**: a launched claim whose Node has not registered within
   ``KARPWEB_REGISTRATION_TTL_MINUTES`` is deleted (its finalizer terminates the instance), as a
   decision; registrations and timeouts feed the NodePool's ``NodeRegistrationHealthy``
@@ -93,6 +96,8 @@ def after_launch(cloud, cluster, now=None) -> dict:
         mode = effective_mode(claim.node_pool, refusal)
         node = nodes.get(claim.provider_id)
         registered = claim.condition_status("Registered") == "True"
+        if node is not None and node.deleting_since is not None:
+            continue  # being deleted (`kubectl delete node`): termination deletes the claim, not GC or registration
         if claim.instance_id in gone and not (node is not None and node.ready):
             decisions.append(collect_claim(cluster, claim, node, mode, now))
             counts["claims_collected"] += 1

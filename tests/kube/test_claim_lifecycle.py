@@ -225,9 +225,19 @@ def test_should_delete_the_nodeclaim_when_the_node_is_there_in_a_notready_state_
     assert life.after_launch()["claims_collected"] == 0  # idempotent: nothing left to collect
 
 
+def node_gone(life, node):
+    """The Node deleted and gone at once: karpweb's Nodes carry karpenter.sh/termination, which
+    holds them until termination lets go, so its finalizer is removed by hand (as upstream's suites
+    remove finalizers) to reach the world where the Node isn't there but its claim still is."""
+    life.rest.delete(NODE, node)
+    life.rest.patch(NODE, node, {"metadata": {"finalizers": []}})
+    with pytest.raises(Exception):
+        life.rest.get(NODE, node)
+
+
 def test_should_delete_the_nodeclaim_when_the_node_was_deleted_and_the_instance_is_gone(life):
     claim, node, instance = registered_claim(life)
-    life.rest.delete(NODE, node)  # kubectl delete node, then the instance is lost
+    node_gone(life, node)  # the Node went, then the instance is lost
     life.raw_ec2.terminate_instances(InstanceIds=[instance])
     assert life.after_launch()["claims_collected"] == 1
     assert "its node is gone" in Decision.objects.get(subject=f"NodeClaim {claim}", kind="garbage-collect").reason
@@ -245,9 +255,29 @@ def test_shouldnt_delete_the_nodeclaim_when_the_node_is_there_in_a_ready_state_a
 def test_shouldnt_delete_the_nodeclaim_when_the_node_isnt_there_but_the_instance_is_there(life):
     """Also: a registered claim is never timed out (row 13), a day after its launch."""
     claim, node, _instance = registered_claim(life)
-    life.rest.delete(NODE, node)
+    node_gone(life, node)
     life.after_launch(utc_now() + timedelta(days=1))
     assert life.claims() == [claim] and not Decision.objects.filter(subject=f"NodeClaim {claim}").exists()
+
+
+def test_a_node_being_deleted_is_left_to_termination_not_to_garbage_collection(life):
+    """`kubectl delete node` and the instance lost: the Node lingers (karpenter.sh/termination) and,
+    as upstream, its termination deletes the claim; the claim GC, which skips claims being deleted,
+    decides nothing about it."""
+    claim, node, instance = registered_claim(life)
+    life.rest.delete(NODE, node)
+    assert life.rest.get(NODE, node)["metadata"]["deletionTimestamp"]  # held by its finalizer
+    life.raw_ec2.terminate_instances(InstanceIds=[instance])
+    life.after_launch()
+    assert not Decision.objects.filter(subject=f"NodeClaim {claim}", kind="garbage-collect").exists()
+    decision = Decision.objects.get(subject=f"node {node}", kind="terminate")
+    assert decision.outcome == "acted" and f"deleting NodeClaim {claim}" in decision.reason
+    with pytest.raises(Exception):
+        life.rest.get(NODE, node)  # NotReady with its instance gone: nothing to drain, let go
+    assert claim not in life.claims()
+    life.after_launch()  # the claim's finalizer goes: its instance is gone
+    with pytest.raises(Exception):
+        life.rest.get(NODECLAIM, claim)
 
 
 def test_claim_garbage_collection_is_a_recommendation_in_observe_mode(life):
@@ -376,10 +406,10 @@ def test_orphan_instances_are_a_recommendation_in_observe_mode(life, unique):
 
 
 def test_a_node_registered_again_for_a_registered_claim_is_registered_again(life):
-    """`kubectl delete node`, then the instance's kubelet registers the Node anew, with the
-    unregistered taint and no labels: karpweb registers it again, as the first time."""
+    """The Node gone (deleted, its finalizer removed by hand), then the instance's kubelet registers
+    it anew, with the unregistered taint and no labels: karpweb registers it again, as the first time."""
     claim, node, _instance = registered_claim(life, ready=True)
-    life.rest.delete(NODE, node)
+    node_gone(life, node)
     life.kubelet_registers(claim, name=node, ready=True)
     assert life.after_launch()["registered"] == 1
     again = life.rest.get(NODE, node)

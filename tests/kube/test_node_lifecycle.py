@@ -125,7 +125,8 @@ def test_a_node_that_never_registers_is_given_up_after_the_ttl(rest, adapter, un
     h.nodepool(rest, f"ttl-{unique}")
     instance = run_instance(raw_ec2, {"karpweb.io/managed": "true", "karpweb.io/nodeclaim": f"late-{unique}"})
     launched = utc_now().replace(microsecond=0)
-    karpweb_claim(rest, f"late-{unique}", f"ttl-{unique}", instance, launched_at=launched.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    karpweb_claim(rest, f"late-{unique}", f"ttl-{unique}", instance, launched_at=launched.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                  finalizers=["karpenter.sh/termination"])  # as provisioning creates it: its finalizer terminates the instance
     ClusterSync(adapter).sync_once()
 
     # Only this claim is judged: claims earlier tests left on the shared API server are older.
@@ -133,16 +134,18 @@ def test_a_node_that_never_registers_is_given_up_after_the_ttl(rest, adapter, un
     assert not Decision.objects.filter(subject=f"NodeClaim late-{unique}").exists()
     assert rest.get(NODECLAIM, f"late-{unique}")
     nodes.after_launch(provider, adapter, launched + timedelta(minutes=15))
-    decision = Decision.objects.get(subject=f"NodeClaim late-{unique}")
+    decision = Decision.objects.get(subject=f"NodeClaim late-{unique}")  # (the terminate decision comes once it is done)
     assert decision.kind == "registration-timeout" and decision.outcome == "acted"
     assert f"launched instance {instance}" in decision.reason and "no node registered for it within 15 minutes" in decision.reason
     state = raw_ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
     assert NodeClaim.objects.get(name=f"late-{unique}").deleting_since is not None  # no longer capacity
+    assert rest.get(NODECLAIM, f"late-{unique}")["metadata"]["deletionTimestamp"]  # held until the instance is gone
+    nodes.after_launch(provider, adapter, launched + timedelta(minutes=16))  # the instance is gone: so is the claim
     with pytest.raises(Exception):
         rest.get(NODECLAIM, f"late-{unique}")
-    nodes.after_launch(provider, adapter, launched + timedelta(minutes=16))  # the instance is gone: so is the row
     assert not NodeClaim.objects.filter(name=f"late-{unique}").exists()
+    assert Decision.objects.get(subject=f"NodeClaim late-{unique}", kind="terminate").outcome == "acted"
 
 
 def test_a_deleted_claim_drains_terminates_and_only_then_lets_go(rest, adapter, unique, provider, raw_ec2):
