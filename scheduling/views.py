@@ -71,8 +71,11 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
-            top_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN)
-            .select_related("reservation").order_by("-savings_per_month", "kind", "id")[:3],
+            # By monthly saving: one-off extensions (saving nothing a month) are counted apart.
+            top_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN, savings_per_month__gt=0)
+            .exclude(kind=Recommendation.Kind.EXTEND).select_related("reservation").order_by("-savings_per_month", "kind", "id")[:3],
+            one_off_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN,
+                                                                  kind=Recommendation.Kind.EXTEND).count(),
             loop=loop_health(now),
             watch=(watch := watch_health(now)),
             cluster_state=watch.state,  # the header's, read once
