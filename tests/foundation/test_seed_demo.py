@@ -59,3 +59,18 @@ def test_seed_demo_rejects_bad_now():
 
     with pytest.raises(CommandError, match="--now"):
         call_command("seed_demo", now="yesterday")
+
+
+def test_seed_demo_writes_the_history_recommendations_need():
+    """15 days of hourly use (a block's only since it started) and every recommendation kind computed."""
+    from reservations.models import Recommendation, UtilizationHour
+
+    call_command("seed_demo", now=NOW)
+    now = datetime.datetime(2026, 11, 21, 12, tzinfo=datetime.UTC)
+    odcr = CapacityReservation.objects.get(reservation_id="cr-0a1b2c3d4e5f60001")
+    assert UtilizationHour.objects.filter(reservation=odcr, hour__gte=now - datetime.timedelta(days=14)).count() >= 14 * 24
+    block = CapacityReservation.objects.get(reservation_id="cr-0a1b2c3d4e5f60006")
+    assert not UtilizationHour.objects.filter(reservation=block, hour__lt=block.start_date - datetime.timedelta(hours=1)).exists()
+    assert set(Recommendation.objects.values_list("kind", flat=True)) == {"shrink", "cancel", "select", "extend", "end-date"}
+    for node in Node.objects.filter(reservation__reservation_type="capacity-block"):
+        assert node.created_at >= node.reservation.start_date, f"{node.name} is older than its Capacity Block"
