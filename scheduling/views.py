@@ -28,6 +28,7 @@ from scheduling.loop.health import loop_health, watch_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
+from scheduling.nodepool_health import classes_by_name, health, node_class_name
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
@@ -56,7 +57,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         ).order_by("reservation_id"))
         prices = on_demand_prices({r.instance_type for r in reservations})
         idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
-        pools = list(NodePool.objects.order_by("-weight", "name"))
+        pools = list(NodePool.objects.select_related("node_class").order_by("-weight", "name"))
+        pool_healths = pools_with_health(pools)
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now,
@@ -68,7 +70,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],
             block_alarms=[block for block, _timing in drains if block.block_alarm(block.node_count, now)],
-            pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
+            pools_not_ready=[(p, h) for p, h in pool_healths if not h.is_ready],
+            pools_over_limits=[(p, h) for p, h in pool_healths if h.over_limits],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
             # By monthly saving: one-off extensions (saving nothing a month) are counted apart.
@@ -99,13 +102,23 @@ def utilization_chart(now) -> dict:
     }
 
 
+def pools_with_health(pools) -> list:
+    """[(pool, PoolHealth)] with its nodes' allocatable against its limits, in two queries."""
+    usage = {row["node_pool_id"]: row for row in Node.objects.filter(node_pool__in=pools).order_by().values("node_pool_id")
+             .annotate(cpu=Sum("allocatable_cpu_millicores"), memory=Sum("allocatable_memory_bytes"), nodes=Count("id"))}
+    classes = classes_by_name()
+    return [(p, health(p, classes, usage.get(p.pk) or {"cpu": 0, "memory": 0, "nodes": 0})) for p in pools]
+
+
 class NodePoolListView(ObjectListView):
     title = "NodePools"
     filterset_class = NodePoolFilterSet
     table_class = NodePoolTable
 
     def get_queryset(self):
-        return NodePool.objects.select_related("node_class").annotate(node_count=Count("nodes")).order_by("-weight", "name")
+        return NodePool.objects.select_related("node_class").annotate(
+            node_count=Count("nodes"), used_cpu=Sum("nodes__allocatable_cpu_millicores"),
+            used_memory=Sum("nodes__allocatable_memory_bytes")).order_by("-weight", "name")
 
 
 class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
@@ -115,13 +128,17 @@ class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         pool = get_object_or_404(NodePool.objects.select_related("node_class"), name=name)
         nodes = list(pool.nodes.order_by("name"))
-        reservations = (
-            pool.node_class.selected_reservations.order_by("reservation_id") if pool.node_class else CapacityReservation.objects.none()
-        )
         used_cpu = sum(node.allocatable_cpu_millicores for node in nodes)
         used_memory = sum(node.allocatable_memory_bytes for node in nodes)
+        pool_health = health(pool, usage={"cpu": used_cpu, "memory": used_memory, "nodes": len(nodes)})
+        # Only through a class that exists under the referenced name: a stale link lends no reservations.
+        node_class = pool_health.node_class
+        reservations = node_class.selected_reservations.order_by("reservation_id") if node_class else CapacityReservation.objects.none()
         context.update(
             pool=pool,
+            health=pool_health,
+            node_class=node_class,
+            node_class_name=node_class_name(pool),
             nodes=nodes,
             by_capacity_type=count_by(nodes, lambda node: node.capacity_type or "unknown"),
             reservations=reservations,
