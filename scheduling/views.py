@@ -29,6 +29,7 @@ from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.nodepool_health import classes_by_name, health, node_class_name
+from scheduling.pod_placement import decisions_about, placement
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
@@ -289,14 +290,17 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
     def get_context_data(self, namespace, name, **kwargs):
         context = super().get_context_data(**kwargs)
         pod = get_object_or_404(Pod.objects.select_related("node", "node__reservation", "node__node_pool"), namespace=namespace, name=name)
-        decisions = Decision.objects.filter(subject=f"pod {pod}").order_by("-created_at")[:RECENT_DECISIONS]
-        context.update(pod=pod, decisions=decisions, spec_json=json.dumps(pod.spec, indent=2))
+        context.update(pod=pod, decisions=decisions_about(pod, RECENT_DECISIONS), spec_json=json.dumps(pod.spec, indent=2))
+        engine_answer = None
         if pod.is_pending:
-            # "Why not reserved?": what the engine would do with this pod in the current world.
+            # What the engine would do with this pod in the current world.
             outcome, answered_at = current_outcome()
-            context["engine_answer"] = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
+            engine_answer = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
+            context["engine_answer"] = engine_answer
             context["engine_problems"] = outcome.problems
             context["engine_answered_at"] = answered_at
+        # "Why not reserved?": where it runs (or would), in what capacity, and what keeps it from a reservation.
+        context["placement"] = placement(pod, timezone.now(), engine_answer)
         return context
 
 
