@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # karpweb's two set-up commands (see README "Quick start"):
-#   ./karpweb.sh run    install into .venv, migrate, seed the demo world, start web + Celery worker/beat
+#   ./karpweb.sh run    install into .venv, migrate, seed the demo world (simulated world only), start web + Celery worker/beat
 #   ./karpweb.sh test   install into .venv and run the whole test suite (extra arguments go to pytest)
 #   ./karpweb.sh python print the interpreter .venv is built with
 set -euo pipefail
@@ -41,7 +41,8 @@ run() {
     export DEBUG="${DEBUG:-true}"
     mkdir -p var/broker var/broker-processed var/broker-control
     .venv/bin/python manage.py migrate --no-input -v 0
-    .venv/bin/python manage.py seed_demo
+    # The demo world only into the simulated world's database: never beside a real cluster's or account's.
+    .venv/bin/python manage.py seed_demo --skip-if-real
     local password="${KARPWEB_ADMIN_PASSWORD:-karpweb}"
     DJANGO_SUPERUSER_PASSWORD="$password" .venv/bin/python manage.py shell -v 0 -c "
 from django.contrib.auth import get_user_model
