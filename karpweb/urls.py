@@ -2,6 +2,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.templatetags.static import static
 from django.views.generic import RedirectView
 
 from accounts.oidc import CallbackView, SignInView
@@ -20,6 +21,8 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
+    # Browsers ask for /favicon.ico whatever the page says: the console's icon, not a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("login/", SignInPageView.as_view(), name="login"),
     path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),

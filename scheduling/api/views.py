@@ -349,6 +349,30 @@ class WorldView(APIView):
 
 
 @extend_schema(exclude=True)
+@api_view(["GET"])
+@permission_classes([IsViewer])
+def api_root(request):
+    """GET /api/v1/: where each collection is, the OpenAPI schema and its docs (no data of its own)."""
+    from django.urls import NoReverseMatch, reverse
+
+    from reservations.api.urls import router as reservations_router
+    from scheduling.api.urls import router as scheduling_router
+
+    links = {}
+    for namespace, router in (("reservations-api", reservations_router), ("scheduling-api", scheduling_router)):
+        for prefix, _viewset, basename in router.registry:
+            links[prefix] = request.build_absolute_uri(reverse(f"{namespace}:{basename}-list"))
+    for prefix, name in (("pods", "pod-list"), ("simulate", "simulate"), ("world", "world"), ("controller", "controller")):
+        links[prefix] = request.build_absolute_uri(reverse(f"scheduling-api:{name}"))
+    docs = {"schema": request.build_absolute_uri(reverse("api-schema"))}
+    try:
+        docs["docs"] = request.build_absolute_uri(reverse("api-docs"))
+    except NoReverseMatch:
+        pass
+    return Response({"endpoints": dict(sorted(links.items())), **docs})
+
+
+@extend_schema(exclude=True)
 @api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
 @permission_classes([AllowAny])
 def not_found(request, *args, **kwargs):
