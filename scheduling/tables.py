@@ -36,14 +36,13 @@ class NodePoolTable(tables.Table):
         attrs = {"class": "table"}
 
     def _health(self, record):
-        """The pool's health as on its page (scheduling/nodepool_health.py), the classes read once per table."""
-        from scheduling.nodepool_health import classes_by_name, health
+        """The pool's health as on its page (scheduling/nodepool_health.py); a class is looked up by name only for
+        a pool whose link and nodeClassRef disagree."""
+        from scheduling.nodepool_health import health
 
-        if not hasattr(self, "_classes"):
-            self._classes = classes_by_name()
         usage = {"cpu": getattr(record, "used_cpu", None) or 0, "memory": getattr(record, "used_memory", None) or 0,
                  "nodes": getattr(record, "node_count", None) or 0}
-        return health(record, self._classes, usage)
+        return health(record, None, usage)
 
     def render_node_class(self, record):
         from scheduling.nodepool_health import node_class_name

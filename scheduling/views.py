@@ -28,7 +28,7 @@ from scheduling.loop.health import loop_health, watch_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
-from scheduling.nodepool_health import classes_by_name, health, node_class_name
+from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import (
@@ -58,8 +58,9 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         ).order_by("reservation_id"))
         prices = on_demand_prices({r.instance_type for r in reservations})
         idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
-        pools = list(NodePool.objects.select_related("node_class").order_by("-weight", "name"))
-        pool_healths = pools_with_health(pools)
+        pool_healths = pools_with_health()
+        open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN)
+                                    .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now,
@@ -76,10 +77,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
             # By monthly saving: one-off extensions (saving nothing a month) are counted apart.
-            top_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN, savings_per_month__gt=0)
-            .exclude(kind=Recommendation.Kind.EXTEND).select_related("reservation").order_by("-savings_per_month", "kind", "id")[:3],
-            one_off_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN,
-                                                                  kind=Recommendation.Kind.EXTEND).count(),
+            top_recommendations=[rec for rec in open_recommendations if rec.is_monthly][:3],
+            one_off_recommendations=sum(1 for rec in open_recommendations if rec.money == "one-off"),
             loop=loop_health(now),
             watch=(watch := watch_health(now)),
             cluster_state=watch.state,  # the header's, read once
@@ -103,12 +102,13 @@ def utilization_chart(now) -> dict:
     }
 
 
-def pools_with_health(pools) -> list:
-    """[(pool, PoolHealth)] with its nodes' allocatable against its limits, in two queries."""
-    usage = {row["node_pool_id"]: row for row in Node.objects.filter(node_pool__in=pools).order_by().values("node_pool_id")
-             .annotate(cpu=Sum("allocatable_cpu_millicores"), memory=Sum("allocatable_memory_bytes"), nodes=Count("id"))}
-    classes = classes_by_name()
-    return [(p, health(p, classes, usage.get(p.pk) or {"cpu": 0, "memory": 0, "nodes": 0})) for p in pools]
+def pools_with_health() -> list:
+    """[(pool, PoolHealth)] with its nodes' allocatable against its limits, in one query (a class is looked up
+    by name only for a pool whose link and nodeClassRef disagree)."""
+    pools = NodePool.objects.select_related("node_class").annotate(
+        used_cpu=Sum("nodes__allocatable_cpu_millicores"), used_memory=Sum("nodes__allocatable_memory_bytes"),
+        used_nodes=Count("nodes")).order_by("-weight", "name")
+    return [(p, health(p, usage={"cpu": p.used_cpu or 0, "memory": p.used_memory or 0, "nodes": p.used_nodes})) for p in pools]
 
 
 class NodePoolListView(ObjectListView):
