@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.db.models import Count, Prefetch
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from django.urls import Resolver404, resolve
 from rest_framework import exceptions, status
@@ -348,7 +349,9 @@ class WorldView(APIView):
         return Response(current_world())
 
 
-@extend_schema(exclude=True)
+@extend_schema(summary="The API's index", responses={
+    200: OpenApiResponse(OpenApiTypes.OBJECT, description="endpoints (collection name: URL), schema and docs URLs"),
+    **error_responses(401, 403)})
 @api_view(["GET"])
 @permission_classes([IsViewer])
 def api_root(request):
