@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # karpweb's two set-up commands (see README "Quick start"):
-#   ./karpweb.sh run    install into .venv, migrate, seed the demo world, start web + Celery worker/beat
+#   ./karpweb.sh run    install into .venv, migrate, seed the demo world (simulated world only), start web + Celery worker/beat
 #   ./karpweb.sh test   install into .venv and run the whole test suite on every core (extra arguments
 #                       go to pytest: -m engine for the fast layer, -n 0 for one process; CONTRIBUTING.md)
 #   ./karpweb.sh python print the interpreter .venv is built with
@@ -42,7 +42,8 @@ run() {
     export DEBUG="${DEBUG:-true}"
     mkdir -p var/broker var/broker-processed var/broker-control
     .venv/bin/python manage.py migrate --no-input -v 0
-    .venv/bin/python manage.py seed_demo
+    # The demo world only into the simulated world's database: never beside a real cluster's or account's.
+    .venv/bin/python manage.py seed_demo --skip-if-real
     local password="${KARPWEB_ADMIN_PASSWORD:-karpweb}"
     DJANGO_SUPERUSER_PASSWORD="$password" .venv/bin/python manage.py shell -v 0 -c "
 from django.contrib.auth import get_user_model

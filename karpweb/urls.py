@@ -2,6 +2,8 @@ from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.views.generic import RedirectView
 
 from accounts.oidc import CallbackView, SignInView
@@ -9,6 +11,11 @@ from accounts.views import APITokensView, SignInPageView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from scheduling.metrics import metrics_view
+
+def favicon(request):
+    """The static URL asked at request time (with hashed static names, not before collectstatic ran)."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
 
 admin.site.site_header = "karpweb administration"
 admin.site.site_title = "karpweb admin"
@@ -20,6 +27,8 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
+    # Browsers ask for /favicon.ico whatever the page says: the console's icon, not a 404.
+    path("favicon.ico", favicon),
     path("login/", SignInPageView.as_view(), name="login"),
     path("oidc/authenticate/", SignInView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),

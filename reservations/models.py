@@ -329,6 +329,44 @@ class Recommendation(models.Model):
     def __str__(self):
         return f"{self.get_kind_display()} {self.reservation.reservation_id}"
 
+    # Money has one rule (scheduling.engine.recommendations): monthly savings, one-off amounts and
+    # warnings are told apart and never summed together.
+    @property
+    def money(self) -> str:
+        """monthly | one-off | warning (rows computed before the rule: from the kind)."""
+        default = "one-off" if self.kind == self.Kind.EXTEND else "monthly" if self.savings_per_month else "warning"
+        return (self.details or {}).get("money") or default
+
+    @property
+    def is_monthly(self) -> bool:
+        return self.money == "monthly" and bool(self.savings_per_month)
+
+    @property
+    def money_text(self) -> str:
+        """What the figure is, in words: "saves $140.16 a month (recurring)", "one-off: ..."."""
+        if self.money == "one-off":
+            lost, cost = (self.details or {}).get("lostWork") or 0.0, (self.details or {}).get("oneOffCost")
+            buy = (f"an extension costs ${cost:,.2f} once" if cost is not None else "EC2 offers no extension to buy now")
+            return f"one-off: {buy}, against a one-off loss of about ${lost:,.2f} of work"
+        if self.is_monthly:
+            return f"saves ${self.savings_per_month:,.2f} a month (recurring, at list price)"
+        return "a warning: nothing saved"
+
+    @property
+    def money_basis(self) -> str:
+        return (self.details or {}).get("moneyBasis", "")
+
+    @property
+    def can_apply(self) -> tuple[bool, str]:
+        """(whether an Apply button may be offered, why not) from the recommendation alone (the mode aside)."""
+        if self.state != self.State.OPEN:
+            return False, f"it is {self.get_state_display()}"
+        if self.kind == self.Kind.EXTEND and not (self.details or {}).get("offerings"):
+            return False, "EC2 offers no extension of this Capacity Block now"
+        if self.kind == self.Kind.SELECT and not (self.details or {}).get("nodeClass"):
+            return False, "no EC2NodeClass is known for the on-demand nodes beside it; edit one's selector terms"
+        return True, ""
+
     def get_absolute_url(self):
         from django.urls import reverse
 

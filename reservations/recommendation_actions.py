@@ -1,23 +1,26 @@
 """Applying a recommendation (control mode, an operator): ModifyCapacityReservation (shrink, end
-date), CancelCapacityReservation, PurchaseCapacityBlockExtension. Each apply is claimed with a
+date), CancelCapacityReservation, PurchaseCapacityBlockExtension, and for select the EC2NodeClass's
+capacityReservationSelectorTerms gaining an id term (through the selector-term editor's save). Each apply is claimed with a
 conditional UPDATE (two clicks or two workers act once), refused when the recommendation or the
 reservation changed since the page was read, and recorded in the audit log. Observe mode applies
 nothing: it shows the AWS CLI command that would."""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from django.utils import timezone
 
-from reservations.models import CapacityReservation, Recommendation
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
+from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
 from scheduling.adapters.ec2.interface import CloudAPIError
 from scheduling.audit import record_change
 from scheduling.models import AuditEntry, Mode
 from scheduling.modes import control_refusal, global_mode
 
 APPLICABLE = (Recommendation.Kind.SHRINK, Recommendation.Kind.CANCEL, Recommendation.Kind.EXTEND,
-              Recommendation.Kind.END_DATE)
+              Recommendation.Kind.END_DATE, Recommendation.Kind.SELECT)
 
 
 class ApplyRefused(Exception):
@@ -51,8 +54,13 @@ def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date
         offer = offering_id or (offers[0]["offering_id"] if offers else "OFFERING-ID")
         return (f"aws ec2 purchase-capacity-block-extension --capacity-reservation-id {rid} "
                 f"--capacity-block-extension-offering-id {shlex.quote(offer)}")
-    term = rec.details.get("term") or {"id": rec.reservation.reservation_id}
-    return f"# add {term} to EC2NodeClass {rec.details.get('nodeClass') or 'NAME'}'s capacityReservationSelectorTerms"
+    patch = [{"op": "add", "path": "/spec/capacityReservationSelectorTerms/-", "value": _select_term(rec)}]
+    return (f"kubectl patch ec2nodeclass {shlex.quote(rec.details.get('nodeClass') or 'NAME')} --type json "
+            f"-p {shlex.quote(json.dumps(patch, separators=(',', ':')))}")
+
+
+def _select_term(rec: Recommendation) -> dict:
+    return rec.details.get("term") or {"id": rec.reservation.reservation_id}
 
 
 def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_id: str | None = None,
@@ -61,13 +69,15 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
     if global_mode() != Mode.CONTROL:
         refusal = control_refusal()
         raise ApplyRefused("mode", "karpweb is in observe mode" + (f" ({refusal})" if refusal else "")
-                           + ": it changes no reservation; run the AWS CLI command shown instead")
+                           + ": it changes no reservation or EC2NodeClass; run the command shown instead")
     rec = Recommendation.objects.select_related("reservation").filter(pk=rec_id).first()
     if rec is None:
         raise ApplyRefused("id", f"recommendation {rec_id} does not exist (recomputed since?); reload the page")
     if rec.kind not in APPLICABLE:
-        raise ApplyRefused("kind", f"a {rec.get_kind_display()} recommendation is applied by editing the EC2NodeClass's "
-                                   "selector terms")
+        raise ApplyRefused("kind", f"a {rec.get_kind_display()} recommendation cannot be applied here")
+    if rec.kind == Recommendation.Kind.SELECT and not EC2NodeClass.objects.filter(name=rec.details.get("nodeClass") or "").exists():
+        raise ApplyRefused("nodeClass", f"EC2NodeClass {rec.details.get('nodeClass') or '(none named)'} does not exist; "
+                                        "add the term in another class's selector-term editor")
     if rec.kind == Recommendation.Kind.EXTEND and not offering_id:
         raise ApplyRefused("offering", "choose one of the extension offerings")
     if rec.kind == Recommendation.Kind.EXTEND and offering_id not in {o["offering_id"] for o in rec.details.get("offerings") or []}:
@@ -85,7 +95,7 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
     reservation = rec.reservation
     try:
         _check_unchanged(cloud, rec)
-        _act(cloud, rec, reservation, offering_id, end_date)
+        _act(cloud, rec, reservation, offering_id, end_date, user=user, source=source)
     except (ApplyRefused, CloudAPIError) as exc:
         message = exc.message if isinstance(exc, ApplyRefused) else f"{exc.code}: {exc.message}"
         Recommendation.objects.filter(pk=rec.pk).update(state=Recommendation.State.FAILED, error=message)
@@ -112,7 +122,7 @@ def _check_unchanged(cloud, rec: Recommendation) -> None:
                                           f"(from {rec.seen_total} to {total} instances); reload the page")
 
 
-def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_id, end_date) -> None:
+def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_id, end_date, *, user, source) -> None:
     if rec.kind == Recommendation.Kind.SHRINK:
         cloud.modify_reservation(reservation.reservation_id, instance_count=rec.target_count)
         CapacityReservation.objects.filter(pk=reservation.pk).update(total_instance_count=rec.target_count)
@@ -122,8 +132,23 @@ def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_
     elif rec.kind == Recommendation.Kind.END_DATE:
         cloud.modify_reservation(reservation.reservation_id, end_date=end_date)
         CapacityReservation.objects.filter(pk=reservation.pk).update(end_date=end_date)
+    elif rec.kind == Recommendation.Kind.SELECT:
+        _select(rec, user, source)
     else:
         cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
+
+
+def _select(rec: Recommendation, user, source) -> None:
+    """The id term added to the class's terms (kept if already there), saved as the editor saves: validated,
+    conflict-safe on the class's version, audited on the class."""
+    node_class = EC2NodeClass.objects.get(name=rec.details["nodeClass"])
+    terms = list(node_class.capacity_reservation_selector_terms or [])
+    if _select_term(rec) not in terms:
+        terms.append(_select_term(rec))
+    try:
+        save_selector_terms(node_class, terms, node_class.resource_version, user=user, source=source)
+    except (InvalidSelectorTerms, SelectorTermConflict) as exc:
+        raise ApplyRefused("nodeClass", f"EC2NodeClass {node_class.name}: {exc}") from None
 
 
 def _changes(rec: Recommendation, offering_id, end_date) -> dict:
@@ -133,6 +158,8 @@ def _changes(rec: Recommendation, offering_id, end_date) -> dict:
         return {"state": ["active", "cancelled"], "recommendation": [None, rec.reason]}
     if rec.kind == Recommendation.Kind.END_DATE:
         return {"end_date": [rec.seen_end_date.isoformat() if rec.seen_end_date else None, end_date.isoformat()]}
+    if rec.kind == Recommendation.Kind.SELECT:
+        return {"selected_by": [None, rec.details.get("nodeClass")], "recommendation": [None, rec.reason]}
     return {"capacity_block_extension": [None, offering_id], "recommendation": [None, rec.reason]}
 
 

@@ -67,7 +67,7 @@ class EC2NodeClassTable(tables.Table):
 class RecommendationTable(tables.Table):
     kind = tables.Column(linkify=True, verbose_name="Recommendation")
     reservation = tables.Column(linkify=True, verbose_name="Reservation")
-    savings_per_month = tables.Column(verbose_name="Per month (list price)")
+    savings_per_month = tables.Column(verbose_name="Money (monthly or one-off)")
     reason = tables.Column(orderable=False, verbose_name="Why")
     state = tables.Column(verbose_name="State")
     computed_at = tables.DateTimeColumn(verbose_name="Computed")
@@ -80,5 +80,5 @@ class RecommendationTable(tables.Table):
     def render_reservation(self, record):
         return record.reservation.reservation_id
 
-    def render_savings_per_month(self, value):
-        return f"${value:,.2f}" if value else "warning"
+    def render_savings_per_month(self, record):
+        return format_html('<span class="money money-{}" title="{}">{}</span>', record.money, record.money_basis, record.money_text)

@@ -26,6 +26,8 @@ from reservations.models import (
     CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, Recommendation, hour_of,
 )
 from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command
+from reservations.recommendations import policy_from_settings
+from scheduling.engine.recommendations import Hour, history_days, needed_days
 from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.tables import CapacityReservationTable, EC2NodeClassTable, RecommendationTable
@@ -79,8 +81,21 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             idle_cost=idle_cost_per_hour(reservation, prices),
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
             now=now,
+            **history_for_recommendations(reservation, now),
         )
         return context
+
+
+def history_for_recommendations(reservation, now) -> dict:
+    """How many days of the hourly use the use-based recommendations need this reservation has: with
+    fewer, "no recommendation" means "not enough history yet", not "its use calls for no change"."""
+    needed = needed_days(reservation.reservation_type, policy_from_settings())
+    if needed is None:
+        return {"history_needed": None, "history_days": None, "history_short": False}
+    policy = policy_from_settings()
+    starts = reservation.hours.filter(hour__gte=now - datetime.timedelta(days=needed), hour__lt=now).values_list("hour", flat=True)
+    days, enough = history_days([Hour(h, 0, 0) for h in starts], now, needed, policy.coverage)
+    return {"history_needed": needed, "history_days": days, "history_short": not enough}
 
 
 def upcoming_capacity_blocks(now, *, with_nodes=True):
@@ -295,8 +310,24 @@ class RecommendationListView(ObjectListView):
         context = super().get_context_data(**kwargs)
         filterset = context["filterset"]
         rows = filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset()
-        context["total_per_month"] = rows.filter(state=Recommendation.State.OPEN).aggregate(total=Sum("savings_per_month"))["total"] or 0
+        context.update(monthly_and_one_off(rows.filter(state=Recommendation.State.OPEN)))
         return context
+
+
+def monthly_and_one_off(open_recommendations) -> dict:
+    """The list's money, by the one rule: recurring savings a month (each reservation counted once, at its
+    largest: cancel and select are alternatives) apart from one-off extensions (fees and losses, never summed in)."""
+    best = {}
+    one_off = []
+    for rec in open_recommendations.select_related(None).only("kind", "reservation_id", "savings_per_month", "details"):
+        if rec.money == "one-off":
+            one_off.append(rec)
+        elif rec.is_monthly:
+            best[rec.reservation_id] = max(best.get(rec.reservation_id, 0.0), rec.savings_per_month)
+    return {"total_per_month": round(sum(best.values()), 2), "monthly_reservations": len(best),
+            "one_off_count": len(one_off),
+            "one_off_cost": round(sum((r.details or {}).get("oneOffCost") or 0.0 for r in one_off), 2),
+            "one_off_loss": round(sum((r.details or {}).get("lostWork") or 0.0 for r in one_off), 2)}
 
 
 class RecommendationDetailView(ViewerRequiredMixin, TemplateView):
@@ -312,11 +343,12 @@ class RecommendationDetailView(ViewerRequiredMixin, TemplateView):
         context.update(
             rec=rec, reservation=rec.reservation, refused=refused,
             form=form or RecommendationApplyForm(initial={"computed_at": rec.computed_at.isoformat()}),
+            # Three levels of one quantity (peak >= mean <= total), drawn as lines: never stacked.
             chart={"x": [h.hour.isoformat() for h in hours], "used": [round(h.used, 2) for h in hours],
                    "peak": [round(h.peak_used if h.peak_used is not None else h.used, 2) for h in hours],
-                   "total": [round(h.total, 2) for h in hours]},
+                   "total": [round(h.total, 2) for h in hours], "stacked": False},
             cli=cli_command(rec), observe=global_mode() != Mode.CONTROL, control_refusal=control_refusal(),
-            applicable=rec.kind in APPLICABLE and rec.state == Recommendation.State.OPEN,
+            applicable=rec.kind in APPLICABLE and rec.can_apply[0], not_applicable=rec.can_apply[1],
             offerings=rec.details.get("offerings") or [],
         )
         return context

@@ -61,7 +61,8 @@ class NodePoolAdmin(AuditedAdmin):
     list_select_related = ("node_class",)
     raw_id_fields = ("node_class",)
     actions = ("set_mode_observe", "set_mode_control", "follow_global_mode")
-    readonly_fields = ("uid", "resource_version", "conditions", "status_resources", "created_at", "synced_at")
+    # nodeClassRef follows the EC2NodeClass chosen (NodePoolAdminForm): the two never disagree.
+    readonly_fields = ("uid", "resource_version", "node_class_ref", "conditions", "status_resources", "created_at", "synced_at")
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(nodes_count=Count("nodes"))

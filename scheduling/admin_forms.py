@@ -82,9 +82,22 @@ class NodePoolAdminForm(forms.ModelForm):
             raise ValidationError(f"control is refused: {refusal}")
         return mode
 
+    def _ref_follows_class(self, cleaned) -> None:
+        """One class, never two: a chosen EC2NodeClass is the nodeClassRef written; an unchanged choice
+        keeps the ref (Karpenter's truth, perhaps naming a class not created yet) and the link follows it.
+        A link and a ref that disagreed showed one class's reservations while Karpenter used another."""
+        from reservations.models import EC2NodeClass
+
+        if "node_class" in self.changed_data or not self.instance.pk:
+            self.instance.node_class_ref = _node_class_ref(cleaned.get("node_class"))
+        elif (self.instance.node_class_ref or {}).get("name"):
+            cleaned["node_class"] = EC2NodeClass.objects.filter(name=self.instance.node_class_ref["name"]).first()
+
     def clean(self):
         cleaned = super().clean()
         from scheduling.world import node_pool_object
+
+        self._ref_follows_class(cleaned)
 
         for name, shape in JSON_SHAPES.items():
             if name in cleaned and cleaned[name] is not None and not isinstance(cleaned[name], shape):
@@ -114,6 +127,10 @@ class NodePoolAdminForm(forms.ModelForm):
                     if error not in self.errors.get(field or "__all__", []):
                         self.add_error(field if field in self.fields else None, error)
         return cleaned
+
+
+def _node_class_ref(node_class) -> dict:
+    return {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class.name} if node_class else {}
 
 
 class EC2NodeClassAdminForm(forms.ModelForm):

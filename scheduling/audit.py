@@ -35,8 +35,10 @@ def diff(before: dict, after: dict) -> dict:
 
 
 def record_change(*, user, source: str, obj: models.Model, action: str, changes: dict | None = None) -> AuditEntry:
+    from scheduling.override_decisions import record_override
+
     actor = getattr(user, "get_username", lambda: "")() or "anonymous"
-    return AuditEntry.objects.create(
+    entry = AuditEntry.objects.create(
         user=user if getattr(user, "pk", None) else None,
         actor=actor,
         source=source,
@@ -46,3 +48,5 @@ def record_change(*, user, source: str, obj: models.Model, action: str, changes:
         object_repr=str(obj)[:255],
         changes=changes or {},
     )
+    record_override(entry, obj)  # the decisions page shows an operator's own changes as manual overrides
+    return entry

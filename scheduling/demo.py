@@ -1,6 +1,8 @@
 """The demo world `seed_demo` writes: three AZs, real us-east-1 list prices, reservations of
-every kind (one capacity block ending within the hour, one idle ODCR, one expired), three
-NodePools and the nodes, node claims and pods that use them.
+every kind (one capacity block ending within the hour, one idle ODCR, one expired, one no class
+selects beside on-demand nodes of its type, one ending in ten days), three NodePools and the nodes,
+node claims and pods that use them, 15 days of hourly use (the 14 the shrink window needs), and the
+recommendations computed from it: every kind appears (shrink, cancel, select, extend, end date).
 
 Deterministic for a given `now`: every object has a fixed natural key and fixed values, so
 seeding twice gives the same world.
@@ -67,12 +69,15 @@ def _reservations(now):
     return [
         ("0001", "m5.large", "us-east-1a", "default", "targeted", 10, 6, None, {"team": "web"}, "", "active"),
         ("0002", "m5.xlarge", "us-east-1b", "default", "targeted", 4, 0, None, {"team": "web"}, "", "active"),
-        ("0003", "c6a.large", "us-east-1a", "default", "open", 6, 3, now + 30 * DAY, {"team": "batch"}, "", "active"),
+        # Ends in ten days while still used: the end-date warning.
+        ("0003", "c6a.large", "us-east-1a", "default", "open", 6, 3, now + 10 * DAY, {"team": "batch"}, "", "active"),
         ("0004", "c6a.48xlarge", "us-east-1c", "default", "targeted", 1, 1, None, {"team": "batch"}, "", "active"),
         ("0005", "g5.12xlarge", "us-east-1b", "capacity-block", "targeted", 2, 2, now + 41 * MINUTE, {"team": "ml"}, "", "active"),
         ("0006", "p5.48xlarge", "us-east-1a", "capacity-block", "targeted", 2, 1, now + 3 * DAY, {"team": "ml"}, "", "active"),
         ("0007", "trn2.48xlarge", "us-east-1c", "capacity-block", "targeted", 4, 2, now + 5 * HOUR, {"team": "ml"}, "trn2u.48xlarge", "active"),
         ("0008", "r5.large", "us-east-1c", "default", "targeted", 2, 0, now - DAY, {"team": "web"}, "", "expired"),
+        # No class selects it while two on-demand m5.xlarge of the web pool run in its zone: select (or cancel) it.
+        ("0009", "m5.xlarge", "us-east-1c", "default", "targeted", 3, 0, None, {"team": "data"}, "", "active"),
     ]
 
 
@@ -111,6 +116,15 @@ def seed(now: datetime.datetime) -> None:
     _seed_pods(now, nodes)
     _seed_samples(now, reservations)
     refresh_node_class_status(now)
+    _seed_recommendations(now)
+
+
+def _seed_recommendations(now):
+    """What the loop's hourly recompute would say, at once: the simulated EC2 sells the extensions."""
+    from reservations.recommendations import recompute
+    from scheduling.loop.simulated_extensions import extension_offerings
+
+    recompute(now, extension_offerings=extension_offerings)
 
 
 def described_types() -> dict[str, dict]:
@@ -236,6 +250,8 @@ def _seed_nodes(now, pools, node_classes, reservations):
                     "karpenter.k8s.aws/capacity-reservation-interruptible": "false",
                 })
             launched = now - datetime.timedelta(hours=rng.randint(2, 400))
+            if reservation is not None and reservation.is_capacity_block and reservation.start_date:
+                launched = max(launched, reservation.start_date + 5 * MINUTE)  # never older than its block
             pool = pools[pool_name]
             claim, _ = NodeClaim.objects.update_or_create(name=claim_name, defaults=dict(
                 uid=f"demo-claim-{sequence}", node_pool=pool, node_class=pool.node_class, instance_type=itype,
@@ -325,22 +341,26 @@ def _upsert_pod(now, name, node, spec, labels):
     ))
 
 
+HISTORY = 15 * DAY  # the shrink window (14 days) and then some
+BUSY_HOURS = range(9, 17)  # UTC: one more instance runs in a used reservation by day
+
+
 def _seed_samples(now, reservations):
-    """Two days of hourly samples; the idle m5.xlarge reservation stays under 20 % throughout."""
+    """15 days of hourly samples (a block's only since it started): a used reservation runs one more
+    instance by day than now, an idle one stays idle; the last sample is what runs now."""
     UtilizationSample.objects.filter(reservation__in=reservations.values()).delete()
     UtilizationHour.objects.filter(reservation__in=reservations.values()).delete()
     samples = []
-    for rid, reservation in reservations.items():
-        rng = random.Random(rid)
-        for hours_ago in range(48, -1, -1):
-            total = reservation.total_instance_count
-            if hours_ago == 0 or reservation.used_instance_count == 0:
-                used = reservation.used_instance_count
-            else:
-                used = min(total, max(0, reservation.used_instance_count + rng.randint(-1, 1)))
-            samples.append(UtilizationSample(
-                reservation=reservation, sampled_at=now - hours_ago * HOUR, used=used,
-                available=total - used, total=total,
-            ))
-    UtilizationSample.objects.bulk_create(samples)
-    roll_up(since=now - 49 * HOUR)
+    hours = int(HISTORY / HOUR)
+    for reservation in reservations.values():
+        total, used_now = reservation.total_instance_count, reservation.used_instance_count
+        for hours_ago in range(hours, -1, -1):
+            at = now - hours_ago * HOUR
+            if reservation.start_date and at < reservation.start_date:
+                continue
+            busy = hours_ago > 0 and used_now > 0 and at.hour in BUSY_HOURS
+            used = min(total, used_now + (1 if busy else 0))
+            samples.append(UtilizationSample(reservation=reservation, sampled_at=at, used=used, available=total - used,
+                                             total=total))
+    UtilizationSample.objects.bulk_create(samples, batch_size=2000)
+    roll_up(since=now - HISTORY - HOUR)

@@ -1,6 +1,8 @@
 import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
@@ -23,7 +25,7 @@ def _node_url(record):
 
 class NodePoolTable(tables.Table):
     name = tables.Column(linkify=True)
-    node_class = tables.Column(verbose_name="EC2NodeClass", linkify=True)
+    node_class = tables.Column(verbose_name="EC2NodeClass", empty_values=(), orderable=False)
     nodes = tables.Column(accessor="node_count", verbose_name="Nodes", orderable=False)
     ready = tables.Column(empty_values=(), orderable=False, verbose_name="Ready")
     mode = tables.Column(empty_values=(), verbose_name="Mode")
@@ -33,8 +35,32 @@ class NodePoolTable(tables.Table):
         fields = ("name", "weight", "node_class", "nodes", "consolidation_policy", "ready", "mode")
         attrs = {"class": "table"}
 
+    def _health(self, record):
+        """The pool's health as on its page (scheduling/nodepool_health.py); a class is looked up by name only for
+        a pool whose link and nodeClassRef disagree."""
+        from scheduling.nodepool_health import health
+
+        usage = {"cpu": getattr(record, "used_cpu", None) or 0, "memory": getattr(record, "used_memory", None) or 0,
+                 "nodes": getattr(record, "node_count", None) or 0}
+        return health(record, None, usage)
+
+    def render_node_class(self, record):
+        from scheduling.nodepool_health import node_class_name
+
+        node_class = self._health(record).node_class
+        if node_class is not None:
+            return format_html('<a href="{}">{}</a>', node_class.get_absolute_url(), node_class.name)
+        return format_html('<span class="badge bad">{} (not found)</span>', node_class_name(record) or "none")
+
     def render_ready(self, record):
-        return record.condition_status("Ready")
+        pool_health = self._health(record)
+        ready = (mark_safe('<span class="badge ok">True</span>') if pool_health.is_ready else
+                 format_html('<span class="badge bad" title="{}">{}</span> {}', pool_health.why_not_ready,
+                             pool_health.ready["status"], pool_health.why_not_ready))
+        if pool_health.over_limits:
+            ready = format_html('{} <span class="badge warn over-limits">over its limits: {}</span>', ready,
+                                "; ".join(pool_health.over_limits))
+        return ready
 
     def render_mode(self, record):
         return record.mode or "global"

@@ -28,6 +28,8 @@ from scheduling.loop.health import loop_health, watch_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
+from scheduling.nodepool_health import health, node_class_name
+from scheduling.pod_placement import decisions_about, placement
 from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
@@ -57,7 +59,9 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         ).order_by("reservation_id"))
         prices = on_demand_prices({r.instance_type for r in reservations})
         idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
-        pools = list(NodePool.objects.order_by("-weight", "name"))
+        pool_healths = pools_with_health()
+        open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN)
+                                    .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now,
@@ -69,11 +73,13 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],
             block_alarms=[block for block, _timing in drains if block.block_alarm(block.node_count, now)],
-            pools_not_ready=[(p, p.condition("Ready")) for p in pools if p.condition_status("Ready") != "True"],
+            pools_not_ready=[(p, h) for p, h in pool_healths if not h.is_ready],
+            pools_over_limits=[(p, h) for p, h in pool_healths if h.over_limits],
             decisions=Decision.objects.select_related("node_pool").order_by("-created_at")[:RECENT_DECISIONS],
             global_mode=global_mode(),
-            top_recommendations=Recommendation.objects.filter(state=Recommendation.State.OPEN)
-            .select_related("reservation").order_by("-savings_per_month", "kind", "id")[:3],
+            # By monthly saving: one-off extensions (saving nothing a month) are counted apart.
+            top_recommendations=[rec for rec in open_recommendations if rec.is_monthly][:3],
+            one_off_recommendations=sum(1 for rec in open_recommendations if rec.money == "one-off"),
             loop=loop_health(now),
             watch=(watch := watch_health(now)),
             cluster_state=watch.state,  # the header's, read once
@@ -97,13 +103,24 @@ def utilization_chart(now) -> dict:
     }
 
 
+def pools_with_health() -> list:
+    """[(pool, PoolHealth)] with its nodes' allocatable against its limits, in one query (a class is looked up
+    by name only for a pool whose link and nodeClassRef disagree)."""
+    pools = NodePool.objects.select_related("node_class").annotate(
+        used_cpu=Sum("nodes__allocatable_cpu_millicores"), used_memory=Sum("nodes__allocatable_memory_bytes"),
+        used_nodes=Count("nodes")).order_by("-weight", "name")
+    return [(p, health(p, usage={"cpu": p.used_cpu or 0, "memory": p.used_memory or 0, "nodes": p.used_nodes})) for p in pools]
+
+
 class NodePoolListView(ObjectListView):
     title = "NodePools"
     filterset_class = NodePoolFilterSet
     table_class = NodePoolTable
 
     def get_queryset(self):
-        return NodePool.objects.select_related("node_class").annotate(node_count=Count("nodes")).order_by("-weight", "name")
+        return NodePool.objects.select_related("node_class").annotate(
+            node_count=Count("nodes"), used_cpu=Sum("nodes__allocatable_cpu_millicores"),
+            used_memory=Sum("nodes__allocatable_memory_bytes")).order_by("-weight", "name")
 
 
 class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
@@ -113,13 +130,17 @@ class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         pool = get_object_or_404(NodePool.objects.select_related("node_class"), name=name)
         nodes = list(pool.nodes.order_by("name"))
-        reservations = (
-            pool.node_class.selected_reservations.order_by("reservation_id") if pool.node_class else CapacityReservation.objects.none()
-        )
         used_cpu = sum(node.allocatable_cpu_millicores for node in nodes)
         used_memory = sum(node.allocatable_memory_bytes for node in nodes)
+        pool_health = health(pool, usage={"cpu": used_cpu, "memory": used_memory, "nodes": len(nodes)})
+        # Only through a class that exists under the referenced name: a stale link lends no reservations.
+        node_class = pool_health.node_class
+        reservations = node_class.selected_reservations.order_by("reservation_id") if node_class else CapacityReservation.objects.none()
         context.update(
             pool=pool,
+            health=pool_health,
+            node_class=node_class,
+            node_class_name=node_class_name(pool),
             nodes=nodes,
             by_capacity_type=count_by(nodes, lambda node: node.capacity_type or "unknown"),
             reservations=reservations,
@@ -270,14 +291,17 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
     def get_context_data(self, namespace, name, **kwargs):
         context = super().get_context_data(**kwargs)
         pod = get_object_or_404(Pod.objects.select_related("node", "node__reservation", "node__node_pool"), namespace=namespace, name=name)
-        decisions = Decision.objects.filter(subject=f"pod {pod}").order_by("-created_at")[:RECENT_DECISIONS]
-        context.update(pod=pod, decisions=decisions, spec_json=json.dumps(pod.spec, indent=2))
+        context.update(pod=pod, decisions=decisions_about(pod, RECENT_DECISIONS), spec_json=json.dumps(pod.spec, indent=2))
+        engine_answer = None
         if pod.is_pending:
-            # "Why not reserved?": what the engine would do with this pod in the current world.
+            # What the engine would do with this pod in the current world.
             outcome, answered_at = current_outcome()
-            context["engine_answer"] = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
+            engine_answer = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
+            context["engine_answer"] = engine_answer
             context["engine_problems"] = outcome.problems
             context["engine_answered_at"] = answered_at
+        # "Why not reserved?": where it runs (or would), in what capacity, and what keeps it from a reservation.
+        context["placement"] = placement(pod, timezone.now(), engine_answer)
         return context
 
 

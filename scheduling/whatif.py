@@ -123,7 +123,7 @@ def pod_outcome(decisions: dict, pod_key: str) -> dict | None:
             return {"kind": "launch", "text": f"it would go to {where}", "claim": claim}
     for binding in decisions.get("bindings", []):
         if binding["pod"] == pod_key:
-            return {"kind": "bind", "text": f"it would be bound to the existing node {binding['node']}"}
+            return {"kind": "bind", "text": f"it would be bound to the existing node {binding['node']}", "node": binding["node"]}
     for kind in ("unschedulable", "deferred"):
         for entry in decisions.get(kind, []):
             if entry["pod"] == pod_key:

@@ -363,7 +363,12 @@ class RecommendationSerializer(serializers.ModelSerializer):
 
     reservationID = serializers.CharField(source="reservation.reservation_id", read_only=True)
     savingsPerMonth = serializers.FloatField(source="savings_per_month", read_only=True,
-                                             help_text="Dollars a month at list price (730 hours); 0 for a warning.")
+                                             help_text="Recurring dollars a month at list price (730 hours); 0 for a "
+                                                       "warning and for a one-off extension (see money).")
+    money = serializers.CharField(read_only=True, help_text="monthly, one-off (a Capacity Block extension: its fee and "
+                                                            "loss are in details) or warning; never summed together.")
+    moneyText = serializers.CharField(source="money_text", read_only=True, help_text="The money in words.")
+    moneyBasis = serializers.CharField(source="money_basis", read_only=True, help_text="Where the figure comes from.")
     targetCount = serializers.IntegerField(source="target_count", read_only=True, allow_null=True)
     endDate = serializers.DateTimeField(source="end_date", read_only=True, allow_null=True)
     computedAt = serializers.DateTimeField(source="computed_at", read_only=True,
@@ -374,7 +379,7 @@ class RecommendationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Recommendation
-        fields = ["id", "kind", "reservationID", "reason", "savingsPerMonth", "targetCount", "endDate", "details",
+        fields = ["id", "kind", "reservationID", "reason", "savingsPerMonth", "money", "moneyText", "moneyBasis", "targetCount", "endDate", "details",
                   "computedAt", "state", "appliedAt", "appliedBy", "error", "awsCli"]
         read_only_fields = fields
 

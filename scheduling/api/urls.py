@@ -24,6 +24,7 @@ urlpatterns = [
     path("controller/", views.ControllerView.as_view(), name="controller"),
     path("controller/allow-control/", views.AllowControlView.as_view(), name="allow-control"),
     *router.urls,
+    path("", views.api_root, name="api-root"),
     # Last under /api/v1/ (after the reservations API too): unknown paths get a JSON 404.
     re_path(r"^", views.not_found, name="not-found"),
 ]

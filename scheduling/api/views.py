@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.db.models import Count, Prefetch
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from django.urls import Resolver404, resolve
 from rest_framework import exceptions, status
@@ -353,6 +354,32 @@ class WorldView(APIView):
     )
     def get(self, request):
         return Response(current_world())
+
+
+@extend_schema(summary="The API's index", responses={
+    200: OpenApiResponse(OpenApiTypes.OBJECT, description="endpoints (collection name: URL), schema and docs URLs"),
+    **error_responses(401, 403)})
+@api_view(["GET"])
+@permission_classes([IsViewer])
+def api_root(request):
+    """GET /api/v1/: where each collection is, the OpenAPI schema and its docs (no data of its own)."""
+    from django.urls import NoReverseMatch, reverse
+
+    from reservations.api.urls import router as reservations_router
+    from scheduling.api.urls import router as scheduling_router
+
+    links = {}
+    for namespace, router in (("reservations-api", reservations_router), ("scheduling-api", scheduling_router)):
+        for prefix, _viewset, basename in router.registry:
+            links[prefix] = request.build_absolute_uri(reverse(f"{namespace}:{basename}-list"))
+    for prefix, name in (("pods", "pod-list"), ("simulate", "simulate"), ("world", "world"), ("controller", "controller")):
+        links[prefix] = request.build_absolute_uri(reverse(f"scheduling-api:{name}"))
+    docs = {"schema": request.build_absolute_uri(reverse("api-schema"))}
+    try:
+        docs["docs"] = request.build_absolute_uri(reverse("api-docs"))
+    except NoReverseMatch:
+        pass
+    return Response({"endpoints": dict(sorted(links.items())), **docs})
 
 
 @extend_schema(exclude=True)

@@ -6,12 +6,15 @@ instance type: which ones match the constraints, which have room, which offering
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
 from .catalog import Catalog
 from .cluster import Pod
 from .labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, OS, RESERVED, SPOT, ZONE
 from .nodeclaim import NO_INSTANCE_TYPE, PoolTemplate, Rejection
 from .quantities import CPU, PODS, ResourceList
-from .requirements import IN, Requirements
+from .requirements import IN, Requirement, Requirements
 from .scheduler import Failure
 
 _SHORT_NAMES = {ZONE: "zone", CAPACITY_TYPE: "capacity-type", INSTANCE_TYPE: "instance-type", ARCH: "arch", OS: "os"}
@@ -143,3 +146,87 @@ def describe_constraints(requirements: Requirements, catalog: Catalog) -> str:
         else:
             parts.append(str(req).replace(req.key, name, 1))
     return ", ".join(parts)
+
+
+# --- "Why not reserved?" for one pod: where it could run in reserved capacity, or what stands in the way ---
+
+COULD_USE, NODEPOOL_REQUIREMENT, CLASS_SELECTOR, POD_CONSTRAINTS, NO_FREE_UNIT, NO_NODEPOOL = (
+    "could-use", "nodepool-requirement", "class-selector", "pod-constraints", "no-free-unit", "no-nodepool")
+
+
+@dataclass(frozen=True)
+class ReservedUnit:
+    """One usable reservation as a place for the pod: the labels a node in it carries, its room, its free units."""
+
+    reservation_id: str
+    instance_type: str
+    zone: str
+    labels: Mapping[str, str]
+    allocatable: ResourceList
+    free: int
+    total: int
+    selected_by: tuple[str, ...]  # the EC2NodeClasses whose status names it
+
+    def __str__(self) -> str:
+        return f"{self.reservation_id} ({self.instance_type} in {self.zone})"
+
+
+@dataclass(frozen=True)
+class ReservedAnswer:
+    blocker: str
+    text: str
+    reservations: tuple[str, ...] = ()  # the ones named
+
+
+def _listed(units: Sequence[ReservedUnit]) -> str:
+    shown = ", ".join(str(u) for u in units[:_MAX_REASONS])
+    return shown + (f" and {len(units) - _MAX_REASONS} more" if len(units) > _MAX_REASONS else "")
+
+
+def _mismatch(requirements: Requirements, labels: Mapping[str, str]) -> Requirement | None:
+    """The first requirement a node with these labels breaks, among the keys such a node is known to carry."""
+    return Requirements([r for r in requirements if r.key in labels]).first_mismatch(labels)
+
+
+def why_not_reserved(alternatives: Sequence[Requirements], requests: ResourceList, pool: str | None,
+                     pool_requirements: Requirements, node_class: str | None,
+                     units: Sequence[ReservedUnit]) -> ReservedAnswer:
+    """The first thing, in the order Karpenter meets them, that keeps this pod out of reserved capacity through
+    NodePool `pool`: the pool's capacity-type requirement, its class's selector terms, the pool's other
+    requirements, the pod's own constraints (node selector, affinity, size), a free unit. COULD_USE when a
+    reservation would hold it now."""
+    if pool is None:
+        return ReservedAnswer(NO_NODEPOOL, "it is on a node no NodePool owns, so no NodePool could place it in a reservation")
+    capacity = pool_requirements.get(CAPACITY_TYPE)
+    if capacity is not None and not capacity.has(RESERVED):
+        return ReservedAnswer(NODEPOOL_REQUIREMENT, f"NodePool {pool}'s requirement {_short(capacity)} leaves out reserved capacity")
+    pod_capacity = [alt.get(CAPACITY_TYPE) for alt in alternatives]
+    if alternatives and all(c is not None and not c.has(RESERVED) for c in pod_capacity):
+        return ReservedAnswer(POD_CONSTRAINTS, f"the pod's own {_short(pod_capacity[0])} leaves out reserved capacity")
+    selected = [u for u in units if node_class and node_class in u.selected_by]
+    if not selected:
+        return ReservedAnswer(CLASS_SELECTOR, f"EC2NodeClass {node_class or '(none)'} of NodePool {pool} selects no usable reservation "
+                                              "(its capacityReservationSelectorTerms)")
+    allowed = [u for u in selected if _mismatch(pool_requirements, u.labels) is None]
+    if not allowed:
+        first = selected[0]
+        return ReservedAnswer(NODEPOOL_REQUIREMENT, f"NodePool {pool}'s requirement {_short(_mismatch(pool_requirements, first.labels))} "
+                                                    f"rules out {_listed(selected)}, the reservations its EC2NodeClass {node_class} selects",
+                              tuple(u.reservation_id for u in selected))
+    matching = [u for u in allowed if not alternatives or any(_mismatch(alt, u.labels) is None for alt in alternatives)]
+    if not matching:
+        first = allowed[0]
+        reasons = [_short(_mismatch(alt, first.labels)) for alt in alternatives if _mismatch(alt, first.labels) is not None]
+        return ReservedAnswer(POD_CONSTRAINTS, f"the pod's own constraints ({'; or '.join(reasons)}) rule out {_listed(allowed)}",
+                              tuple(u.reservation_id for u in allowed))
+    fitting = [u for u in matching if requests.fits(u.allocatable)]
+    if not fitting:
+        wanted = ResourceList({n: a for n, a in requests.items() if n != PODS}).format() or "its requests"
+        return ReservedAnswer(POD_CONSTRAINTS, f"the pod's requests ({wanted}) are more than a node of {_listed(matching)} offers",
+                              tuple(u.reservation_id for u in matching))
+    free = [u for u in fitting if u.free > 0]
+    if not free:
+        return ReservedAnswer(NO_FREE_UNIT, "no free unit: " + ", ".join(f"{u} has all {u.total} in use" for u in fitting[:_MAX_REASONS]),
+                              tuple(u.reservation_id for u in fitting))
+    return ReservedAnswer(COULD_USE, f"{_listed(free)} ha{'s' if len(free) == 1 else 've'} a free unit that could hold it",
+                          tuple(u.reservation_id for u in free))

@@ -2,7 +2,10 @@
 what karpweb knows of the world (which classes select it, which nodes could use it). No Django, no
 boto3: the loop feeds them rows, a what-if world can feed them its own.
 
-Kinds, each with its reasoning in words and the money per month at list price (730 hours):
+Kinds, each with its reasoning in words and its money. One rule for money: a recurring saving is
+per month at list price (730 hours); a one-off cost or loss is a one-off amount; the two are never
+summed. Every recommendation says which its money is (``details["money"]``: ``monthly``, ``one-off``
+or ``warning``) and where the figure comes from (``details["moneyBasis"]``).
 
 * ``shrink``: an ODCR whose peak use stayed at or below k for the window (14 days) can hold k plus a
   headroom (one instance or 10 %, whichever is more), never fewer than run in it now. Not a
@@ -13,7 +16,8 @@ Kinds, each with its reasoning in words and the money per month at list price (7
   it: selecting it moves those nodes' cost into prepaid units.
 * ``extend``: a Capacity Block whose nodes carry pods that will not finish before the drain (no
   completion estimate counts as not finishing); the extension offerings EC2 has, beside the cost of
-  losing the work (the block's nodes x hours since their pods started).
+  losing the work (the block's nodes x hours since their pods started). Its money is one-off: the
+  extension's upfront fee against the one-off loss of work; it saves nothing a month.
 * ``end-date``: an ODCR ending within the warning window (14 days) whose recent use says it is still
   needed: a warning (nothing saved; the money is what the used instances cost per month).
 """
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 SHRINK, CANCEL, SELECT, EXTEND, END_DATE = "shrink", "cancel", "select", "extend", "end-date"
 KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE)
 HOURS_PER_MONTH = 730
+MONTHLY, ONE_OFF, WARNING = "monthly", "one-off", "warning"
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,28 @@ def _money(units: float, reservation: ReservationFacts) -> float:
     return round(units * (reservation.price_per_hour or 0.0) * HOURS_PER_MONTH, 2)
 
 
+def _monthly_basis(units: int, what: str, reservation: ReservationFacts) -> str:
+    """Where a monthly figure comes from, e.g. "2 idle m5.large x $0.0960/h on-demand list price x 730 h"."""
+    if reservation.price_per_hour is None:
+        return f"{units} {what} {reservation.instance_type}: no list price known, so no dollar figure"
+    return (f"{units} {what} {reservation.instance_type} x ${reservation.price_per_hour:,.4f}/h on-demand list price "
+            f"x {HOURS_PER_MONTH} h a month")
+
+
+def history_days(hours: tuple[Hour, ...] | list[Hour], now: datetime.datetime, window_days: int,
+                 coverage: float = Policy.coverage) -> tuple[int, bool]:
+    """(whole days of hourly samples within the last `window_days`, whether that is enough): what
+    "not enough history yet (N of 14 days)" says; enough is what `_window` asks for."""
+    since = now - datetime.timedelta(days=window_days)
+    count = sum(1 for h in hours if since <= h.start < now)
+    return min(window_days, count // 24), count >= coverage * window_days * 24
+
+
+def needed_days(reservation_type: str, policy: Policy = Policy()) -> int | None:
+    """Days of history the use-based kinds need for this reservation (None: none applies, e.g. a Capacity Block)."""
+    return None if reservation_type == "capacity-block" else max(policy.shrink_window_days, policy.cancel_window_days)
+
+
 def headroom(k: int, policy: Policy) -> int:
     return max(policy.headroom_instances, math.ceil(k * policy.headroom_percent / 100))
 
@@ -138,7 +165,8 @@ def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy
         reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) used "
                 f"at most {k} instance{'s' if k != 1 else ''} in the last {policy.shrink_window_days} days; {target} "
                 f"({k} plus a headroom of {target - k}) would do, freeing {freed} idle instance{'s' if freed != 1 else ''}"),
-        details={"peak": k, "from": reservation.total})
+        details={"peak": k, "from": reservation.total, "money": MONTHLY,
+                 "moneyBasis": _monthly_basis(freed, "idle", reservation)})
 
 
 def cancel(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
@@ -161,7 +189,7 @@ def cancel(reservation: ReservationFacts, now: datetime.datetime, policy: Policy
         reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) was "
                 f"{share:.0%} used over the last {policy.cancel_window_days} days and {why}; cancelling it stops paying for "
                 f"{idle} idle instance{'s' if idle != 1 else ''}"),
-        details={"utilization": round(share, 4)})
+        details={"utilization": round(share, 4), "money": MONTHLY, "moneyBasis": _monthly_basis(idle, "idle", reservation)})
 
 
 def select(reservation: ReservationFacts) -> Recommendation | None:
@@ -176,7 +204,8 @@ def select(reservation: ReservationFacts) -> Recommendation | None:
                 f"node{'s' if len(reservation.matching_paid_nodes) != 1 else ''} {nodes} of that type and zone run beside it "
                 "and no EC2NodeClass selects it; selecting it lets consolidation move them into prepaid units"),
         details={"term": {"id": reservation.reservation_id}, "nodeClass": reservation.node_class_of_paid_nodes,
-                 "nodes": list(reservation.matching_paid_nodes)})
+                 "nodes": list(reservation.matching_paid_nodes), "money": MONTHLY,
+                 "moneyBasis": _monthly_basis(moved, "on-demand", reservation) + ", paid now and prepaid once selected"})
 
 
 def extend(reservation: ReservationFacts, now: datetime.datetime) -> Recommendation | None:
@@ -190,12 +219,18 @@ def extend(reservation: ReservationFacts, now: datetime.datetime) -> Recommendat
     pods = ", ".join(p for p, _ in reservation.unfinished_work[:5]) + (" and more" if len(reservation.unfinished_work) > 5 else "")
     offer_words = (f"EC2 offers {len(offers)} extension{'s' if len(offers) != 1 else ''}, the cheapest {cheapest.hours} h for "
                    f"${cheapest.upfront_fee:,.2f}" if cheapest else "EC2 offers no extension now")
+    # One-off money only: the extension's fee against the work lost once; nothing recurs, so nothing a month.
     return Recommendation(
-        EXTEND, reservation.reservation_id, savings_per_month=max(lost - (cheapest.upfront_fee if cheapest else 0.0), 0.0),
+        EXTEND, reservation.reservation_id, savings_per_month=0.0,
         reason=(f"Capacity Block {reservation.reservation_id} drains at {reservation.drain_at:%Y-%m-%d %H:%M} UTC while pods {pods} "
-                f"have no completion estimate before it; losing their work costs about ${lost:,.2f} at list price "
+                f"have no completion estimate before it; losing their work is a one-off loss of about ${lost:,.2f} at list price "
                 f"({reservation.block_nodes} node{'s' if reservation.block_nodes != 1 else ''} x {hours_of_work:.1f} h); {offer_words}"),
-        details={"lostWork": lost, "offerings": [o.__dict__ for o in offers]})
+        details={"lostWork": lost, "offerings": [o.__dict__ for o in offers], "money": ONE_OFF,
+                 "oneOffCost": cheapest.upfront_fee if cheapest else None,
+                 "moneyBasis": (f"one-off: the work lost is {reservation.block_nodes} node{'s' if reservation.block_nodes != 1 else ''} "
+                                f"x {hours_of_work:.1f} h x ${reservation.price_per_hour or 0.0:,.4f}/h on-demand list price; "
+                                + (f"the cheapest extension is EC2's upfront fee of ${cheapest.upfront_fee:,.2f} for "
+                                   f"{cheapest.hours} h" if cheapest else "EC2 offers no extension to buy now"))})
 
 
 def end_date(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
@@ -214,4 +249,5 @@ def end_date(reservation: ReservationFacts, now: datetime.datetime, policy: Poli
                 f"{(reservation.end - now).days} days, but was {share:.0%} used over the last {policy.cancel_window_days} days: "
                 f"move its end date or its {reservation.used_now} running instance{'s' if reservation.used_now != 1 else ''} "
                 f"lose their prepaid capacity (${_money(reservation.used_now, reservation):,.2f} a month at list price)"),
-        details={"utilization": round(share, 4)})
+        details={"utilization": round(share, 4), "money": WARNING,
+                 "moneyBasis": "a warning, nothing saved; at stake: " + _monthly_basis(reservation.used_now, "running", reservation)})

@@ -22,6 +22,7 @@ from scheduling.loop.nodeclass_launch import refresh_launch_status
 from scheduling.loop.watch import count_drift, full_sync_due, watching
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun, WatchState
+from scheduling.nodepool_health import classes_by_name, computed_conditions, resolved_node_class
 from scheduling.modes import configured_mode, control_refusal, global_mode
 from scheduling.world import current_world
 
@@ -168,9 +169,13 @@ def status(now=None, decisions: dict | None = None) -> dict:
     engine_conditions = {entry["name"]: entry["conditions"] for entry in decisions.get("nodePools", [])}
     cluster = backends.cluster()
     changed = 0
+    classes = classes_by_name()
     for pool in NodePool.objects.select_related("node_class"):
-        conditions = [Condition(**{k: c[k] for k in ("type", "status", "reason", "message")}) for c in engine_conditions.get(pool.name, [])]
-        conditions.append(ready_condition(pool))
+        engine = engine_conditions.get(pool.name, [])
+        # NodeClassReady and Ready as upstream computes them (scheduling/nodepool_health.py).
+        conditions = [Condition(**{k: c[k] for k in ("type", "status", "reason", "message")})
+                      for c in [*[c for c in engine if c["type"] != "NodeClassReady"],
+                                *computed_conditions(pool, resolved_node_class(pool, classes), engine)]]
         before = list(pool.conditions)
         for condition in conditions:
             pool.set_condition(condition.type, condition.status, condition.reason, condition.message, now=now)
@@ -191,13 +196,6 @@ def status(now=None, decisions: dict | None = None) -> dict:
 
 
 def ready_condition(pool) -> Condition:
-    node_class = pool.node_class
-    if node_class is None:
-        return Condition("Ready", "False", "NodeClassNotFound", f"EC2NodeClass {pool.node_class_ref.get('name', '')!r} is not known")
-    reservations = node_class.condition("CapacityReservationsReady")
-    if reservations and reservations["status"] == "False" and reservations["reason"] == "InvalidSelectorTerms":
-        return Condition("Ready", "False", "NodeClassNotReady", f"EC2NodeClass {node_class.name}: {reservations['message']}")
-    ready = node_class.condition("Ready")
-    if ready and ready["status"] != "True":
-        return Condition("Ready", "False", "NodeClassNotReady", f"EC2NodeClass {node_class.name} is not ready: {ready['message']}")
-    return Condition("Ready", "True", "Ready", "")
+    """The pool's Ready: False (UnhealthyDependents) whenever NodeClassReady is False."""
+    ready = computed_conditions(pool, resolved_node_class(pool))[1]
+    return Condition(ready["type"], ready["status"], ready["reason"], ready["message"])

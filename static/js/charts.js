@@ -4,7 +4,8 @@
 function karpwebChart(elementId, dataId, series) {
   const data = JSON.parse(document.getElementById(dataId).textContent);
   const traces = series.map(([key, name, color]) => ({
-    x: data.x, y: data[key], name: name, type: "scatter", mode: "lines", stackgroup: "one",
+    // Parts of a whole stack (used + idle = total); levels of one quantity (data.stacked false) do not.
+    x: data.x, y: data[key], name: name, type: "scatter", mode: "lines", stackgroup: data.stacked === false ? undefined : "one",
     line: { color: color, width: 1 },
   }));
   Plotly.newPlot(elementId, traces, {

@@ -48,8 +48,11 @@ def test_a_class_that_is_not_ready_stops_its_pool_and_says_why(world, clock, pro
     [not_ready] = [c for c in pool["conditions"] if c["type"] == "NodeClassReady"]
     assert not_ready["status"] == "False" and "EC2NodeClass default is not ready" in not_ready["message"]
     assert "spec.subnetSelectorTerms selects no subnet" in not_ready["message"]
-    ready = ready_condition(NodePool.objects.get(name="general"))
-    assert (ready.status, ready.reason) == ("False", "NodeClassNotReady") and "SubnetsNotFound" in ready.message
+    ready = ready_condition(NodePool.objects.get(name="general"))  # as upstream: the root over its dependents
+    assert (ready.status, ready.reason, ready.message) == ("False", "UnhealthyDependents", "NodeClassReady=False")
+    from scheduling.nodepool_health import health
+
+    assert "SubnetsNotFound" in health(NodePool.objects.get(name="general")).why_not_ready
 
     page = operator_client.get(reverse("reservations:nodeclass", args=["default"])).content.decode()
     assert "SubnetsNotFound" in page and "spec.subnetSelectorTerms selects no subnet" in page

@@ -157,11 +157,18 @@ def test_the_api_lists_applies_and_refuses_bad_input(seeded, provider, world, op
 
 def test_the_page_overview_and_metric_show_the_money(seeded, provider, viewer_client, client):
     recompute(seeded["now"], extension_offerings=provider.capacity_block_extension_offerings)
-    total = sum(r.savings_per_month for r in Recommendation.objects.all())
+    # Monthly: the shrink plus the unused reservation once (cancelling and selecting it are alternatives);
+    # the extension's one-off fee and loss are shown apart, never in the monthly total.
+    total = round(5 * M5 * 730, 2) + round(4 * M5 * 730, 2)
     page = viewer_client.get(reverse("reservations:recommendations")).content.decode()
-    assert f"${total:,.2f}".replace(",", "") in page.replace(",", "")
+    assert f'<strong id="total-per-month">${total:,.2f}</strong> a month' in page
+    extend = Recommendation.objects.get(kind="extend")
+    assert f"a one-off loss of about <strong>${extend.details['lostWork']:,.2f}</strong>" in page
+    assert "one-off: an extension costs $" in page and "a month (recurring, at list price)" in page
     overview = viewer_client.get(reverse("scheduling:overview")).content.decode()
-    assert "Top recommendations" in overview and overview.count("a month</li>") == 3
+    assert "Top recommendations" in overview and overview.count("a month (recurring, at list price)</li>") == 3
+    assert "Extend the capacity block" not in overview.split('id="top-recommendations"')[1].split("</ul>")[0]
+    assert "And 1 Capacity Block extension: one-off purchases" in overview
     scrape = client.get("/metrics").content.decode()
     assert f'karpweb_recommendation_savings_dollars_per_month{{kind="shrink"}} {round(5 * M5 * 730, 2)}' in scrape
 

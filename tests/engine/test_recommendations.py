@@ -72,8 +72,31 @@ def test_extend_a_block_whose_work_will_not_finish():
                  extension_offerings=(ExtensionOffering("cbe-1", 24, 2400.0), ExtensionOffering("cbe-2", 48, 4700.0)))
     [rec] = [r for r in recommend([block], NOW) if r.kind == "extend"]
     lost = round(2 * 30 * 98.32, 2)
-    assert rec.details["lostWork"] == lost and rec.savings_per_month == round(lost - 2400.0, 2)
-    assert "the cheapest 24 h for $2,400.00" in rec.reason and "ml/train-0" in rec.reason
+    # One-off money, never a monthly saving: the fee against the loss, each as itself.
+    assert rec.details["lostWork"] == lost and rec.savings_per_month == 0.0
+    assert (rec.details["money"], rec.details["oneOffCost"]) == ("one-off", 2400.0)
+    assert "2 nodes x 30.0 h x $98.3200/h" in rec.details["moneyBasis"] and "$2,400.00 for 24 h" in rec.details["moneyBasis"]
+    assert "the cheapest 24 h for $2,400.00" in rec.reason and "ml/train-0" in rec.reason and "one-off loss" in rec.reason
+
+
+def test_every_figure_says_which_money_it_is_and_where_it_comes_from():
+    found = kinds(recommend([odcr("cr-s"), odcr("cr-c", selected_by=(), hours=hours(14, 1, peak=1), used_now=1,
+                                                  matching_paid_nodes=("n-1",)),
+                             odcr("cr-e", end=NOW + datetime.timedelta(days=5), hours=hours(14, 8, peak=9), used_now=8)], NOW))
+    assert {key: r.details["money"] for key, r in found.items()} == {
+        ("shrink", "cr-s"): "monthly", ("cancel", "cr-c"): "monthly", ("select", "cr-c"): "monthly",
+        ("end-date", "cr-e"): "warning"}
+    assert found[("shrink", "cr-s")].details["moneyBasis"] == "5 idle m5.large x $1.0000/h on-demand list price x 730 h a month"
+    assert found[("end-date", "cr-e")].details["moneyBasis"].startswith("a warning, nothing saved; at stake: 8 running")
+
+
+def test_history_days_counts_whole_days_in_the_window():
+    from scheduling.engine.recommendations import history_days, needed_days
+
+    assert history_days(hours(2, 1), NOW, 14) == (2, False) and history_days(hours(20, 1), NOW, 14) == (14, True)
+    assert history_days(hours(1, 1)[:23], NOW, 14) == (0, False)
+    assert history_days(hours(13, 1), NOW, 14) == (13, True)  # 90 % of the window's hours is enough, as for shrink
+    assert needed_days("default") == 14 and needed_days("capacity-block") is None
 
 
 def test_end_date_warning_for_a_reservation_still_in_use():

@@ -59,3 +59,52 @@ def test_seed_demo_rejects_bad_now():
 
     with pytest.raises(CommandError, match="--now"):
         call_command("seed_demo", now="yesterday")
+
+
+def test_seed_demo_writes_the_history_recommendations_need():
+    """15 days of hourly use (a block's only since it started) and every recommendation kind computed."""
+    from reservations.models import Recommendation, UtilizationHour
+
+    call_command("seed_demo", now=NOW)
+    now = datetime.datetime(2026, 11, 21, 12, tzinfo=datetime.UTC)
+    odcr = CapacityReservation.objects.get(reservation_id="cr-0a1b2c3d4e5f60001")
+    assert UtilizationHour.objects.filter(reservation=odcr, hour__gte=now - datetime.timedelta(days=14)).count() >= 14 * 24
+    block = CapacityReservation.objects.get(reservation_id="cr-0a1b2c3d4e5f60006")
+    assert not UtilizationHour.objects.filter(reservation=block, hour__lt=block.start_date - datetime.timedelta(hours=1)).exists()
+    assert set(Recommendation.objects.values_list("kind", flat=True)) == {"shrink", "cancel", "select", "extend", "end-date"}
+    for node in Node.objects.filter(reservation__reservation_type="capacity-block"):
+        assert node.created_at >= node.reservation.start_date, f"{node.name} is older than its Capacity Block"
+
+
+@pytest.mark.parametrize("setting,value", [("KARPWEB_CLUSTER", "kubernetes"), ("KARPWEB_PROVIDER", "aws")])
+def test_seed_demo_refuses_a_real_cluster_or_account(settings, setting, value):
+    from django.core.management.base import CommandError
+
+    setattr(settings, setting, value)
+    with pytest.raises(CommandError, match=f"Not seeding the demo world: .*{setting}={value}"):
+        call_command("seed_demo", now=NOW)
+    assert not CapacityReservation.objects.exists() and not NodePool.objects.exists()
+
+
+def test_run_skips_the_demo_against_a_real_cluster(tmp_path):
+    """`./karpweb.sh run` seeds with --skip-if-real; that command, in its own process with a real cluster's
+    settings, writes nothing and says why (exit 0, so run goes on)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = (root / "karpweb.sh").read_text()
+    run = script[script.index("run() {"):script.index("test_suite() {")]
+    assert "manage.py seed_demo --skip-if-real" in run and "manage.py seed_demo\n" not in run
+    env = {**os.environ, "KARPWEB_CLUSTER": "kubernetes", "KARPWEB_PROVIDER": "aws",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'untouched.sqlite3'}"}
+    done = subprocess.run([sys.executable, "manage.py", "seed_demo", "--skip-if-real"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Not seeding the demo world" in done.stdout and "KARPWEB_CLUSTER=kubernetes and KARPWEB_PROVIDER=aws" in done.stdout
+    assert "Demo world written" not in done.stdout
+    refused = subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=root, env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode != 0 and "Not seeding the demo world" in refused.stderr

@@ -63,8 +63,9 @@ def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
     used = sum(r.used_instance_count for r in active)
     total = sum(r.total_instance_count for r in active)
     assert f"{used} / {total}" in page
-    # Idle m5.xlarge (4 x $0.192) + m5.large (4 x $0.096) + c6a.large (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70)
-    assert "$145.82/h" in page
+    # Idle m5.xlarge (4 x $0.192, and 3 x $0.192 in the unselected one) + m5.large (4 x $0.096) + c6a.large
+    # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70)
+    assert "$146.40/h" in page
     assert "cr-0a1b2c3d4e5f60005" in page  # the block that ends within the hour
     assert "cr-0a1b2c3d4e5f60002" in page  # idle under 20 % for 24 hours
     assert 'id="utilization-chart"' in page and "utilization-data" in page

@@ -1,0 +1,98 @@
+"""Every recommendation kind can be tried in the demo: the seeded 15 days of use and the simulated EC2's
+Capacity Block extension offerings make shrink, cancel, select, extend and end date appear; each applies
+once from its page (the page is the confirmation), is audited, and changes what it says; observe mode
+applies nothing and shows the command."""
+
+import datetime
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.urls import reverse
+from django.utils import timezone
+
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
+from scheduling.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+CB_0005, ODCR_0001, ODCR_0003, ODCR_0009 = (f"cr-0a1b2c3d4e5f6000{n}" for n in (5, 1, 3, 9))
+
+
+@pytest.fixture
+def control(settings):
+    settings.KARPWEB_MODE = "control"
+    settings.KARPWEB_PROVIDER = settings.KARPWEB_CLUSTER = "simulated"
+
+
+def rec_of(kind, reservation_id):
+    return Recommendation.objects.get(kind=kind, reservation__reservation_id=reservation_id)
+
+
+def test_the_demo_has_every_kind(demo_world):
+    kinds = set(Recommendation.objects.values_list("kind", flat=True))
+    assert kinds == {"shrink", "cancel", "select", "extend", "end-date"}
+    assert [o["hours"] for o in rec_of("extend", CB_0005).details["offerings"]] == [24, 48]
+    assert rec_of("shrink", ODCR_0001).target_count == 8  # a peak of 7 by day, plus one
+
+
+def apply(client, rec, **extra):
+    return client.post(reverse("reservations:recommendation_apply", args=[rec.pk]),
+                       {"computed_at": rec.computed_at.isoformat(), **extra})
+
+
+def audit_entries(model_object):
+    return AuditEntry.objects.filter(content_type=ContentType.objects.get_for_model(model_object),
+                                     object_id=str(model_object.pk))
+
+
+@pytest.mark.parametrize("kind,reservation_id", [("shrink", ODCR_0001), ("cancel", ODCR_0009), ("select", ODCR_0009),
+                                                 ("extend", CB_0005), ("end-date", ODCR_0003)])
+def test_each_kind_applies_once_from_its_page_and_is_audited(demo_world, control, operator_client, kind, reservation_id):
+    rec = rec_of(kind, reservation_id)
+    page = operator_client.get(reverse("reservations:recommendation", args=[rec.pk])).content.decode()
+    assert 'id="apply-button"' in page, f"{kind}: the page offers Apply"
+    before = CapacityReservation.objects.get(reservation_id=reservation_id)
+    later = (timezone.now() + datetime.timedelta(days=60)).replace(second=0, microsecond=0)
+    extra = {"offering": rec.details["offerings"][0]["offering_id"]} if kind == "extend" else {}
+    extra.update({"end_date": later.strftime("%Y-%m-%dT%H:%M")} if kind == "end-date" else {})
+    for _ in range(2):  # a double click acts once
+        assert apply(operator_client, rec, **extra).status_code == 302
+    rec.refresh_from_db()
+    assert rec.state == "applied" and rec.applied_by == "otto"
+    after = CapacityReservation.objects.get(reservation_id=reservation_id)
+    assert audit_entries(after).count() == 1
+    if kind == "shrink":
+        assert (after.total_instance_count, after.available_instance_count) == (8, 2)
+    elif kind == "cancel":
+        assert after.state == "cancelled"
+    elif kind == "select":
+        terms = EC2NodeClass.objects.get(name="default").capacity_reservation_selector_terms
+        assert terms.count({"id": ODCR_0009}) == 1
+        assert audit_entries(EC2NodeClass.objects.get(name="default")).count() == 1
+    elif kind == "extend":
+        assert after.end_date == before.end_date + datetime.timedelta(hours=24)
+    else:
+        assert after.end_date == later
+
+
+@pytest.mark.parametrize("kind,reservation_id,command", [
+    ("shrink", ODCR_0001, "aws ec2 modify-capacity-reservation --capacity-reservation-id cr-0a1b2c3d4e5f60001 --instance-count 8"),
+    ("cancel", ODCR_0009, "aws ec2 cancel-capacity-reservation --capacity-reservation-id cr-0a1b2c3d4e5f60009"),
+    ("select", ODCR_0009, "kubectl patch ec2nodeclass default --type json -p"),
+    ("extend", CB_0005, "aws ec2 purchase-capacity-block-extension --capacity-reservation-id cr-0a1b2c3d4e5f60005"),
+    ("end-date", ODCR_0003, "aws ec2 modify-capacity-reservation --capacity-reservation-id cr-0a1b2c3d4e5f60003 --end-date-type limited"),
+])
+def test_observe_mode_shows_the_command_and_applies_nothing(demo_world, settings, operator_client, kind, reservation_id, command):
+    settings.KARPWEB_MODE = "observe"
+    rec = rec_of(kind, reservation_id)
+    page = operator_client.get(reverse("reservations:recommendation", args=[rec.pk])).content.decode()
+    assert command in page and 'id="apply-button"' not in page
+    refused = apply(operator_client, rec)
+    assert refused.status_code in (400, 409) and "observe mode" in refused.content.decode()
+    rec.refresh_from_db()
+    assert rec.state == "open"
+
+
+def test_a_capacity_block_offering_not_sold_is_refused(demo_world, control, operator_client):
+    rec = rec_of("extend", CB_0005)
+    refused = apply(operator_client, rec, offering="cbeo-nope")
+    assert refused.status_code == 400 and "is not one of this recommendation" in refused.content.decode()
