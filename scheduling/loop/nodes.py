@@ -637,15 +637,13 @@ def count_message(result: str) -> None:
 def act_on(event: interruptions.Interruption, cloud, cluster, now) -> int:
     """Upstream's interruption controller: the NodeClaims of the instances (looked up by instance
     id, so claims whose Node has not registered are included) are deleted, and termination drains
-    their nodes. Spot pools and reclaimed reservations are marked unavailable first."""
+    their nodes. Spot pools are marked unavailable first, reclaimed reservations last."""
     targets = interrupted(event.instance_ids)
     if event.kind == interruptions.SPOT_INTERRUPTED:
         for node, claim in targets:  # upstream: the spot pool is unavailable for a while; karpweb plans elsewhere
             where = node or claim
             Offering.objects.filter(instance_type__name=where.instance_type, zone=where.zone, capacity_type=SPOT,
                                     reservation__isnull=True).update(available=False)
-    if event.kind == interruptions.RESERVATION_INTERRUPTED and event.reservation_id:
-        mark_unavailable([event.reservation_id])
     refusal = control_refusal()
     decisions, acted = [], 0
     for node, claim in targets:
@@ -679,6 +677,9 @@ def act_on(event: interruptions.Interruption, cloud, cluster, now) -> int:
             decision.outcome = Decision.Outcome.ACTED
             acted += 1
         decisions.append(decision)
+    if event.kind == interruptions.RESERVATION_INTERRUPTED and event.reservation_id:
+        # After the terminations: a unit an instance leaves in a reclaimed reservation is not free.
+        mark_unavailable([event.reservation_id])
     if not targets:
         log.info("interruption for %s: no node or NodeClaim of this cluster runs there", ", ".join(event.instance_ids))
     record(decisions, now)
