@@ -122,7 +122,7 @@ def seed(now: datetime.datetime) -> None:
 def _seed_recommendations(now):
     """What the loop's hourly recompute would say, at once: the simulated EC2 sells the extensions."""
     from reservations.recommendations import recompute
-    from scheduling.loop.simulated_extensions import extension_offerings
+    from scheduling.simulated_extensions import extension_offerings
 
     recompute(now, extension_offerings=extension_offerings)
 

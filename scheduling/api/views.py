@@ -361,15 +361,15 @@ class WorldView(APIView):
     **error_responses(401, 403)})
 @api_view(["GET"])
 @permission_classes([IsViewer])
-def api_root(request):
-    """GET /api/v1/: where each collection is, the OpenAPI schema and its docs (no data of its own)."""
+def api_root(request, routers=()):
+    """GET /api/v1/: where each collection is, the OpenAPI schema and its docs (no data of its own).
+
+    `routers` ((URL namespace, router) pairs) comes from the URLconf (`scheduling/api/urls.py`), so
+    this module never imports the URLconf that imports it."""
     from django.urls import NoReverseMatch, reverse
 
-    from reservations.api.urls import router as reservations_router
-    from scheduling.api.urls import router as scheduling_router
-
     links = {}
-    for namespace, router in (("reservations-api", reservations_router), ("scheduling-api", scheduling_router)):
+    for namespace, router in routers:
         for prefix, _viewset, basename in router.registry:
             links[prefix] = request.build_absolute_uri(reverse(f"{namespace}:{basename}-list"))
     for prefix, name in (("pods", "pod-list"), ("simulate", "simulate"), ("world", "world"), ("controller", "controller")):

@@ -98,12 +98,12 @@ class SimulatedCloud:
         CapacityReservation.objects.filter(reservation_id=reservation_id).update(state=CapacityReservation.State.CANCELLED)
 
     def capacity_block_extension_offerings(self, reservation_id) -> list:
-        from scheduling.loop.simulated_extensions import extension_offerings
+        from scheduling.simulated_extensions import extension_offerings
 
         return extension_offerings(reservation_id)  # a day or two more of an active block
 
     def purchase_capacity_block_extension(self, offering_id, reservation_id) -> dict:
-        from scheduling.loop.simulated_extensions import purchase_extension
+        from scheduling.simulated_extensions import purchase_extension
 
         return purchase_extension(offering_id, reservation_id)
 

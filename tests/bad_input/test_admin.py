@@ -4,6 +4,7 @@ with wrong types, unreadable, oversized and hostile values. Field errors, nothin
 import json
 
 import pytest
+from django import forms
 from django.urls import reverse
 
 from reservations.models import EC2NodeClass
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.django_db
 # Text the JSON field cannot turn into something storable.
 UNREADABLE_JSON = ["{", "[" * 100_000 + "]" * 100_000, "1" * 5000, '{"a": "\\u0000"}', '{"\\u0000": 1}', "NaN", "1e999",
                    '[-Infinity]', "\x00", SCRIPT]
+# node_class_ref is no form field: it is read-only, written from the EC2NodeClass chosen (NodePoolAdminForm).
 NODEPOOL_JSON = {
-    "node_class_ref": [[], "x", {"group": 1}, {"kind": SCRIPT}],
     "requirements": [{}, "x", [{"key": 1}], [{"key": "a", "operator": "Between", "values": ["1"]}], [{"key": SCRIPT}]],
     "taints": [{}, [{"key": "a"}], [{"key": "a", "effect": "Sometimes"}], [1, 2]],
     "startup_taints": [{}, [{"effect": "NoSchedule"}]],
@@ -72,7 +73,13 @@ def test_the_unchanged_forms_save(admin_user_client, pool_url, class_url):
         assert admin_user_client.post(url, form_data(admin_user_client, url)).status_code == 302
 
 
+def json_fields(client, url) -> set[str]:
+    form = client.get(url).context["adminform"].form
+    return {name for name, field in form.fields.items() if isinstance(field, forms.JSONField)}
+
+
 def test_nodepool_json_fields(admin_user_client, pool_url, unchanged):
+    assert set(NODEPOOL_JSON) == json_fields(admin_user_client, pool_url)  # every JSON field the form has
     data = form_data(admin_user_client, pool_url)
     for field, values in NODEPOOL_JSON.items():
         for text in [*UNREADABLE_JSON, *(json.dumps(value) for value in values)]:
@@ -92,7 +99,19 @@ def test_nodepool_plain_fields(admin_user_client, pool_url, unchanged):
     unchanged()
 
 
+def test_nodepool_node_class_ref_cannot_be_posted(admin_user_client, pool_url, small_world):
+    """Read-only: whatever is posted for it is ignored, never a 500, and the ref stays the class's."""
+    data = form_data(admin_user_client, pool_url)
+    assert "node_class_ref" not in data
+    before = NodePool.objects.get(pk=small_world["pool"].pk).node_class_ref
+    for text in ["{", "[]", json.dumps({"kind": SCRIPT}), "\x00"]:
+        response = admin_user_client.post(pool_url, {**data, "node_class_ref": text})
+        assert response.status_code == 302, (text[:40], response.status_code)
+        assert NodePool.objects.get(pk=small_world["pool"].pk).node_class_ref == before
+
+
 def test_nodeclass_json_fields(admin_user_client, class_url, unchanged):
+    assert set(NODECLASS_JSON) == json_fields(admin_user_client, class_url)  # every JSON field the form has
     data = form_data(admin_user_client, class_url)
     for field, values in NODECLASS_JSON.items():
         for text in [*UNREADABLE_JSON, *(json.dumps(value) for value in values)]:

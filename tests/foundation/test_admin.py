@@ -70,7 +70,8 @@ def test_admin_change_is_recorded_with_old_and_new_values(admin_user_client):
     form = admin_user_client.get(url).context["adminform"].form
     data = {name: form[name].value() for name in form.fields}
     data = {key: ("" if value is None else value) for key, value in data.items()}
-    for json_field in ("node_class_ref", "requirements", "taints", "startup_taints", "labels", "limits", "budgets"):
+    # node_class_ref is read-only (written from node_class), so no form field.
+    for json_field in ("requirements", "taints", "startup_taints", "labels", "limits", "budgets"):
         data[json_field] = form[json_field].value()
     data.update(weight=50, mode="control")
     response = admin_user_client.post(url, data)

@@ -51,10 +51,14 @@ def operator_api(operator):
     return client
 
 
-def test_a_live_lease_refuses_control_everywhere(beside_karpenter, rest, unique, adapter, operator, client):
+def test_a_live_lease_refuses_control_everywhere(beside_karpenter, rest, unique, adapter, operator, client, settings):
     ns = h.namespace(rest, f"karpenter-{unique}")
     put_lease(rest, ns, beside_karpenter, timezone.now())
+    # seed_demo refuses a real cluster's settings: the pools and pods are written as the simulated world,
+    # then karpweb is on the cluster again.
+    settings.KARPWEB_CLUSTER = "simulated"
     call_command("seed_demo")
+    settings.KARPWEB_CLUSTER = "kubernetes"
     assert control_refusal().startswith("karpweb has not yet checked")  # before the first look: refused too
     now = timezone.now()
     assert check_karpenter(adapter, now) == {"karpenter_live": 1}
