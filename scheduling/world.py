@@ -1,4 +1,4 @@
-"""The database as a WORLD.json document (docs/simulate-contract.md): the one way the loop, the
+"""The database as a WORLD.json document (docs/simulate-interface.md): the one way the loop, the
 what-if page and the API hand the current world to the engine.
 
 Objects come out the way Kubernetes and EC2 write them, so the engine reads the database exactly

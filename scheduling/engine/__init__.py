@@ -1,7 +1,7 @@
 """karpweb's scheduling engine: pure Python, standard library only (no Django, boto3 or kubernetes).
 
 Entry points:
-  simulate(world_dict) -> decisions_dict     the `simulate` contract (docs/simulate-contract.md)
+  simulate(world_dict) -> decisions_dict     the `simulate` contract (docs/simulate-interface.md)
   simulate_json(text) -> decisions_dict      the same from JSON text
   parse_world(world_dict) -> World           WORLD.json -> engine objects (raises WorldError)
   plan(world, mode) -> Plan                  the provisioning plan as objects (claims, bindings, failures)

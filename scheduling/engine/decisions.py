@@ -1,4 +1,4 @@
-"""A Plan as DECISIONS.json (docs/simulate-contract.md).
+"""A Plan as DECISIONS.json (docs/simulate-interface.md).
 
 `disruptions` and `demotions` are left empty here; `disruption.lifecycle_decisions` fills them
 (consolidation, capacity-block expiry, demotion, drift) and `simulate` puts them in.

@@ -17,7 +17,7 @@ THIS_FILE = Path(__file__).resolve().relative_to(ROOT).as_posix()
 OUTSIDE_NOTES = re.compile("|".join([
     r"karpenter-(?:launch|semantics)(?:\.md|\s*§)",
     "lifecycle-" + "review", "ec2-capacity-" + "apis", "anchors" + r"\.md", "real-test-" + "servers", "DESIGN" + r"\.md",
-    r"\.\./" + "shared", "/work" + "/", r"\.\./" + "simulate-contract",
+    r"\.\./" + "shared", "/work" + "/", "simulate-" + "contract",
 ]))
 
 MARKDOWN_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")

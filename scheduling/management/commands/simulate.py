@@ -1,7 +1,7 @@
 """`python manage.py simulate WORLD.json [--out DECISIONS.json]`
 
 Every decision the control loop would take for a snapshot of the world, touching nothing
-(docs/simulate-contract.md, docs/simulate.md). All logic lives in `scheduling.engine`; this
+(docs/simulate-interface.md, docs/simulate.md). All logic lives in `scheduling.engine`; this
 command only reads, writes, and turns bad input into exit status 2 with one line per problem.
 """
 
