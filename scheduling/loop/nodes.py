@@ -139,9 +139,10 @@ def instances_gone(cloud, claims: list[NodeClaim]) -> set[str]:
 def delete_claim(cluster, claim: NodeClaim, now) -> None:
     """Delete a NodeClaim as upstream's controllers do: in the cluster, where its finalizer holds it
     while `finalize` drains its node and terminates its instance. It stops being capacity at once."""
-    cluster.delete_nodeclaim(claim.name)
-    claim.deleting_since = now
-    NodeClaim.objects.filter(pk=claim.pk).update(deleting_since=now)  # (a simulated cluster deleted the row)
+    cluster.delete_nodeclaim(claim.name)  # False: already deleted, which is as good
+    claim.deleting_since = claim.deleting_since or now  # the first deletion is when termination began
+    # (a simulated cluster deleted the row)
+    NodeClaim.objects.filter(pk=claim.pk, deleting_since__isnull=True).update(deleting_since=now)
 
 
 def collect_claim(cluster, claim: NodeClaim, node: Node | None, mode: str, now) -> PendingDecision:
@@ -153,10 +154,10 @@ def collect_claim(cluster, claim: NodeClaim, node: Node | None, mode: str, now) 
         details={"name": claim.name, "instanceID": claim.instance_id, "node": node.name if node else ""},
         reason=(f"NodeClaim {claim.name}: EC2 no longer lists its instance {claim.instance_id} and {where}: "
                 "deleting the NodeClaim, so that its pods are planned onto a new node"))
-    return _act(decision, mode, lambda: delete_claim(cluster, claim, now))
+    return act_in_control_mode(decision, mode, lambda: delete_claim(cluster, claim, now))
 
 
-def _act(decision: PendingDecision, mode: str, action) -> PendingDecision:
+def act_in_control_mode(decision: PendingDecision, mode: str, action) -> PendingDecision:
     """Run `action` in control mode (the decision says how it went); a recommendation otherwise."""
     if mode != Mode.CONTROL:
         return decision
@@ -396,8 +397,7 @@ def disrupt(cloud, cluster, node: Node | None, claim: NodeClaim | None = None, n
     if claim is not None and PROVISIONER_LABEL in (claim.labels or {}):
         if forceful:
             cluster.annotate_nodeclaim(claim.name, T.TERMINATION_TIMESTAMP, format_time(now.replace(microsecond=0)))
-        cluster.delete_nodeclaim(claim.name)  # False: already deleted, which is as good
-        NodeClaim.objects.filter(pk=claim.pk, deleting_since__isnull=True).update(deleting_since=now)
+        delete_claim(cluster, claim, now)
         claim.refresh_from_db()
         failed = finalize(cloud, cluster, claim, Mode.CONTROL, now)
         return failed.error if failed is not None and failed.outcome == Decision.Outcome.FAILED else ""
@@ -501,7 +501,7 @@ def registration_timeout(cloud, cluster, claim: NodeClaim, mode: str, ttl, now) 
         delete_claim(cluster, claim, now)
         registration_health.record_result(cluster, claim.node_pool, False, now)
 
-    return _act(decision, mode, give_up)
+    return act_in_control_mode(decision, mode, give_up)
 
 
 def collect_instances(cloud, now=None, cluster=None) -> dict:

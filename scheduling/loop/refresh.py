@@ -27,13 +27,12 @@ from scheduling.engine.budgets import DEFAULT_EXPIRE_AFTER, NEVER, SpecError, pa
 from scheduling.engine.requirements import Requirement, Requirements, RequirementError
 from scheduling.engine.timeutil import parse_time
 from scheduling.loop.claim_hashes import class_hash, pool_hash
-from scheduling.loop.nodes import delete_claim  # its finalizer drains the node and terminates the instance
+from scheduling.loop.nodes import act_in_control_mode, delete_claim  # its finalizer drains the node and terminates the instance
 from scheduling.loop.provisioning import PROVISIONER_LABEL
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, InstanceType, Mode, Node, NodeClaim, Offering
 from scheduling.modes import control_refusal, effective_mode
 
-ACTION_ERRORS = (CloudAPIError, ClusterError)
 
 
 def own_claims():
@@ -41,13 +40,7 @@ def own_claims():
 
 
 def _act(decision: PendingDecision, cluster, claim: NodeClaim, now) -> None:
-    if decision.mode != Mode.CONTROL:
-        return
-    try:
-        delete_claim(cluster, claim, now)
-        decision.outcome = Decision.Outcome.ACTED
-    except ACTION_ERRORS as exc:
-        decision.outcome, decision.error = Decision.Outcome.FAILED, str(exc)
+    act_in_control_mode(decision, decision.mode, lambda: delete_claim(cluster, claim, now))
 
 
 # expiration --------------------------------------------------------------------------------------
