@@ -82,6 +82,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",  # Content-Security-Policy on every response (below)
     "karpweb.uploads.RequestBodyLimit",  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413, unread
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "karpweb.health.HealthCheck",  # /healthz for any Host: load balancers' health checks send the pod's IP
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

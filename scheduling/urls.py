@@ -1,5 +1,6 @@
 from django.urls import path
 
+from karpweb.health import healthz
 from scheduling import views
 
 app_name = "scheduling"
@@ -22,5 +23,5 @@ urlpatterns = [
     path("karpenter-audit/", views.KarpenterAuditView.as_view(), name="karpenter_audit"),
     path("what-if/", views.WhatIfView.as_view(), name="whatif"),
     path("what-if/edit/", views.WhatIfEditView.as_view(), name="whatif_edit"),
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", healthz, name="healthz"),  # GET and HEAD are answered earlier, by karpweb.health.HealthCheck
 ]

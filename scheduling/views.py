@@ -402,16 +402,6 @@ def busy_response(response, busy: EngineBusy):
     return response
 
 
-def healthz(request):
-    """Liveness and readiness: the database answers."""
-    from django.db import connection
-    from django.http import JsonResponse
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
-
-
 class WhatIfEditView(ViewerRequiredMixin, TemplateView):
     """What-if by editing the current world: changes in a form, the plan before and after side by side.
     `?recommendation=ID` opens with that recommendation's change filled in."""

@@ -41,6 +41,24 @@ def test_healthz(client, db):
     assert client.get("/healthz").json() == {"status": "ok"}
 
 
+def test_healthz_answers_a_load_balancers_health_check(client, db):
+    """An ALB's health check (and a probe without a Host header) names the pod by its address, which
+    ALLOWED_HOSTS does not list: /healthz answers it; every other path still refuses that host."""
+    assert client.get("/healthz", HTTP_HOST="10.0.12.34:8000").json() == {"status": "ok"}
+    assert client.head("/healthz", HTTP_HOST="10.0.12.34:8000").status_code == 200
+    assert client.get("/login/", HTTP_HOST="10.0.12.34:8000").status_code == 400
+    assert client.post("/healthz", HTTP_HOST="10.0.12.34:8000").status_code == 400
+
+
+def test_the_web_probes_need_no_host_header():
+    """So that changing ALLOWED_HOSTS cannot make every web pod unready."""
+    (web, _service) = yaml.safe_load_all((ROOT / "deploy/kustomize/web.yaml").read_text())
+    for container in web["spec"]["template"]["spec"]["containers"]:
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert container[probe]["httpGet"]["path"] == "/healthz"
+            assert "httpHeaders" not in container[probe]["httpGet"]
+
+
 def test_the_manifests_ship_no_secret_value():
     """The Secret comes from a file the operator writes (secretGenerator); nothing in the manifests
     holds a value, and the example file holds none either."""
