@@ -50,6 +50,16 @@ def test_healthz_answers_a_load_balancers_health_check(client, db):
     assert client.post("/healthz", HTTP_HOST="10.0.12.34:8000").status_code == 400
 
 
+def test_healthz_is_not_redirected_to_https(db, settings):
+    """Probes and health checks speak plain HTTP to the pod, also with SECURE_SSL_REDIRECT on."""
+    from django.test import Client
+
+    settings.SECURE_SSL_REDIRECT = True  # read when the middleware is built: a fresh client below
+    client = Client()
+    assert client.get("/healthz", HTTP_HOST="10.0.12.34:8000").status_code == 200
+    assert client.get("/login/").status_code == 301  # every other page is
+
+
 def test_the_web_probes_need_no_host_header():
     """So that changing ALLOWED_HOSTS cannot make every web pod unready."""
     (web, _service) = yaml.safe_load_all((ROOT / "deploy/kustomize/web.yaml").read_text())
