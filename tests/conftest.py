@@ -32,6 +32,7 @@ LAYER_OF_PATH = {
     "api/test_walkthrough.py": "servers",  # curl + jq against a live server
     "foundation/test_settings.py": "servers",  # manage.py in fresh processes
     "foundation/test_deploy.py": "servers",
+    "foundation/test_getting_started_eks.py": "servers",
     "foundation/test_karpweb_sh.py": "servers",
     "security/test_sign_in_settings.py": "servers",
     "security/test_secrets.py": "servers",

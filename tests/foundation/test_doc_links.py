@@ -63,13 +63,13 @@ def test_every_relative_link_resolves(path):
 
 def test_the_checker_finds_what_it_should(tmp_path):
     """So that an empty answer above means something."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "a.md").write_text(
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "a.md").write_text(
         "# A `b`: c\n\n## Same\n\n## Same\n\n```\n[x](nowhere.md)\n```\n"
         "[ok](a.md#a-b-c) [ok](#same-1) [bad](#same-2) [gone](b.md) `[code](c.md)` [up](../x.md)\n"
         "[web](https://example.com/x.md) ![pic](a.md) [dir](.) [out](../../etc/passwd)\n")
-    assert broken(tmp_path / "docs" / "a.md", tmp_path) == [
-        "#same-2: docs/a.md has no heading #same-2",
+    assert broken(tmp_path / "guide" / "a.md", tmp_path) == [
+        "#same-2: guide/a.md has no heading #same-2",
         "b.md: no such file in the repository",
         "../x.md: no such file in the repository",
         "../../etc/passwd: no such file in the repository",

@@ -11,9 +11,11 @@ come back with the value sent, or the server did not know it (a misspelt key, a 
 the server).
 """
 
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
 from scheduling.adapters.kube.resources import Resource
@@ -126,3 +128,26 @@ def test_a_field_the_server_does_not_know_is_caught(rest, unique):
     with pytest.raises(ApiException) as refused:
         rest.request("POST", deployments.path(namespace="default"), query={"dryRun": "All"}, body=web)
     assert refused.value.status == 400
+
+
+def test_the_docs_kubernetes_examples_are_accepted(rest, unique):
+    """The Ingresses (and any other object) the walkthrough and the operations guide show."""
+    namespace = f"karpweb-doc-examples-{unique}"
+    namespaces = resource_for(rest, "v1", "Namespace")
+    rest.create(namespaces, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    examples = []
+    for guide in ("docs/getting-started-eks.md", "docs/operations.md"):
+        for block in re.findall(r"^```yaml\n(.*?)^```", (ROOT / guide).read_text(), re.S | re.M):
+            document = yaml.safe_load(block)
+            if isinstance(document, dict) and "apiVersion" in document and "kind" in document:
+                examples.append((guide, document))
+    assert {(guide, d["kind"]) for guide, d in examples} >= {("docs/getting-started-eks.md", "Ingress"),
+                                                            ("docs/operations.md", "Ingress")}
+    try:
+        for guide, document in examples:
+            document["metadata"]["namespace"] = namespace
+            resource = resource_for(rest, document["apiVersion"], document["kind"])
+            answer = rest.request("POST", resource.path(namespace=namespace), query={"dryRun": "All"}, body=document)
+            assert dropped(document, answer) == [], guide
+    finally:
+        rest.delete(namespaces, namespace)
