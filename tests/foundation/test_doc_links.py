@@ -74,3 +74,8 @@ def test_the_checker_finds_what_it_should(tmp_path):
         "../x.md: no such file in the repository",
         "../../etc/passwd: no such file in the repository",
     ]
+
+
+def test_the_readme_stays_short():
+    """The README is the front door: what karpweb is, how to start, where the rest is."""
+    assert len((ROOT / "README.md").read_text().splitlines()) < 150
