@@ -559,9 +559,14 @@ def handle_interruptions(queue, cloud, cluster, now=None, max_messages: int = 10
     that means nothing karpweb knows is logged, counted and deleted. A worker killed before the
     delete leaves the message visible again: acting twice is harmless (deleting a claim twice is;
     a decision already recorded is not repeated). A queue karpweb cannot read (missing, access
-    denied) is counted and recorded as a status decision, and never stops the run that called it."""
+    denied) is counted and recorded as a status decision, and never stops the run that called it.
+    The queue is not read at all while control is refused (Karpenter runs in the cluster, or
+    karpweb has not checked yet): observing takes nothing off a queue Karpenter may be reading. In
+    observe mode with no Karpenter, messages are read and recorded as recommendations."""
     now = now or timezone.now()
     counts = {"messages": 0, "interrupted_nodes": 0, "unknown_messages": 0}
+    if control_refusal():  # a received message is hidden from every other reader: Karpenter's too
+        return {**counts, "queue_not_read": 1}
     try:
         messages = queue.receive(max_messages)
     except CloudAPIError as exc:

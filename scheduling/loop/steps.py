@@ -23,7 +23,7 @@ from scheduling.loop.watch import count_drift, full_sync_due, watching
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode, NodePool, TaskRun, WatchState
 from scheduling.nodepool_health import classes_by_name, computed_conditions, resolved_node_class
-from scheduling.modes import configured_mode, control_refusal, global_mode
+from scheduling.modes import configured_mode, control_refusal, effective_mode, global_mode
 from scheduling.world import current_world
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,7 @@ def status(now=None, decisions: dict | None = None) -> dict:
     engine_conditions = {entry["name"]: entry["conditions"] for entry in decisions.get("nodePools", [])}
     cluster = backends.cluster()
     changed = 0
+    refusal = control_refusal()  # once per run
     classes = classes_by_name()
     for pool in NodePool.objects.select_related("node_class"):
         engine = engine_conditions.get(pool.name, [])
@@ -182,10 +183,12 @@ def status(now=None, decisions: dict | None = None) -> dict:
         if pool.conditions != before:
             pool.save(update_fields=["conditions"])
             changed += 1
-            if settings.KARPWEB_CLUSTER == "kubernetes":
+            # Only a pool karpweb controls has its conditions written to the cluster: in observe
+            # mode karpweb reads the cluster and nothing more (beside Karpenter, Karpenter writes them).
+            if settings.KARPWEB_CLUSTER == "kubernetes" and effective_mode(pool, refusal) == Mode.CONTROL:
                 cluster.set_conditions("NodePool", pool.name, conditions)
-    claims_changed = write_nodeclaim_conditions(engine_conditions, cluster, now)
-    if settings.KARPWEB_CLUSTER == "kubernetes" and not control_refusal():  # Karpenter writes its classes' status
+    claims_changed = write_nodeclaim_conditions(engine_conditions, cluster, now, refusal)
+    if settings.KARPWEB_CLUSTER == "kubernetes" and global_mode() == Mode.CONTROL:  # Karpenter writes its classes' status
         for node_class in EC2NodeClass.objects.all():
             condition = node_class.condition("CapacityReservationsReady")
             if condition:

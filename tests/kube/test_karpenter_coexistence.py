@@ -10,7 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from scheduling.adapters.kube.resources import DEPLOYMENT, LEASE, NODECLAIM
+from scheduling.adapters.kube.resources import DEPLOYMENT, LEASE, NODECLAIM, NODEPOOL
+from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.loop import backends, provisioning, steps
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.models import AuditEntry, ControllerGuard, Decision, NodePool
@@ -174,3 +175,25 @@ def test_declared_absent_or_present(beside_karpenter, rest, unique, adapter, set
     assert control_refusal() == "" and global_mode() == "control"
     settings.KARPWEB_KARPENTER = "present"
     assert control_refusal().startswith("KARPWEB_KARPENTER=present") and global_mode() == "observe"
+
+
+def test_observing_writes_no_condition_to_the_cluster(beside_karpenter, rest, unique, adapter, settings):
+    """Beside Karpenter (or in observe mode) karpweb computes NodePool and NodeClaim conditions for its
+    pages but writes none to the cluster: Karpenter's controllers own them there."""
+    h.nodepool(rest, f"watched-{unique}")
+    h.nodeclaim(rest, f"watched-{unique}-a", f"watched-{unique}")
+    settings.KARPWEB_KARPENTER = "present"
+    ClusterSync(adapter).sync_once()
+
+    steps.status()
+
+    assert NodePool.objects.get(name=f"watched-{unique}").conditions  # computed for the pages
+    assert "conditions" not in rest.get(NODEPOOL, f"watched-{unique}").get("status", {})
+    assert all(c["type"] != "ReservedCapacityAvailable"
+               for c in rest.get(NODECLAIM, f"watched-{unique}-a").get("status", {}).get("conditions", []))
+
+    settings.KARPWEB_KARPENTER = "absent"  # karpweb alone, in control: it writes them as Karpenter would
+    NodePool.objects.filter(name=f"watched-{unique}").update(conditions=[])
+    steps.status()
+    written = {c["type"] for c in rest.get(NODEPOOL, f"watched-{unique}")["status"]["conditions"]}
+    assert {"Ready", "NodeClassReady"} <= written

@@ -241,3 +241,24 @@ def test_interruptions_from_sqs_drain_at_once_and_bad_messages_are_counted(rest,
     assert "spot interruption warning (terminate): cordoning and draining it now" in decisions[0].reason
     assert EventCount.objects.get(name=nodes.INTERRUPTION_MESSAGES, label="unknown").value == 1
     assert EventCount.objects.get(name=nodes.INTERRUPTION_MESSAGES, label="spot_interrupted").value >= 1
+
+
+def test_the_interruption_queue_is_not_read_beside_karpenter(rest, adapter, unique, provider, config, boto_session,
+                                                            world, settings):
+    """Beside Karpenter karpweb takes nothing off the queue: a message it received would be hidden
+    from Karpenter's interruption controller for its visibility timeout. (Alone in observe mode it
+    reads them and records recommendations: test_termination.py::test_observe_mode_acts_on_nothing.)"""
+    settings.KARPWEB_KARPENTER = "present"
+    sqs = boto_session.client("sqs", region_name="us-east-1", endpoint_url=config.endpoint_url)
+    url = sqs.create_queue(QueueName=f"karpweb-observe-{unique}")["QueueUrl"]
+    queue = InterruptionQueue(sqs, Caller(config), f"karpweb-observe-{unique}", wait_seconds=0)
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
+                                                           "detail": {"instance-id": "i-0123456789abcdef0"}}))
+
+    counts = nodes.handle_interruptions(queue, provider, adapter)
+
+    assert counts == {"messages": 0, "interrupted_nodes": 0, "unknown_messages": 0, "queue_not_read": 1}
+    waiting = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages") or []
+    assert len(waiting) == 1  # still there for whoever acts, never received by karpweb
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])[
+        "Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "0"
