@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "axes",
     "mozilla_django_oidc",
     "accounts",
+    "fleet",
     "reservations",
     "scheduling",
 ]

@@ -6,8 +6,8 @@ from django.utils.html import format_html
 
 from reservations.models import (
     Recommendation,
-    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, UtilizationHour,
-    UtilizationSample,
+    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, ReservationVisibility,
+    UtilizationHour, UtilizationSample,
 )
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
@@ -105,6 +105,20 @@ class RecommendationAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "state")
     search_fields = ("reservation__reservation_id", "reason")
     list_select_related = ("reservation",)
+
+
+@admin.register(ReservationVisibility)
+class ReservationVisibilityAdmin(ReadOnlyAdmin):
+    """Which of the fleet's accounts see a reservation: written by the EC2 sync."""
+
+    list_display = ("reservation", "account", "shared", "first_seen")
+    list_filter = ("shared", "account")
+    search_fields = ("reservation__reservation_id", "account__name", "account__account_id")
+    list_select_related = ("reservation", "account")
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting a reservation deletes its visibilities with it (the next sync records them again).
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 
 @admin.register(UtilizationSample)

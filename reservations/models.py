@@ -3,10 +3,14 @@
 import datetime
 
 from django.db import models
-from django.db.models import ExpressionWrapper, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models import Exists, ExpressionWrapper, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 from karpweb.urlcache import detail_url
 from django.utils import timezone
 
+from fleet import scope
+from fleet.managers import ClusterScopedManager, cluster_field
 from karpweb.conditions import ConditionsMixin
 from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block_timing
 
@@ -39,6 +43,24 @@ class CapacityReservationQuerySet(models.QuerySet):
             recent_since=Subquery(window.annotate(value=models.Min("first_sampled_at")).values("value"),
                                   output_field=models.DateTimeField()),
         )
+
+
+class VisibleReservationManager(models.Manager.from_queryset(CapacityReservationQuerySet)):
+    """CapacityReservation.objects: inside a cluster scope, the reservations the cluster's account can
+    see (ReservationVisibility) in the cluster's region (or with no region recorded); outside one,
+    every reservation of the fleet. `fleet()` is every reservation whatever the scope."""
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        cluster = scope.current_cluster()
+        if cluster is None:
+            return queryset
+        queryset = queryset.filter(Exists(ReservationVisibility.objects.filter(
+            reservation=OuterRef("pk"), account_id=cluster.account_id)))
+        return queryset.filter(Q(region=cluster.region) | Q(region="")) if cluster.region else queryset
+
+    def fleet(self):
+        return super().get_queryset()
 
 
 def hour_of(moment: datetime.datetime) -> datetime.datetime:
@@ -76,6 +98,9 @@ class CapacityReservation(models.Model):
     reservation_id = models.CharField("ID", max_length=64, unique=True)
     arn = models.CharField("ARN", max_length=255, blank=True)
     owner_id = models.CharField("owner", max_length=12, db_index=True)
+    owner_account = models.ForeignKey(
+        "fleet.AwsAccount", null=True, blank=True, on_delete=models.SET_NULL, related_name="owned_reservations",
+        help_text="The owner, when it is one of the fleet's accounts (owner_id names it either way).")
     region = models.CharField(max_length=32, blank=True)
     instance_type = models.CharField(max_length=64, db_index=True)
     instance_platform = models.CharField(max_length=64, default="Linux/UNIX")
@@ -106,7 +131,7 @@ class CapacityReservation(models.Model):
     tags = models.JSONField(default=dict, blank=True, help_text="EC2 tags as a {key: value} object.")
     last_seen = models.DateTimeField(null=True, blank=True, help_text="When EC2 last reported this reservation.")
 
-    objects = CapacityReservationQuerySet.as_manager()
+    objects = VisibleReservationManager()
 
     class Meta:
         ordering = ["reservation_id"]
@@ -165,6 +190,63 @@ class CapacityReservation(models.Model):
         return self.state == self.State.ACTIVE and (self.end_date is None or self.end_date > now)
 
 
+class ReservationVisibility(models.Model):
+    """One of the fleet's accounts sees a reservation: its owner, or an account it is shared with
+    through AWS RAM. A cluster scope reads the reservations its account sees."""
+
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="visibilities")
+    account = models.ForeignKey("fleet.AwsAccount", on_delete=models.CASCADE, related_name="visible_reservations")
+    shared = models.BooleanField(default=False, help_text="Seen through a RAM share; false: the account owns it.")
+    first_seen = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["reservation", "account"]
+        constraints = [models.UniqueConstraint(fields=["reservation", "account"], name="one_visibility_per_account")]
+
+    def __str__(self):
+        how = "shared with" if self.shared else "owned by"
+        return f"{self.reservation.reservation_id} {how} {self.account}"
+
+
+def record_visibility(reservation_ids, account=None) -> int:
+    """Record that `account` (default: the working cluster's, fleet.scope) sees these reservations,
+    and link each reservation to its owner when the owner is one of the fleet's accounts. Idempotent;
+    returns how many visibilities are new. The EC2 sync calls it after its writes; a reservation saved
+    one by one records it through the signal below."""
+    from fleet.models import AwsAccount
+
+    ids = list(reservation_ids)
+    if not ids:
+        return 0
+    if account is None:
+        cluster = scope.current_cluster()
+        if cluster is None:
+            try:
+                cluster = scope.default_cluster()
+            except scope.NoClusterScope:
+                cluster = None  # several clusters, no scope: only the owners below are known to see them
+        account = cluster.account if cluster is not None else None
+    rows = list(CapacityReservation.objects.fleet().filter(pk__in=ids).values_list("pk", "owner_id", "owner_account_id"))
+    owners = dict(AwsAccount.objects.filter(account_id__in={owner for _, owner, _ in rows}).values_list("account_id", "pk"))
+    for pk, owner, linked in rows:
+        if owners.get(owner) != linked:
+            CapacityReservation.objects.fleet().filter(pk=pk).update(owner_account_id=owners.get(owner))
+    wanted = {(pk, owners[owner], False) for pk, owner, _ in rows if owner in owners}
+    if account is not None:
+        wanted |= {(pk, account.pk, owner != account.account_id) for pk, owner, _ in rows}
+    seen = set(ReservationVisibility.objects.filter(reservation_id__in=ids).values_list("reservation_id", "account_id"))
+    new = [ReservationVisibility(reservation_id=pk, account_id=account_id, shared=shared)
+           for pk, account_id, shared in sorted(wanted) if (pk, account_id) not in seen]
+    ReservationVisibility.objects.bulk_create(new, ignore_conflicts=True)
+    return len(new)
+
+
+@receiver(post_save, sender=CapacityReservation)
+def _reservation_saved(sender, instance, created, raw=False, **kwargs):
+    if created and not raw:
+        record_visibility([instance.pk])
+
+
 class UtilizationSample(models.Model):
     """How full one reservation was at one sync."""
 
@@ -186,7 +268,8 @@ class UtilizationSample(models.Model):
 class EC2NodeClass(ConditionsMixin, models.Model):
     """karpenter.k8s.aws/v1 EC2NodeClass: which reservations its nodes may launch into."""
 
-    name = models.CharField(max_length=253, unique=True)
+    cluster = cluster_field("node_classes")
+    name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
     capacity_reservation_selector_terms = models.JSONField(default=list, blank=True)
@@ -211,10 +294,13 @@ class EC2NodeClass(ConditionsMixin, models.Model):
     created_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         ordering = ["name"]
         verbose_name = "EC2NodeClass"
         verbose_name_plural = "EC2NodeClasses"
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_nodeclass_name_per_cluster")]
 
     def get_absolute_url(self):
         return detail_url("reservations:nodeclass", self.name)

@@ -14,6 +14,15 @@ class AuditedAdmin(admin.ModelAdmin):
 
     formfield_overrides = {models.JSONField: {"form_class": StorableJSONField}}
 
+    def get_readonly_fields(self, request, obj=None):
+        """A Kubernetes-side row stays in the cluster it was made in (fleet/scope.py): its cluster is
+        chosen when it is added, then only shown."""
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None and any(f.name == "cluster" for f in self.model._meta.concrete_fields) \
+                and "cluster" not in fields:
+            fields += ("cluster",)
+        return fields
+
     def audited_fields(self, form, change) -> list[str]:
         """The fields whose old and new values this save records (a subclass drops those it records elsewhere)."""
         return form.changed_data if change else list(form.cleaned_data)

@@ -147,7 +147,7 @@ class KarpwebCollector:
                 per_hour=Sum("savings_per_hour")):
             standing.add_metric([row["reservation_label"], row["node_pool_name"]], row["per_hour"] or 0.0)
         yield standing
-        guard = ControllerGuard.objects.filter(pk=1).first()
+        guard = ControllerGuard.found()
         live = GaugeMetricFamily("karpweb_karpenter_live",
                                  "1 while Karpenter is the cluster's active controller (karpweb then only recommends).")
         if guard is not None and guard.checked_at is not None:

@@ -9,8 +9,11 @@ from django.db import models
 from karpweb.urlcache import detail_url
 from django.utils import timezone
 
+from fleet import scope
+from fleet.managers import ClusterScopedManager, cluster_field
 from karpweb.conditions import ConditionsMixin
 from reservations.models import CapacityReservation, EC2NodeClass
+from scheduling.choices import Mode  # noqa: F401 - its home for the models and modules that import it from here
 from scheduling.engine.instances import instance_id
 
 
@@ -95,11 +98,6 @@ class Offering(models.Model):
         return f"{self.instance_type.name} {self.capacity_type} in {self.zone}{where} at ${self.price:.6g}/h"
 
 
-class Mode(models.TextChoices):
-    OBSERVE = "observe", "observe (recommend only)"
-    CONTROL = "control", "control (act)"
-
-
 class NodePool(ConditionsMixin, models.Model):
     """karpenter.sh/v1 NodePool."""
 
@@ -107,7 +105,8 @@ class NodePool(ConditionsMixin, models.Model):
         WHEN_EMPTY = "WhenEmpty"
         WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 
-    name = models.CharField(max_length=253, unique=True)
+    cluster = cluster_field("node_pools")
+    name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
     weight = models.PositiveIntegerField(default=0, help_text="Higher weight is tried first (0-100).")
@@ -142,9 +141,12 @@ class NodePool(ConditionsMixin, models.Model):
     created_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         ordering = ["-weight", "name"]
         verbose_name = "NodePool"
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_nodepool_name_per_cluster")]
 
     def get_absolute_url(self):
         return detail_url("scheduling:nodepool", self.name)
@@ -156,7 +158,8 @@ class NodePool(ConditionsMixin, models.Model):
 class NodeClaim(ConditionsMixin, models.Model):
     """karpenter.sh/v1 NodeClaim: a request for one instance, and what was launched for it."""
 
-    name = models.CharField(max_length=253, unique=True)
+    cluster = cluster_field("node_claims")
+    name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_claims")
     node_class = models.ForeignKey(EC2NodeClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_claims")
@@ -185,9 +188,12 @@ class NodeClaim(ConditionsMixin, models.Model):
     deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
     synced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         ordering = ["name"]
         verbose_name = "NodeClaim"
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_nodeclaim_name_per_cluster")]
 
     @property
     def instance_id(self) -> str:
@@ -203,7 +209,8 @@ class NodeClaim(ConditionsMixin, models.Model):
 class Node(models.Model):
     """A v1 Node, with what its labels say about where it runs."""
 
-    name = models.CharField(max_length=253, unique=True)
+    cluster = cluster_field("nodes")
+    name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
     node_claim = models.OneToOneField(NodeClaim, null=True, blank=True, on_delete=models.SET_NULL, related_name="node")
@@ -231,8 +238,11 @@ class Node(models.Model):
     deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
     synced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_node_name_per_cluster")]
 
     def get_absolute_url(self):
         return detail_url("scheduling:node", self.name)
@@ -249,6 +259,7 @@ class Node(models.Model):
 class Pod(models.Model):
     """A v1 Pod: bound (spec.nodeName set) or pending."""
 
+    cluster = cluster_field("pods")
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
@@ -269,9 +280,12 @@ class Pod(models.Model):
     created_at = models.DateTimeField(null=True, blank=True)
     synced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         ordering = ["namespace", "name"]
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="unique_pod_per_namespace")]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
+                                               name="unique_pod_per_cluster_namespace")]
 
     def get_absolute_url(self):
         return detail_url("scheduling:pod", self.namespace, self.name)
@@ -313,6 +327,7 @@ class Decision(models.Model):
         FAILED = "failed"
         SKIPPED = "skipped"
 
+    cluster = cluster_field("decisions")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     kind = models.CharField(max_length=24, choices=Kind.choices)
     outcome = models.CharField(max_length=12, choices=Outcome.choices, default=Outcome.RECOMMENDED)
@@ -326,6 +341,8 @@ class Decision(models.Model):
     objects_involved = models.JSONField(default=dict, blank=True, help_text='e.g. {"pods": [...], "nodes": [...]}')
     details = models.JSONField(default=dict, blank=True, help_text="The engine's decision as it produced it.")
     error = models.TextField(blank=True)
+
+    objects = ClusterScopedManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -346,7 +363,8 @@ class KarpenterLaunch(models.Model):
         NOT_COMPATIBLE = "no-compatible-reservation", "no compatible reservation"
         DISRUPTED = "reserved-node-disrupted", "reserved node disrupted beside paid nodes"
 
-    claim_name = models.CharField(max_length=253, unique=True)
+    cluster = cluster_field("karpenter_launches")
+    claim_name = models.CharField(max_length=253)
     node_claim = models.OneToOneField(NodeClaim, null=True, blank=True, on_delete=models.SET_NULL,
                                       related_name="karpenter_launch")
     node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -368,9 +386,12 @@ class KarpenterLaunch(models.Model):
     missed_dollars = models.FloatField(default=0, help_text="price_per_hour x idle_hours, at list price.")
     audited_at = models.DateTimeField(default=timezone.now)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         ordering = ["-launched_at", "-id"]
         indexes = [models.Index(fields=["outcome", "-launched_at"])]
+        constraints = [models.UniqueConstraint(fields=["cluster", "claim_name"], name="one_launch_audit_per_claim")]
 
     def __str__(self):
         return f"{self.claim_name}: {self.get_outcome_display()}"
@@ -380,6 +401,7 @@ class StandingOpportunity(models.Model):
     """Paid nodes whose pods fit into free reserved units right now: what consolidation into the
     reservation would save. Replaced by every lifecycle pass (the engine's consolidation plan)."""
 
+    cluster = cluster_field("standing_opportunities")
     computed_at = models.DateTimeField(db_index=True)
     nodes = models.JSONField(default=list, help_text="The paid nodes the plan replaces.")
     node_pool_name = models.CharField(max_length=253, blank=True)
@@ -388,6 +410,8 @@ class StandingOpportunity(models.Model):
     replacement_instance_type = models.CharField(max_length=64)
     savings_per_hour = models.FloatField(help_text="The nodes' list price less the reserved replacement's.")
     reason = models.TextField()
+
+    objects = ClusterScopedManager()
 
     class Meta:
         ordering = ["-savings_per_hour", "id"]
@@ -398,9 +422,10 @@ class StandingOpportunity(models.Model):
 
 
 class ControllerGuard(models.Model):
-    """One row: whether Karpenter controls the cluster, as the last Kubernetes sync found it, and
-    whether an operator has let karpweb control since Karpenter was last seen (scheduling.modes)."""
+    """One row per cluster: whether Karpenter controls the cluster, as the last Kubernetes sync found
+    it, and whether an operator has let karpweb control since Karpenter was last seen (scheduling.modes)."""
 
+    cluster = cluster_field("+")
     karpenter_live = models.BooleanField(default=False)
     reason = models.TextField(blank=True, help_text="What the last check found, in words.")
     checked_at = models.DateTimeField(null=True, blank=True)
@@ -408,15 +433,25 @@ class ControllerGuard(models.Model):
     control_allowed_at = models.DateTimeField(null=True, blank=True)
     control_allowed_by = models.CharField(max_length=150, blank=True)
 
+    objects = ClusterScopedManager()
+
     class Meta:
         verbose_name = "controller guard"
+        constraints = [models.UniqueConstraint(fields=["cluster"], name="one_controller_guard_per_cluster")]
 
     def __str__(self):
         return "Karpenter coexistence"
 
     @classmethod
     def current(cls) -> "ControllerGuard":
-        return cls.objects.get_or_create(pk=1)[0]
+        """The working cluster's row (fleet.scope.working_cluster_id), made on first use."""
+        return cls.objects.get_or_create(cluster_id=scope.working_cluster_id())[0]
+
+    @classmethod
+    def found(cls, for_update: bool = False) -> "ControllerGuard | None":
+        """The working cluster's row, None before the first check made it (locked: `for_update`)."""
+        rows = cls.objects.select_for_update() if for_update else cls.objects
+        return rows.filter(cluster_id=scope.working_cluster_id()).first()
 
 
 class AuditEntry(models.Model):
@@ -435,6 +470,11 @@ class AuditEntry(models.Model):
         SIGN_IN = "sign-in", "signed in"
         REFUSED = "refused", "was refused sign-in"
 
+    cluster = models.ForeignKey(
+        "fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        default=scope.working_cluster_id_or_none,
+        help_text="The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, "
+                  "changes made with several clusters and no scope).")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor = models.CharField(max_length=150, help_text="Username at the time of the change.")
@@ -444,6 +484,8 @@ class AuditEntry(models.Model):
     object_id = models.CharField(max_length=64)
     object_repr = models.CharField(max_length=255)
     changes = models.JSONField(default=dict, blank=True, help_text='{"field": [old, new]}')
+
+    objects = ClusterScopedManager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -498,13 +540,13 @@ class Lease(models.Model):
 
 
 class WatchState(models.Model):
-    """How current the mirrored cluster is (one row): the watch process's heartbeat and counts,
-    and when the models last took in the cluster's state (a watch event or a full sync)."""
+    """How current the mirrored cluster is (one row per cluster): the watch process's heartbeat and
+    counts, and when the models last took in the cluster's state (a watch event or a full sync)."""
 
-    SINGLETON = 1
     # A watch that has not beaten for this long is not connected (it beats every 2 s).
     STALE_AFTER = datetime.timedelta(seconds=30)
 
+    cluster = cluster_field("+")
     holder = models.CharField(max_length=255, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -521,25 +563,33 @@ class WatchState(models.Model):
     kept_objects = models.PositiveIntegerField(default=0, help_text="Pods and nodes the watch process keeps parsed "
                                                                     "in memory (0 until it has loaded them).")
 
+    objects = ClusterScopedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster"], name="one_watch_state_per_cluster")]
+
     def __str__(self):
         return f"watch by {self.holder or 'nobody'}, world as of {self.world_as_of}"
 
     @classmethod
     def current(cls) -> "WatchState":
-        return cls.objects.filter(pk=cls.SINGLETON).first() or cls(pk=cls.SINGLETON)
+        """The working cluster's row (fleet.scope.working_cluster_id); an unsaved empty one before any."""
+        cluster_id = scope.working_cluster_id()
+        return cls.objects.filter(cluster_id=cluster_id).first() or cls(cluster_id=cluster_id)
 
     @classmethod
     def record(cls, **fields) -> None:
-        """One UPDATE (the first call INSERTs); F() expressions add to the counts."""
-        if not cls.objects.filter(pk=cls.SINGLETON).update(**fields):
+        """One UPDATE of the working cluster's row (the first call INSERTs); F() expressions add to the counts."""
+        cluster_id = scope.working_cluster_id()
+        if not cls.objects.filter(cluster_id=cluster_id).update(**fields):
             from django.db import IntegrityError, transaction
 
             try:
                 with transaction.atomic():
-                    cls.objects.create(pk=cls.SINGLETON)
+                    cls.objects.create(cluster_id=cluster_id)
             except IntegrityError:
                 pass  # another process created it meanwhile
-            cls.objects.filter(pk=cls.SINGLETON).update(**fields)
+            cls.objects.filter(cluster_id=cluster_id).update(**fields)
 
     def connected(self, now) -> bool:
         return bool(self.holder) and self.heartbeat_at is not None and now - self.heartbeat_at <= self.STALE_AFTER
@@ -548,6 +598,7 @@ class WatchState(models.Model):
 class SimulatedInstance(models.Model):
     """An instance in the simulated EC2 (the embedded default and the what-if world)."""
 
+    cluster = cluster_field("+")
     instance_id = models.CharField(max_length=32, unique=True)
     client_token = models.CharField(max_length=64, unique=True, help_text="A retried launch with this token returns this instance.")
     instance_type = models.CharField(max_length=64)
@@ -562,6 +613,8 @@ class SimulatedInstance(models.Model):
     security_group_ids = models.JSONField(default=list, blank=True)
     launched_at = models.DateTimeField(default=timezone.now)
     terminated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ClusterScopedManager()
 
     class Meta:
         ordering = ["instance_id"]

@@ -38,7 +38,7 @@ def control_refusal() -> str:
         return DECLARED_PRESENT
     if settings.KARPWEB_CLUSTER != "kubernetes":
         return ""  # the simulated world runs no Karpenter
-    guard = ControllerGuard.objects.filter(pk=1).first()
+    guard = ControllerGuard.found()
     if guard is None or guard.checked_at is None:
         return "karpweb has not yet checked whether Karpenter runs in this cluster (the next Kubernetes sync does)"
     if guard.karpenter_live:
@@ -53,7 +53,7 @@ def may_allow_control() -> bool:
     """An operator may let karpweb control when Karpenter was seen before but is not running now."""
     if settings.KARPWEB_KARPENTER != "auto" or settings.KARPWEB_CLUSTER != "kubernetes":
         return False
-    guard = ControllerGuard.objects.filter(pk=1).first()
+    guard = ControllerGuard.found()
     return guard is not None and guard.checked_at is not None and not guard.karpenter_live and bool(control_refusal())
 
 

@@ -82,6 +82,22 @@ def _fresh_cache():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_default_cluster(request):
+    """Each test looks the default cluster up afresh (fleet/scope.py caches it per process): a
+    transactional test elsewhere may have flushed the one the migration made. A test with the
+    database has it looked up before it starts, as a process that has run before has it cached, so
+    that the queries a test counts are the same as before the fleet."""
+    from fleet.scope import default_cluster, forget_default
+
+    forget_default()
+    database = [name for name in ("transactional_db", "db") if name in request.fixturenames]
+    if database or request.node.get_closest_marker("django_db"):
+        if database:
+            request.getfixturevalue(database[0])
+        default_cluster()
+
+
 @pytest.fixture
 def admin_user_client(client, db):
     user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")

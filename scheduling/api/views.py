@@ -113,7 +113,7 @@ class NodePoolViewSet(ReadOnlyViewSet):
 def controller_data() -> dict:
     status_ = controller_status()
     return ControllerSerializer({
-        **status_, "guard": ControllerGuard.objects.filter(pk=1).first() or ControllerGuard(),
+        **status_, "guard": ControllerGuard.found() or ControllerGuard(),
         "override": settings.KARPWEB_KARPENTER, "global_mode": global_mode(),
         "control_refusal": status_["control_refusal"] or None}).data
 

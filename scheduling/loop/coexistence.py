@@ -27,7 +27,7 @@ def check_karpenter(cluster, now) -> dict:
                       settings.KARPWEB_KARPENTER)
     with transaction.atomic():
         ControllerGuard.current()
-        guard = ControllerGuard.objects.select_for_update().get(pk=1)
+        guard = ControllerGuard.found(for_update=True)
         first, was_live = guard.checked_at is None, guard.karpenter_live
         guard.karpenter_live, guard.reason, guard.checked_at = presence.live, presence.reason, now
         if presence.live:
@@ -46,7 +46,7 @@ def allow_control(user, source: str, now) -> ControllerGuard:
     """An operator lets karpweb control again after Karpenter went away: audited, and refused while
     Karpenter runs or before karpweb has looked."""
     with transaction.atomic():
-        guard = ControllerGuard.objects.select_for_update().filter(pk=1).first()
+        guard = ControllerGuard.found(for_update=True)
         if not may_allow_control():
             raise ControlNotAllowed(control_refusal() or "karpweb may already control this cluster")
         changes = diff({"control_allowed_at": guard.control_allowed_at, "control_allowed_by": guard.control_allowed_by},

@@ -17,7 +17,7 @@ from tests.factories.scheduling import (
 pytestmark = pytest.mark.django_db
 
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
-OURS = [model for model in REGISTERED if model._meta.app_label in {"reservations", "scheduling"}]
+OURS = [model for model in REGISTERED if model._meta.app_label in {"fleet", "reservations", "scheduling"}]
 
 
 def admin_url(model, view, *args):
@@ -52,7 +52,7 @@ def test_changelist_and_change_pages_render(admin_user_client, world, model):
 def test_every_model_is_in_the_admin():
     from django.apps import apps
 
-    for app in ("accounts", "reservations", "scheduling"):
+    for app in ("accounts", "fleet", "reservations", "scheduling"):
         for model in apps.get_app_config(app).get_models():
             assert model in admin.site._registry, f"{model.__name__} has no admin"
 

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("karpweb", "accounts", "reservations", "scheduling")
+PACKAGES = ("karpweb", "accounts", "fleet", "reservations", "scheduling")
 
 # Third-party modules the engine may use: pure Python, no I/O. pyinstrument profiles the
 # consolidation benchmark when asked (`--profile`), and only then is imported.

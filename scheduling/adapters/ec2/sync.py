@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
+from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample, record_visibility
 from reservations.status import write_node_class_status
 from scheduling.engine.instancetypes import RESERVED_PRICE_DIVISOR
 from scheduling.engine.timeutil import parse_time
@@ -158,6 +158,10 @@ def sync_reservations(provider: Any, now: datetime | None = None) -> Reservation
             unique_fields=["reservation_id"],
             update_fields=RESERVATION_FIELDS,
         )
+        # Which of the fleet's accounts see them (the working cluster's, and their owners): a
+        # cluster scope reads only those (reservations.models.ReservationVisibility).
+        record_visibility(CapacityReservation.objects.fleet().filter(
+            reservation_id__in=[r["reservation_id"] for r in rows]).values_list("pk", flat=True))
         stats.reservations_created = len(rows) - len(existing)
         stats.reservations_updated = len(existing)
         for rid, r in gone.items():

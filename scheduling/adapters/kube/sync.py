@@ -327,7 +327,8 @@ class ClusterSync:
             for row in rows:
                 row["reservation_id"] = reservation_ids.get(row["reservation_label"])
         model = MODELS[kind]
-        unique = ["namespace", "name"] if kind == "Pod" else ["name"]
+        # The rows' unique constraint: names are unique per cluster (each row gets the working cluster).
+        unique = ["cluster", "namespace", "name"] if kind == "Pod" else ["cluster", "name"]
         update_fields = [name for name in rows[0] if name not in unique and name != "selected_reservation_ids"]
         instances = []
         for row in rows:

@@ -1,0 +1,167 @@
+"""The fleet: the AWS accounts karpweb reads reservations in and the Kubernetes clusters it mirrors.
+
+Every Kubernetes-side row (NodePools, NodeClaims, nodes, pods, EC2NodeClasses, decisions, ...)
+belongs to one Cluster; every capacity reservation is seen by one or more AwsAccounts
+(reservations.models.ReservationVisibility). fleet/scope.py says which cluster code works on."""
+
+import re
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.urls import reverse
+
+from scheduling.choices import Mode
+from scheduling.engine.coexistence import ABSENT, AUTO, PRESENT
+
+ACCOUNT_ID = re.compile(r"^[0-9]{12}$")
+# RFC 1123 label, as Kubernetes names a namespace: lower-case letters, digits and "-", at most 63.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# us-east-1, eu-central-2, us-gov-west-1, cn-north-1, ap-southeast-5, us-isob-east-1.
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$")
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
+SHARD = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
+# The Celery queue the default shard's clusters are served on: Celery's own default, the one every
+# worker consumes today, so a single-cluster install runs exactly as before.
+DEFAULT_SHARD = "default"
+DEFAULT_QUEUE = "celery"
+
+
+def validate_account_id(value: str) -> None:
+    if not ACCOUNT_ID.match(value or ""):
+        raise ValidationError('account_id: "%(value)s" is not an AWS account ID (12 digits, e.g. 123456789012)',
+                              code="invalid_account_id", params={"value": value})
+
+
+def validate_role_arn(value: str) -> None:
+    if value and not ROLE_ARN.match(value):
+        raise ValidationError('role_arn: "%(value)s" is not an IAM role ARN '
+                              "(arn:aws:iam::123456789012:role/karpweb-reader; blank uses karpweb's own credentials)",
+                              code="invalid_role_arn", params={"value": value})
+
+
+def validate_region(value: str, field: str = "region") -> None:
+    if not isinstance(value, str) or not REGION.match(value):
+        raise ValidationError('%(field)s: "%(value)s" is not an AWS region name (e.g. us-east-1)',
+                              code="invalid_region", params={"field": field, "value": value})
+
+
+def validate_regions(value) -> None:
+    if not isinstance(value, list):
+        raise ValidationError("regions: a list of region names is expected, e.g. [\"us-east-1\", \"eu-west-1\"]",
+                              code="not_a_list")
+    for index, region in enumerate(value):
+        validate_region(region, field=f"regions[{index}]")
+    if len(set(value)) != len(value):
+        raise ValidationError("regions: a region is named twice", code="duplicate_region")
+
+
+def validate_cluster_name(value: str) -> None:
+    if not DNS_LABEL.match(value or ""):
+        raise ValidationError('name: "%(value)s" is not a DNS label (lower-case letters, digits and "-", '
+                              "starting and ending with a letter or digit, at most 63 characters)",
+                              code="invalid_name", params={"value": value})
+
+
+def validate_shard(value: str) -> None:
+    if not SHARD.match(value or ""):
+        raise ValidationError('shard: "%(value)s" is not a shard name (lower-case letters, digits and "-", '
+                              "at most 32 characters, e.g. default or eu)", code="invalid_shard", params={"value": value})
+
+
+def shard_queue(shard: str) -> str:
+    """The Celery queue that serves a shard's clusters: `celery` (Celery's default, what every worker
+    consumes) for the default shard, `karpweb-shard-<shard>` for any other."""
+    return DEFAULT_QUEUE if shard == DEFAULT_SHARD else f"karpweb-shard-{shard}"
+
+
+class AwsAccount(models.Model):
+    """An AWS account karpweb reads (and, in control mode, buys and launches) in."""
+
+    account_id = models.CharField("account ID", max_length=12, unique=True, validators=[validate_account_id],
+                                  help_text="12 digits.")
+    name = models.CharField(max_length=64, unique=True, help_text='What people call it, e.g. "ml-prod".')
+    role_arn = models.CharField(
+        "role ARN", max_length=2048, blank=True, validators=[validate_role_arn],
+        help_text="The IAM role karpweb assumes through STS to work in this account; blank: karpweb's own credentials.")
+    external_id = models.CharField("external ID", max_length=1224, blank=True,
+                                   help_text="The sts:ExternalId the role's trust policy asks for, if any.")
+    regions = models.JSONField(default=list, blank=True, validators=[validate_regions],
+                               help_text='The regions karpweb reads reservations in, e.g. ["us-east-1"].')
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "AWS account"
+
+    def __str__(self):
+        return f"{self.name} ({self.account_id})"
+
+    def get_absolute_url(self):
+        return reverse("fleet:account", args=[self.account_id])
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster karpweb mirrors, in one account and one region."""
+
+    class Connection(models.TextChoices):
+        SIMULATED = "simulated", "simulated (the embedded world)"
+        IN_CLUSTER = "in-cluster", "in-cluster service account"
+        KUBECONFIG = "kubeconfig", "kubeconfig"
+        EKS = "eks", "EKS (endpoint and token from the account's credentials)"
+
+    class Karpenter(models.TextChoices):
+        AUTO = AUTO, "auto (detect its leader Lease)"
+        PRESENT = PRESENT, "present (never control)"
+        ABSENT = ABSENT, "absent"
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_cluster_name],
+                            help_text="A DNS label, unique in the fleet (EKS: the cluster's name).")
+    account = models.ForeignKey(AwsAccount, on_delete=models.PROTECT, related_name="clusters")
+    region = models.CharField(max_length=32, blank=True, validators=[validate_region],
+                              help_text="Where its nodes run (blank: the simulated world's or the SDK's default).")
+    connection = models.CharField(max_length=16, choices=Connection.choices, default=Connection.SIMULATED)
+    kubeconfig = models.CharField(
+        max_length=1024, blank=True,
+        help_text='A kubeconfig path, or a Secret reference "secret:<namespace>/<name>[/<key>]" (connection kubeconfig).')
+    endpoint = models.CharField(max_length=512, blank=True, help_text="The API server's URL, when karpweb cannot "
+                                                                      "read it from the kubeconfig or EKS.")
+    mode = models.CharField(max_length=10, choices=Mode.choices, blank=True,
+                            help_text="Blank follows the global mode (KARPWEB_MODE).")
+    karpenter = models.CharField(max_length=8, choices=Karpenter.choices, default=Karpenter.AUTO,
+                                 help_text="Whether Karpenter runs in it (as KARPWEB_KARPENTER says for one cluster).")
+    shard = models.CharField(max_length=32, default=DEFAULT_SHARD, validators=[validate_shard],
+                             help_text="Which Celery queue and watch process serve it.")
+    is_default = models.BooleanField(
+        "default", default=False,
+        help_text="The cluster code works on when it opens no scope (needed once the fleet has several).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["is_default"], condition=models.Q(is_default=True),
+                                               name="at_most_one_default_cluster")]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("fleet:cluster", args=[self.name])
+
+    def clean(self):
+        super().clean()
+        if self.connection == self.Connection.KUBECONFIG and not self.kubeconfig:
+            raise ValidationError({"kubeconfig": "kubeconfig: a path or a Secret reference is required when the "
+                                                 "connection is kubeconfig"})
+        if self.connection == self.Connection.EKS and not self.region:
+            raise ValidationError({"region": "region: an EKS cluster needs its region"})
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue its loop runs on (shard_queue)."""
+        return shard_queue(self.shard)
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.connection == self.Connection.SIMULATED

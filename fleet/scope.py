@@ -1,0 +1,161 @@
+"""Which cluster the code is working on: the cluster scope.
+
+karpweb's loop, sync and pages were written for one cluster. In a fleet they keep working unchanged
+inside a *scope*: while `cluster_scope(cluster)` is open, every Kubernetes-side model's default
+manager (fleet.managers.ClusterScopedManager) reads only that cluster's rows, every row created
+without a cluster gets it, and CapacityReservation.objects reads only the reservations that
+cluster's account can see in its region. Outside any scope the managers read the whole fleet, and a
+row created without a cluster goes to `default_cluster()`: the only cluster, or the one flagged
+default; with several and none flagged that is an error (NoClusterScope), never a guess.
+
+    with cluster_scope(cluster):         # or cluster_scope("prod-eu"), by name
+        run_the_single_cluster_code()
+
+Scopes nest (the inner one wins until it closes; `unscoped()` opens a fleet-wide one inside a
+cluster's). The scope is a contextvars.ContextVar: asyncio tasks inherit it, but a thread starts
+with none (contextvars are per thread): a thread started inside a scope sees the whole fleet and
+writes to default_cluster() unless its target is wrapped in `carry(target)`, which runs it in the
+scope of the code that wrapped it.
+
+The default cluster is cached per process; saving or deleting a Cluster forgets it (signals below),
+and `forget_default()` forgets it by hand (a test that flushed the database)."""
+
+import contextlib
+import contextvars
+import functools
+import threading
+from collections.abc import Callable, Iterator
+
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from fleet.defaults import account_fields, cluster_fields
+from fleet.models import AwsAccount, Cluster
+
+# The active cluster; UNSCOPED (None) is the whole fleet.
+_active: contextvars.ContextVar[Cluster | None] = contextvars.ContextVar("karpweb_cluster", default=None)
+_default: Cluster | None = None
+_default_lock = threading.RLock()  # re-entered: making the default saves a Cluster, whose signal forgets it
+
+
+class NoClusterScope(RuntimeError):
+    """A cluster is required (a row is created, or code asks which cluster it works on), no scope is
+    open, and the fleet has several clusters with none flagged default."""
+
+
+@contextlib.contextmanager
+def cluster_scope(cluster: Cluster | str) -> Iterator[Cluster]:
+    """Work on `cluster` (a Cluster, or its name) until the block ends; the previous scope comes back
+    afterwards, whatever the block raised."""
+    if isinstance(cluster, str):
+        name = cluster
+        cluster = Cluster.objects.select_related("account").filter(name=name).first()
+        if cluster is None:
+            raise Cluster.DoesNotExist(f'cluster: no cluster is named "{name}"')
+    elif not isinstance(cluster, Cluster) or cluster.pk is None:
+        raise TypeError(f"cluster_scope takes a saved Cluster or a cluster's name, not {cluster!r}")
+    token = _active.set(cluster)
+    try:
+        yield cluster
+    finally:
+        _active.reset(token)
+
+
+@contextlib.contextmanager
+def unscoped() -> Iterator[None]:
+    """The whole fleet, even inside a cluster's scope (fleet pages, cross-cluster totals)."""
+    token = _active.set(None)
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def current_cluster() -> Cluster | None:
+    """The cluster of the innermost open scope; None when the code works on the whole fleet."""
+    return _active.get()
+
+
+def current_cluster_id() -> int | None:
+    cluster = _active.get()
+    return None if cluster is None else cluster.pk
+
+
+def carry(target: Callable) -> Callable:
+    """`target`, to run in the scope open now, from any thread (threading.Thread(target=carry(f)))."""
+    context = contextvars.copy_context()
+
+    @functools.wraps(target)
+    def run(*args, **kwargs):
+        return context.copy().run(target, *args, **kwargs)
+
+    return run
+
+
+def working_cluster() -> Cluster:
+    """The cluster code that needs one works on: the scope's, else default_cluster()."""
+    return _active.get() or default_cluster()
+
+
+def working_cluster_id() -> int:
+    """The default of every Kubernetes-side model's `cluster`: a row created without one goes to the
+    scope's cluster, else to default_cluster(). No query inside a scope or once the default is cached."""
+    cluster = _active.get()
+    return cluster.pk if cluster is not None else default_cluster().pk
+
+
+def working_cluster_id_or_none() -> int | None:
+    """working_cluster_id(), or None where several clusters and no scope leave it open (the default
+    of rows that may be fleet-wide, such as the audit log's sign-ins)."""
+    try:
+        return working_cluster_id()
+    except NoClusterScope:
+        return None
+
+
+def default_cluster() -> Cluster:
+    """The only cluster, or the one flagged `is_default`; NoClusterScope when there are several and
+    none is flagged. An empty fleet (a database migrated and then emptied) gets its cluster from the
+    settings, as the migration to the fleet made it (fleet.defaults)."""
+    global _default
+    cached = _default
+    if cached is not None:
+        return cached
+    with _default_lock:
+        if _default is None:
+            _default = _find_or_make_default()
+        return _default
+
+
+def forget_default() -> None:
+    global _default
+    with _default_lock:
+        _default = None
+
+
+def _find_or_make_default() -> Cluster:
+    clusters = list(Cluster.objects.select_related("account").order_by("-is_default", "pk")[:2])
+    if len(clusters) == 1 or (clusters and clusters[0].is_default):
+        return clusters[0]
+    if clusters:
+        names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True)[:10])
+        raise NoClusterScope(
+            f"cluster: karpweb has several clusters ({names}) and no cluster scope is open; open one with "
+            "fleet.scope.cluster_scope(cluster), or flag one cluster as the default")
+    from django.conf import settings
+    from django.db import transaction
+
+    with transaction.atomic():
+        account_defaults = account_fields(settings)
+        account, _ = AwsAccount.objects.get_or_create(account_id=account_defaults.pop("account_id"),
+                                                      defaults=account_defaults)
+        fields = cluster_fields(settings)
+        cluster, _ = Cluster.objects.get_or_create(name=fields.pop("name"), defaults={**fields, "account": account})
+    return cluster
+
+
+@receiver(post_save, sender=Cluster)
+@receiver(post_delete, sender=Cluster)
+@receiver(post_save, sender=AwsAccount)
+def _cluster_changed(sender, **kwargs):
+    forget_default()
