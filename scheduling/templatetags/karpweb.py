@@ -58,6 +58,16 @@ def dollars(value: float | None) -> str:
 
 
 @register.filter
+def per_hour(value: float | None) -> str:
+    """A recurring cost, labelled as one: "$1.92/h", "$0.0691/h" (cents of a cent count under a dollar), "—"
+    for no price."""
+    text = dollars(value)
+    if text == "—":
+        return text
+    return f"${value:.4f}/h" if 0 < abs(value) < 1 else f"{text}/h"
+
+
+@register.filter
 def condition_badge(status: str) -> str:
     return {"True": "ok", "False": "bad"}.get(status, "unknown")
 
