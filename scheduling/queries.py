@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from django.db.models import BigIntegerField, Count, IntegerField, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from scheduling.engine.world import TERMINAL_PHASES  # pods that hold no resources on their node
 from scheduling.models import CapacityType, Offering, Pod
 
 
@@ -55,10 +56,6 @@ def pod_count():
     (a page of 50), not a join and GROUP BY over every node (and again to count them)."""
     pods = Pod.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk")).values("n")
     return Coalesce(Subquery(pods, output_field=IntegerField()), 0)
-
-
-# Pods in these phases hold no resources on their node (what the scheduler and eks-node-viewer count).
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 def pod_requests(field: str):

@@ -14,8 +14,10 @@ from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, Recommendation, UtilizationHour, hour_of
+from reservations.utilization import hourly_span
 from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
+from scheduling.claim_hashes import PROVISIONER_LABEL
 from scheduling.filtersets import (
     DecisionFilterSet, InstanceTypeFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet,
     PodFilterSet,
@@ -97,6 +99,7 @@ def utilization_chart(now) -> dict:
         "x": [row["hour"].isoformat() for row in rows],
         "used": [round(row["used"], 1) for row in rows],
         "idle": [round(row["total"] - row["used"], 1) for row in rows],
+        "span": hourly_span([row["hour"] for row in rows]),
     }
 
 
@@ -272,7 +275,8 @@ class NodeClaimDetailView(ViewerRequiredMixin, TemplateView):
             NodeClaim.objects.select_related("node_pool", "node_class", "reservation", "node"), name=name
         )
         node = getattr(claim, "node", None)
-        context.update(claim=claim, node=node, pods=node.pods.order_by("namespace", "name") if node else [])
+        context.update(claim=claim, node=node, pods=node.pods.order_by("namespace", "name") if node else [],
+                       launched_by_karpweb=PROVISIONER_LABEL in (claim.labels or {}))
         return context
 
 
