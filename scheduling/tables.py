@@ -72,15 +72,23 @@ class NodePoolTable(tables.Table):
 
 class _AgeMixin:
     def render_created_at(self, value):
-        return timesince(value, timezone.now()) if value else "—"
+        # One unit, as kubectl's AGE column ("3 days", not "3 days, 14 hours"): the table stays narrow.
+        return timesince(value, timezone.now(), depth=1) if value else "—"
+
+
+def _amount(kind: str, value: int) -> str:
+    """CPU in cores ("1.93", "908.1"), as eks-node-viewer shows it; memory as Kubernetes writes it ("13.8Gi")."""
+    if kind == CPU:
+        return f"{value / 1000:.2f}".rstrip("0").rstrip(".")
+    return format_resource(kind, value)
 
 
 def use_bar(requested: int, allocatable: int, kind: str) -> SafeString:
-    """Requests over allocatable as a bar and words, as eks-node-viewer shows a node: "1500m / 1930m (78%)"."""
+    """Requests over allocatable as a bar and words, as eks-node-viewer shows a node: "1.5 / 1.93 (78%)"."""
     share = requested / allocatable if allocatable else 0.0
     return format_html('<div class="usage"><div class="bar{}"><span style="width:{}%"></span></div>{} / {} ({})</div>',
-                       " full" if share >= 1 else "", min(100, round(share * 100)), format_resource(kind, requested),
-                       format_resource(kind, allocatable), f"{share:.0%}")
+                       " full" if share >= 1 else "", min(100, round(share * 100)), _amount(kind, requested),
+                       _amount(kind, allocatable), f"{share:.0%}")
 
 
 def cost_text(cost) -> SafeString | str:
@@ -111,7 +119,7 @@ class NodeTable(_AgeMixin, tables.Table):
                              per_hour(table.totals["cost"]), "; ".join(filter(None, [
                                  f"+ {table.totals['reserved']} reserved (prepaid)" if table.totals["reserved"] else "",
                                  f"{table.totals['unpriced']} without a known price" if table.totals["unpriced"] else ""]))))
-    cpu = tables.Column(empty_values=(), orderable=False, verbose_name="CPU requested",
+    cpu = tables.Column(empty_values=(), orderable=False, verbose_name="CPU requested (cores)",
                         footer=lambda table: use_bar(table.totals["cpu_requested"], table.totals["cpu_allocatable"], CPU))
     memory = tables.Column(empty_values=(), orderable=False, verbose_name="Memory requested",
                            footer=lambda table: use_bar(table.totals["memory_requested"], table.totals["memory_allocatable"],

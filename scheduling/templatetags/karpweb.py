@@ -40,6 +40,23 @@ def utc_minute(moment: datetime.datetime | None) -> str:
 
 
 @register.filter
+def kube_time(value) -> str:
+    """A Kubernetes time as it comes in an object ("2026-11-25T19:40:00Z", e.g. a condition's
+    lastTransitionTime) written as every page writes a time: "2026-11-25 19:40 UTC"; what does not parse is
+    shown as it came."""
+    if isinstance(value, datetime.datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return "" if value is None else str(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return f"{utc_minute(moment)} UTC"
+
+
+@register.filter
 def is_past(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> bool:
     return moment is not None and moment <= (now or timezone.now())
 

@@ -112,7 +112,7 @@ def test_nodes_show_cost_prepaid_and_request_bars(viewer_client, db):
     assert 'id="node-cost-total">$0.1372/h<' in totals and "+ 1 reserved (prepaid)" in totals
     assert "1 without a known price" in totals
     allocatable = 2000 + 3 * 1920
-    assert f"2 / {allocatable}m ({2000 / allocatable:.0%})" in totals
+    assert f"2 / {allocatable / 1000:g} ({2000 / allocatable:.0%})" in totals
 
 
 def test_node_totals_follow_the_filter(viewer_client, db):
