@@ -18,11 +18,13 @@ from django.db import transaction
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
+from scheduling.adapters.ec2.amis import variant_of
 from scheduling.adapters.ec2.catalogue import instance_type_info
 from scheduling.adapters.ec2.sync import instance_type_row
 from scheduling.adapters.kube.sync import pod_requests
 from scheduling.claim_hashes import PROVISIONER_LABEL, claim_annotations, claim_expire_after
 from scheduling.engine.quantities import CPU, MEMORY, PODS
+from scheduling.simulated_network import launched_with
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
 from scheduling.world import node_allocatable
 
@@ -229,6 +231,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
     nodes = []
     sequence = 0
     types = {it.name: it for it in InstanceType.objects.all()}
+    shapes = {it.name: (it.arch, variant_of(it.labels or {})) for it in types.values()}
     for pool_name, itype, zone, capacity_type, suffix, count in _node_plan():
         room = node_allocatable(types[itype], pools[pool_name].node_class)
         reservation = reservations.get(reservation_id(suffix)) if suffix else None
@@ -258,6 +261,9 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 if reservation.end_date is not None and reservation.end_date < now:
                     launched = min(launched, reservation.end_date - DAY)
             pool = pools[pool_name]
+            # What the simulated EC2 launches this shape with from the class as seeded (its newest image, its
+            # zone's subnet, its groups): the first lifecycle pass finds nothing drifted.
+            image, subnet, groups = launched_with(dict(pool.node_class.spec or {}), zone, *shapes[itype])
             # karpweb runs the demo world in control mode: its loop launched these claims, as create_claim
             # writes them (its label, the hash annotations drift reads, expireAfter), not Karpenter.
             claim, _ = NodeClaim.objects.update_or_create(name=claim_name, defaults=dict(
@@ -267,7 +273,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 labels={**labels, PROVISIONER_LABEL: "karpweb"}, annotations=claim_annotations(pool),
                 expire_after=claim_expire_after(pool),
                 requirements=pool.requirements, provider_id=provider_id, node_name=node_name,
-                image_id="ami-0demo0al2023", created_at=launched, launched_at=launched + 20 * datetime.timedelta(seconds=1),
+                image_id=image, created_at=launched, launched_at=launched + 20 * datetime.timedelta(seconds=1),
                 registered_at=launched + datetime.timedelta(seconds=45),
                 initialized_at=launched + datetime.timedelta(seconds=60), synced_at=now,
                 conditions=[{"type": c, "status": "True", "reason": c, "message": "",
@@ -290,6 +296,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 capacity_type=capacity_type if held or capacity_type != "reserved" else CapacityType.ON_DEMAND,
                 reservation_id=reservation.reservation_id if held else "",
                 reservation_type=reservation.reservation_type if held else "",
+                image_id=image, subnet_id=subnet, security_group_ids=groups,
             ))
             nodes.append(node)
     return nodes
