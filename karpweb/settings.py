@@ -208,6 +208,7 @@ if TIME_ZONE != "UTC":
     raise ImproperlyConfigured(f"TIME_ZONE={TIME_ZONE!r}: karpweb runs in UTC only")
 USE_I18N = False
 USE_TZ = True
+FORMAT_MODULE_PATH = ["karpweb.formats"]  # one way of writing a time: "2026-11-26 08:49 UTC"
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

@@ -171,8 +171,11 @@ class CapacityReservation(models.Model):
         return capacity_block_timing(self.end_date, ultraserver=self.is_ultraserver)
 
     def is_low_utilization(self, now=None) -> bool:
-        """Under 20 % for a full 24 hours (needs `with_recent_utilization`)."""
+        """Under 20 % for a full 24 hours (needs `with_recent_utilization`), and still usable: an expired or
+        cancelled reservation bills nothing more, so its past use is no alarm."""
         now = now or timezone.now()
+        if not self.is_usable(now):
+            return False
         since = getattr(self, "recent_since", None)
         average = getattr(self, "recent_utilization", None)
         # Samples come once per sync; allow one missed sample at the window's start.

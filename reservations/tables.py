@@ -1,9 +1,14 @@
 import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
+from django.template.defaultfilters import pluralize
+from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
+from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
+from scheduling.templatetags.karpweb import per_hour
 
 
 class UsageColumn(tables.Column):
@@ -18,21 +23,56 @@ class UsageColumn(tables.Column):
 
 
 class CapacityReservationTable(tables.Table):
-    reservation_id = tables.Column(linkify=True, verbose_name="ID")
+    """The reservations, each with its idle prepaid cost, and a totals row over every reservation the filter
+    keeps (not only the page's): instances and idle cost of the usable ones."""
+
+    reservation_id = tables.Column(verbose_name="ID", footer="Totals")
     reservation_type = tables.Column(verbose_name="Type")
-    usage = UsageColumn(empty_values=(), orderable=False, verbose_name="Used / available / total")
+    usage = UsageColumn(empty_values=(), orderable=False, verbose_name="Used / available / total",
+                        footer=lambda table: format_html(
+                            '<span class="nowrap" id="reservation-totals">{} / {} / {}</span> <span class="muted">'
+                            "in {} usable reservation{}{}</span>", table.totals["used"], table.totals["idle"],
+                            table.totals["total"], table.totals["reservations"], pluralize(table.totals["reservations"]),
+                            f" ({table.totals['unusable']} ended, not counted)" if table.totals["unusable"] else ""))
     utilization = tables.Column(empty_values=(), order_by=("available_instance_count",), verbose_name="Utilization")
+    idle_cost = tables.Column(empty_values=(), orderable=False, verbose_name="Idle (prepaid, list $/h)",
+                              footer=lambda table: format_html(
+                                  '<span class="nowrap" id="idle-cost-total">{}</span>{}', per_hour(table.totals["idle_cost"]),
+                                  f" ({table.totals['unpriced']} without a known price)" if table.totals["unpriced"] else ""))
     flags = tables.Column(empty_values=(), orderable=False, verbose_name="Notes")
 
     class Meta:
         model = CapacityReservation
         fields = ("reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
-                  "instance_match_criteria", "usage", "utilization", "end_date", "owner_id", "flags")
-        attrs = {"class": "table"}
+                  "instance_match_criteria", "usage", "utilization", "idle_cost", "end_date", "owner_id", "flags")
+        attrs = {"class": "table reservations"}
         order_by = ("reservation_id",)
+
+    @cached_property
+    def _summary(self):
+        """The filtered reservations' totals and the list prices the rows need: two queries whatever the
+        number of rows (the page's rows are among the filtered ones)."""
+        now = timezone.now()
+        rows = list(CapacityReservation.objects.filter(pk__in=self.data.data.values("pk")).only(
+            "instance_type", "availability_zone", "total_instance_count", "available_instance_count", "state", "end_date"))
+        prices = on_demand_prices({r.instance_type for r in rows})
+        return now, prices, capacity_totals(rows, prices, now)
+
+    @property
+    def totals(self) -> dict:
+        return self._summary[2]
+
+    def render_reservation_id(self, record):
+        return format_html('<a class="id" href="{}">{}</a>', record.get_absolute_url(), record.reservation_id)
 
     def render_utilization(self, record):
         return f"{record.utilization:.0%}"
+
+    def render_idle_cost(self, record):
+        now, prices, _totals = self._summary
+        if not record.is_usable(now):
+            return mark_safe('<span class="muted">ended</span>')
+        return per_hour(idle_cost_per_hour(record, prices, now))
 
     def render_flags(self, record):
         flags = []

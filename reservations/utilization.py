@@ -56,6 +56,17 @@ def roll_up(since: datetime.datetime, sample_model=UtilizationSample, hour_model
     return len(rows)
 
 
+def hourly_span(hours) -> str:
+    """How long the hourly means of a chart cover, from its first hour to its last, in words: "no data yet",
+    "1 hour", "47 hours", "14 days" (a chart's title says what it shows, not the window it asked for)."""
+    if not hours:
+        return "no data yet"
+    count = int((max(hours) - min(hours)) / datetime.timedelta(hours=1)) + 1
+    if count < 48:
+        return f"{count} hour{'' if count == 1 else 's'}"
+    return f"{round(count / 24)} days"
+
+
 def prune(now: datetime.datetime) -> dict:
     """Drop raw samples past KARPWEB_SAMPLE_RETENTION_DAYS and hours past KARPWEB_HOURLY_RETENTION_DAYS."""
     raw_cutoff = now - datetime.timedelta(days=settings.KARPWEB_SAMPLE_RETENTION_DAYS)

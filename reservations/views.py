@@ -27,6 +27,7 @@ from reservations.models import (
 )
 from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command
 from reservations.recommendations import policy_from_settings
+from reservations.utilization import hourly_span
 from scheduling.engine.recommendations import Hour, history_days, needed_days
 from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
@@ -67,6 +68,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             "available": [round(row.available, 1) for row in hours],
             "total": [round(row.total, 1) for row in hours],
         }
+        chart_span = hourly_span([row.hour for row in hours])
         nodes = reservation.nodes.select_related("node_pool", "node_claim").order_by("name")
         prices = on_demand_prices([reservation.instance_type])
         context.update(
@@ -77,6 +79,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             groups=reservation.groups.order_by("arn"),
             node_classes=reservation.node_classes.all(),
             chart=chart,
+            chart_span=chart_span,
             low_utilization=reservation.is_low_utilization(now),
             idle_cost=idle_cost_per_hour(reservation, prices),
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
@@ -347,6 +350,7 @@ class RecommendationDetailView(ViewerRequiredMixin, TemplateView):
             chart={"x": [h.hour.isoformat() for h in hours], "used": [round(h.used, 2) for h in hours],
                    "peak": [round(h.peak_used if h.peak_used is not None else h.used, 2) for h in hours],
                    "total": [round(h.total, 2) for h in hours], "stacked": False},
+            chart_span=hourly_span([h.hour for h in hours]),
             cli=cli_command(rec), observe=global_mode() != Mode.CONTROL, control_refusal=control_refusal(),
             applicable=rec.kind in APPLICABLE and rec.can_apply[0], not_applicable=rec.can_apply[1],
             offerings=rec.details.get("offerings") or [],

@@ -18,10 +18,13 @@ from django.db import transaction
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
+from scheduling.adapters.ec2.amis import variant_of
 from scheduling.adapters.ec2.catalogue import instance_type_info
 from scheduling.adapters.ec2.sync import instance_type_row
 from scheduling.adapters.kube.sync import pod_requests
+from scheduling.claim_hashes import PROVISIONER_LABEL, claim_annotations, claim_expire_after
 from scheduling.engine.quantities import CPU, MEMORY, PODS
+from scheduling.simulated_network import launched_with
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
 from scheduling.world import node_allocatable
 
@@ -75,7 +78,8 @@ def _reservations(now):
         ("0005", "g5.12xlarge", "us-east-1b", "capacity-block", "targeted", 2, 2, now + 41 * MINUTE, {"team": "ml"}, "", "active"),
         ("0006", "p5.48xlarge", "us-east-1a", "capacity-block", "targeted", 2, 1, now + 3 * DAY, {"team": "ml"}, "", "active"),
         ("0007", "trn2.48xlarge", "us-east-1c", "capacity-block", "targeted", 4, 2, now + 5 * HOUR, {"team": "ml"}, "trn2u.48xlarge", "active"),
-        ("0008", "r5.large", "us-east-1c", "default", "targeted", 2, 0, now - DAY, {"team": "web"}, "", "expired"),
+        # Expired yesterday with one node still in it (its last use, as EC2 last reported it).
+        ("0008", "r5.large", "us-east-1c", "default", "targeted", 2, 1, now - DAY, {"team": "web"}, "", "expired"),
         # No class selects it while two on-demand m5.xlarge of the web pool run in its zone: select (or cancel) it.
         ("0009", "m5.xlarge", "us-east-1c", "default", "targeted", 3, 0, None, {"team": "data"}, "", "active"),
     ]
@@ -227,6 +231,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
     nodes = []
     sequence = 0
     types = {it.name: it for it in InstanceType.objects.all()}
+    shapes = {it.name: (it.arch, variant_of(it.labels or {})) for it in types.values()}
     for pool_name, itype, zone, capacity_type, suffix, count in _node_plan():
         room = node_allocatable(types[itype], pools[pool_name].node_class)
         reservation = reservations.get(reservation_id(suffix)) if suffix else None
@@ -250,15 +255,25 @@ def _seed_nodes(now, pools, node_classes, reservations):
                     "karpenter.k8s.aws/capacity-reservation-interruptible": "false",
                 })
             launched = now - datetime.timedelta(hours=rng.randint(2, 400))
-            if reservation is not None and reservation.is_capacity_block and reservation.start_date:
-                launched = max(launched, reservation.start_date + 5 * MINUTE)  # never older than its block
+            if reservation is not None:
+                # Launched into the reservation while it was usable: never before it started, never after it ended.
+                launched = max(launched, reservation.start_date + 5 * MINUTE)
+                if reservation.end_date is not None and reservation.end_date < now:
+                    launched = min(launched, reservation.end_date - DAY)
             pool = pools[pool_name]
+            # What the simulated EC2 launches this shape with from the class as seeded (its newest image, its
+            # zone's subnet, its groups): the first lifecycle pass finds nothing drifted.
+            image, subnet, groups = launched_with(dict(pool.node_class.spec or {}), zone, *shapes[itype])
+            # karpweb runs the demo world in control mode: its loop launched these claims, as create_claim
+            # writes them (its label, the hash annotations drift reads, expireAfter), not Karpenter.
             claim, _ = NodeClaim.objects.update_or_create(name=claim_name, defaults=dict(
                 uid=f"demo-claim-{sequence}", node_pool=pool, node_class=pool.node_class, instance_type=itype,
                 zone=zone, capacity_type=capacity_type, reservation=reservation,
-                reservation_label=reservation.reservation_id if reservation else "", labels=labels,
+                reservation_label=reservation.reservation_id if reservation else "",
+                labels={**labels, PROVISIONER_LABEL: "karpweb"}, annotations=claim_annotations(pool),
+                expire_after=claim_expire_after(pool),
                 requirements=pool.requirements, provider_id=provider_id, node_name=node_name,
-                image_id="ami-0demo0al2023", created_at=launched, launched_at=launched + 20 * datetime.timedelta(seconds=1),
+                image_id=image, created_at=launched, launched_at=launched + 20 * datetime.timedelta(seconds=1),
                 registered_at=launched + datetime.timedelta(seconds=45),
                 initialized_at=launched + datetime.timedelta(seconds=60), synced_at=now,
                 conditions=[{"type": c, "status": "True", "reason": c, "message": "",
@@ -281,6 +296,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
                 capacity_type=capacity_type if held or capacity_type != "reserved" else CapacityType.ON_DEMAND,
                 reservation_id=reservation.reservation_id if held else "",
                 reservation_type=reservation.reservation_type if held else "",
+                image_id=image, subnet_id=subnet, security_group_ids=groups,
             ))
             nodes.append(node)
     return nodes
@@ -346,7 +362,7 @@ BUSY_HOURS = range(9, 17)  # UTC: one more instance runs in a used reservation b
 
 
 def _seed_samples(now, reservations):
-    """15 days of hourly samples (a block's only since it started): a used reservation runs one more
+    """15 days of hourly samples (a block's only since it started, an ended one's until it ended): a used reservation runs one more
     instance by day than now, an idle one stays idle; the last sample is what runs now."""
     UtilizationSample.objects.filter(reservation__in=reservations.values()).delete()
     UtilizationHour.objects.filter(reservation__in=reservations.values()).delete()
@@ -358,6 +374,8 @@ def _seed_samples(now, reservations):
             at = now - hours_ago * HOUR
             if reservation.start_date and at < reservation.start_date:
                 continue
+            if reservation.end_date and at > reservation.end_date:
+                continue  # EC2 reports no use of an ended reservation
             busy = hours_ago > 0 and used_now > 0 and at.hour in BUSY_HOURS
             used = min(total, used_now + (1 if busy else 0))
             samples.append(UtilizationSample(reservation=reservation, sampled_at=at, used=used, available=total - used,

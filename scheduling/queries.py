@@ -1,10 +1,12 @@
 """Read-side helpers the pages and the API share."""
 
 from collections import defaultdict
+from types import SimpleNamespace
 
-from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models import BigIntegerField, Count, IntegerField, OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from scheduling.engine.world import TERMINAL_PHASES  # pods that hold no resources on their node
 from scheduling.models import CapacityType, Offering, Pod
 
 
@@ -16,13 +18,30 @@ def on_demand_prices(instance_types=None) -> dict[tuple[str, str], float]:
     return {(name, zone): price for name, zone, price in offerings.values_list("instance_type__name", "zone", "price")}
 
 
-def idle_cost_per_hour(reservation, prices: dict[tuple[str, str], float]) -> float | None:
-    """List price of a reservation's idle instances, per hour; None when the price is unknown."""
+def idle_cost_per_hour(reservation, prices: dict[tuple[str, str], float], now=None) -> float | None:
+    """List price of a reservation's idle instances, per hour (prepaid: billed used or not); None when the
+    price is unknown; 0 once it is no longer usable (expired, cancelled, ended: it bills nothing more)."""
+    if not reservation.is_usable(now):
+        return 0.0
     price = prices.get((reservation.instance_type, reservation.availability_zone))
     if price is None:
         same_type = [p for (name, _zone), p in prices.items() if name == reservation.instance_type]
         price = min(same_type) if same_type else None
     return None if price is None else price * reservation.available_instance_count
+
+
+def capacity_totals(reservations, prices: dict[tuple[str, str], float], now=None) -> dict:
+    """What the usable ones among these reservations hold: instances used, idle and in all, and the idle
+    ones' list price per hour (prepaid: billed used or not), with how many have no known price.
+    Expired, cancelled or ended reservations are counted apart (`unusable`): they bill nothing more."""
+    usable = [r for r in reservations if r.is_usable(now)]
+    costs = [idle_cost_per_hour(r, prices, now) for r in usable]
+    return {
+        "reservations": len(usable), "unusable": len(reservations) - len(usable),
+        "used": sum(r.used_instance_count for r in usable), "idle": sum(r.available_instance_count for r in usable),
+        "total": sum(r.total_instance_count for r in usable),
+        "idle_cost": sum(cost for cost in costs if cost), "unpriced": sum(1 for cost in costs if cost is None),
+    }
 
 
 def count_by(rows, key) -> dict:
@@ -37,3 +56,55 @@ def pod_count():
     (a page of 50), not a join and GROUP BY over every node (and again to count them)."""
     pods = Pod.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk")).values("n")
     return Coalesce(Subquery(pods, output_field=IntegerField()), 0)
+
+
+def pod_requests(field: str):
+    """The sum of a request field (`cpu_request_millicores`, `memory_request_bytes`) over the pods bound to
+    each node that still hold it, as a subquery the database runs only for the rows it returns."""
+    pods = (Pod.objects.filter(node=OuterRef("pk")).exclude(phase__in=TERMINAL_PHASES).order_by().values("node")
+            .annotate(n=Sum(field)).values("n"))
+    return Coalesce(Subquery(pods, output_field=BigIntegerField()), 0)
+
+
+def paid_prices(instance_types) -> dict[tuple[str, str, str], float]:
+    """{(instance type, zone, capacity type): list price $/h} of the on-demand and spot offerings of these
+    types (a list or a queryset of names); one query. Reserved capacity has no price here: it is prepaid."""
+    offerings = Offering.objects.filter(capacity_type__in=(CapacityType.ON_DEMAND, CapacityType.SPOT),
+                                        reservation__isnull=True, instance_type__name__in=instance_types)
+    return {(name, zone, kind): price for name, zone, kind, price in
+            offerings.values_list("instance_type__name", "zone", "capacity_type", "price")}
+
+
+PREPAID = "prepaid"
+
+
+def node_cost_per_hour(node, prices: dict[tuple[str, str, str], float]) -> float | str | None:
+    """What a node costs an hour: its offering's list price for on-demand and spot, PREPAID for a reserved
+    node (its reservation is billed used or not: running it costs nothing more), None when unknown."""
+    if node.capacity_type == CapacityType.RESERVED:
+        return PREPAID
+    return prices.get((node.instance_type, node.zone, node.capacity_type))
+
+
+def node_totals(nodes) -> dict:
+    """Over a queryset of nodes: how many, what the paid ones cost an hour at list price (and how many are
+    reserved, prepaid, or have no known price), and their CPU and memory requested against allocatable, with
+    the `prices` (paid_prices) of their types for their rows. Four queries whatever the number of nodes."""
+    allocatable = nodes.order_by().aggregate(n=Count("pk"), cpu=Sum("allocatable_cpu_millicores"),
+                                             memory=Sum("allocatable_memory_bytes"))
+    requested = (Pod.objects.filter(node__in=nodes.order_by().values("pk")).exclude(phase__in=TERMINAL_PHASES)
+                 .aggregate(cpu=Sum("cpu_request_millicores"), memory=Sum("memory_request_bytes")))
+    groups = list(nodes.order_by().values_list("instance_type", "zone", "capacity_type").annotate(n=Count("pk")))
+    prices = paid_prices({name for name, _zone, _kind, _n in groups})
+    cost, reserved, unpriced = 0.0, 0, 0
+    for name, zone, kind, n in groups:
+        price = node_cost_per_hour(SimpleNamespace(instance_type=name, zone=zone, capacity_type=kind), prices)
+        if price == PREPAID:
+            reserved += n
+        elif price is None:
+            unpriced += n
+        else:
+            cost += price * n
+    return {"nodes": allocatable["n"], "cost": cost, "prices": prices, "reserved": reserved, "unpriced": unpriced,
+            "cpu_requested": requested["cpu"] or 0, "cpu_allocatable": allocatable["cpu"] or 0,
+            "memory_requested": requested["memory"] or 0, "memory_allocatable": allocatable["memory"] or 0}

@@ -1,8 +1,10 @@
 import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
 from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
@@ -12,6 +14,8 @@ from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
     INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_LOCAL_NVME, INSTANCE_NETWORK_BANDWIDTH,
 )
+from scheduling.queries import PREPAID, node_cost_per_hour, node_totals
+from scheduling.templatetags.karpweb import per_hour
 from scheduling.models import Decision, InstanceType, KarpenterLaunch, Node, NodeClaim, NodePool, Pod
 
 
@@ -68,23 +72,77 @@ class NodePoolTable(tables.Table):
 
 class _AgeMixin:
     def render_created_at(self, value):
-        return timesince(value, timezone.now()) if value else "—"
+        # One unit, as kubectl's AGE column ("3 days", not "3 days, 14 hours"): the table stays narrow.
+        return timesince(value, timezone.now(), depth=1) if value else "—"
+
+
+def _amount(kind: str, value: int) -> str:
+    """CPU in cores ("1.93", "908.1"), as eks-node-viewer shows it; memory as Kubernetes writes it ("13.8Gi")."""
+    if kind == CPU:
+        return f"{value / 1000:.2f}".rstrip("0").rstrip(".")
+    return format_resource(kind, value)
+
+
+def use_bar(requested: int, allocatable: int, kind: str) -> SafeString:
+    """Requests over allocatable as a bar and words, as eks-node-viewer shows a node: "1.5 / 1.93 (78%)"."""
+    share = requested / allocatable if allocatable else 0.0
+    return format_html('<div class="usage"><div class="bar{}"><span style="width:{}%"></span></div>{} / {} ({})</div>',
+                       " full" if share >= 1 else "", min(100, round(share * 100)), _amount(kind, requested),
+                       _amount(kind, allocatable), f"{share:.0%}")
+
+
+def cost_text(cost) -> SafeString | str:
+    """A node's cost: its list price an hour, or "prepaid" for a reserved node (never a misleading $0)."""
+    if cost == PREPAID:
+        return mark_safe('<span class="badge" title="Its reservation is billed whether used or not: running it costs '
+                         'nothing more">prepaid</span>')
+    return per_hour(cost)
 
 
 class NodeTable(_AgeMixin, tables.Table):
-    name = tables.Column(linkify=True)
+    """The nodes with what each costs an hour and how much of its CPU and memory its pods request, and a
+    totals row over every node the filter keeps."""
+
+    name = tables.Column(linkify=True, attrs={"a": {"class": "id"}}, footer="Totals")
     node_pool = tables.Column(linkify=True, verbose_name="NodePool")
     reservation_label = tables.Column(
         verbose_name="Reservation",
-        linkify=_reservation_url,
+        linkify=_reservation_url, attrs={"a": {"class": "id"}},
     )
     created_at = tables.Column(verbose_name="Age")
-    pods = tables.Column(accessor="pod_count", verbose_name="Pods", orderable=False)
+    pods = tables.Column(accessor="pod_count", verbose_name="Pods", orderable=False,
+                         footer=lambda table: format_html('<span id="node-totals">{} node{}</span>', table.totals["nodes"],
+                                                          pluralize(table.totals["nodes"])))
+    cost = tables.Column(empty_values=(), orderable=False, verbose_name="Cost (list $/h)",
+                         footer=lambda table: format_html(
+                             '<span class="nowrap" id="node-cost-total">{}</span> <span class="muted">{}</span>',
+                             per_hour(table.totals["cost"]), "; ".join(filter(None, [
+                                 f"+ {table.totals['reserved']} reserved (prepaid)" if table.totals["reserved"] else "",
+                                 f"{table.totals['unpriced']} without a known price" if table.totals["unpriced"] else ""]))))
+    cpu = tables.Column(empty_values=(), orderable=False, verbose_name="CPU requested (cores)",
+                        footer=lambda table: use_bar(table.totals["cpu_requested"], table.totals["cpu_allocatable"], CPU))
+    memory = tables.Column(empty_values=(), orderable=False, verbose_name="Memory requested",
+                           footer=lambda table: use_bar(table.totals["memory_requested"], table.totals["memory_allocatable"],
+                                                        MEMORY))
 
     class Meta:
         model = Node
-        fields = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation_label", "created_at", "pods", "ready")
-        attrs = {"class": "table"}
+        fields = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation_label", "created_at", "pods",
+                  "cost", "cpu", "memory", "ready")
+        attrs = {"class": "table nodes"}
+
+    @cached_property
+    def totals(self) -> dict:
+        return node_totals(self.data.data)
+
+    def render_cost(self, record):
+        return cost_text(node_cost_per_hour(record, self.totals["prices"]))  # every filtered node's types: the page's too
+
+    def render_cpu(self, record):
+        return use_bar(getattr(record, "cpu_requested", 0) or 0, record.allocatable_cpu_millicores, CPU)
+
+    def render_memory(self, record):
+        return use_bar(getattr(record, "memory_requested", 0) or 0, record.allocatable_memory_bytes, MEMORY)
 
 
 class NodeClaimTable(_AgeMixin, tables.Table):

@@ -14,8 +14,10 @@ from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, Recommendation, UtilizationHour, hour_of
+from reservations.utilization import hourly_span
 from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
+from scheduling.claim_hashes import PROVISIONER_LABEL
 from scheduling.filtersets import (
     DecisionFilterSet, InstanceTypeFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet,
     PodFilterSet,
@@ -30,7 +32,7 @@ from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
-from scheduling.queries import count_by, idle_cost_per_hour, on_demand_prices, pod_count
+from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_count, pod_requests
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
@@ -56,20 +58,17 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         # Every usable reservation, but only the columns the totals, idle cost and alarms read.
         reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
+            "state", "end_date",
         ).order_by("reservation_id"))
-        prices = on_demand_prices({r.instance_type for r in reservations})
-        idle_costs = [idle_cost_per_hour(r, prices) for r in reservations]
+        totals = capacity_totals(reservations, on_demand_prices({r.instance_type for r in reservations}), now)
         pool_healths = pools_with_health()
         open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN)
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now,
-            used=sum(r.used_instance_count for r in reservations),
-            idle=sum(r.available_instance_count for r in reservations),
-            total=sum(r.total_instance_count for r in reservations),
-            idle_cost=sum(cost for cost in idle_costs if cost),
-            unpriced=sum(1 for cost in idle_costs if cost is None),
+            used=totals["used"], idle=totals["idle"], total=totals["total"],
+            idle_cost=totals["idle_cost"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],
             block_alarms=[block for block, _timing in drains if block.block_alarm(block.node_count, now)],
@@ -100,6 +99,7 @@ def utilization_chart(now) -> dict:
         "x": [row["hour"].isoformat() for row in rows],
         "used": [round(row["used"], 1) for row in rows],
         "idle": [round(row["total"] - row["used"], 1) for row in rows],
+        "span": hourly_span([row["hour"] for row in rows]),
     }
 
 
@@ -210,7 +210,10 @@ class NodeListView(ObjectListView):
 
     def get_queryset(self):
         # A correlated count for the 50 nodes of a page, not a join and GROUP BY over every node.
-        return Node.objects.select_related("node_pool", "reservation").annotate(pod_count=pod_count()).order_by("name")
+        # The pods' requests likewise (the CPU and memory bars).
+        return Node.objects.select_related("node_pool", "reservation").annotate(
+            pod_count=pod_count(), cpu_requested=pod_requests("cpu_request_millicores"),
+            memory_requested=pod_requests("memory_request_bytes")).order_by("name")
 
 
 class InstanceTypeListView(ObjectListView):
@@ -272,7 +275,8 @@ class NodeClaimDetailView(ViewerRequiredMixin, TemplateView):
             NodeClaim.objects.select_related("node_pool", "node_class", "reservation", "node"), name=name
         )
         node = getattr(claim, "node", None)
-        context.update(claim=claim, node=node, pods=node.pods.order_by("namespace", "name") if node else [])
+        context.update(claim=claim, node=node, pods=node.pods.order_by("namespace", "name") if node else [],
+                       launched_by_karpweb=PROVISIONER_LABEL in (claim.labels or {}))
         return context
 
 

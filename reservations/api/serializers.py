@@ -167,10 +167,11 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
         source="recent_utilization", read_only=True, allow_null=True,
         help_text="Mean used share over the samples of the last 24 whole hours (the hourly roll-up), 0..1; null without samples.",
     )
-    lowUtilization = serializers.SerializerMethodField(help_text="Under 20 % for a full 24 hours.")
+    lowUtilization = serializers.SerializerMethodField(help_text="Under 20 % for a full 24 hours, and still usable.")
     usable = serializers.SerializerMethodField(help_text="Active and not past its end date.")
     idleCostPerHour = serializers.SerializerMethodField(
-        help_text="Idle instances times the on-demand list price, dollars per hour; null when the price is unknown."
+        help_text=("Idle instances times the on-demand list price, dollars per hour; null when the price is unknown, "
+                   "0 once the reservation has ended (it bills nothing more).")
     )
     timing = serializers.SerializerMethodField(help_text="Capacity blocks only: when draining and termination start.")
     createDate = when("create_date")

@@ -18,7 +18,7 @@ from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.ec2.nodeclass import planned_max_pods
 from scheduling.adapters.ec2.sync import refresh_reservations
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
-from scheduling.loop.claim_hashes import claim_annotations, claim_expire_after
+from scheduling.claim_hashes import PROVISIONER_LABEL, claim_annotations, claim_expire_after
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.engine.world import TERMINAL_PHASES
@@ -29,8 +29,6 @@ from scheduling.world import current_world
 MAX_PODS_IN_SUBJECT = 3
 # What an adapter raises when the cloud or the cluster refuses: recorded on the decision, not fatal.
 ACTION_ERRORS = (CloudAPIError, ClusterError)
-# On the NodeClaims karpweb creates, so that a retry only ever relaunches karpweb's own claims.
-PROVISIONER_LABEL = "karpweb.io/provisioner"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 LAUNCH_TIMEOUT = datetime.timedelta(minutes=5)  # upstream liveness.go LaunchTimeout
 

@@ -26,7 +26,7 @@ from scheduling.engine import refresh as engine
 from scheduling.engine.budgets import DEFAULT_EXPIRE_AFTER, NEVER, SpecError, parse_duration
 from scheduling.engine.requirements import Requirement, Requirements, RequirementError
 from scheduling.engine.timeutil import parse_time
-from scheduling.loop.claim_hashes import class_hash, pool_hash
+from scheduling.claim_hashes import class_hash, pool_hash
 from scheduling.loop.nodes import act_in_control_mode, delete_claim  # its finalizer drains the node and terminates the instance
 from scheduling.loop.provisioning import PROVISIONER_LABEL
 from scheduling.loop.recording import PendingDecision, record

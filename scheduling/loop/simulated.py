@@ -27,7 +27,7 @@ from scheduling.adapters.kube.sync import pod_requests
 from scheduling.engine.capacityblocks import capacity_block_timing
 from scheduling.engine.labels import RESERVATION_LABELS
 from scheduling.engine.quantities import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
-from scheduling.loop import simulated_network
+from scheduling import simulated_network
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Pod, SimulatedInstance
 from scheduling.world import node_allocatable
 

@@ -40,6 +40,23 @@ def utc_minute(moment: datetime.datetime | None) -> str:
 
 
 @register.filter
+def kube_time(value) -> str:
+    """A Kubernetes time as it comes in an object ("2026-11-25T19:40:00Z", e.g. a condition's
+    lastTransitionTime) written as every page writes a time: "2026-11-25 19:40 UTC"; what does not parse is
+    shown as it came."""
+    if isinstance(value, datetime.datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return "" if value is None else str(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return f"{utc_minute(moment)} UTC"
+
+
+@register.filter
 def is_past(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> bool:
     return moment is not None and moment <= (now or timezone.now())
 
@@ -55,6 +72,16 @@ def dollars(value: float | None) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "—"
     return f"${value:,.2f}"
+
+
+@register.filter
+def per_hour(value: float | None) -> str:
+    """A recurring cost, labelled as one: "$1.92/h", "$0.0691/h" (cents of a cent count under a dollar), "—"
+    for no price."""
+    text = dollars(value)
+    if text == "—":
+        return text
+    return f"${value:.4f}/h" if 0 < abs(value) < 1 else f"{text}/h"
 
 
 @register.filter

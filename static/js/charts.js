@@ -10,6 +10,8 @@ function karpwebChart(elementId, dataId, series) {
   }));
   Plotly.newPlot(elementId, traces, {
     margin: { t: 10, r: 10, b: 40, l: 40 }, legend: { orientation: "h" }, yaxis: { rangemode: "tozero" },
+    // Times as every page writes them (the data are UTC): "2026-11-26 08:00".
+    xaxis: { tickformat: "%Y-%m-%d %H:%M", hoverformat: "%Y-%m-%d %H:%M UTC" },
   }, { displayModeBar: false, responsive: true });
 }
 

@@ -127,7 +127,7 @@ def test_the_overview_shows_the_watch(viewer_client, settings):
                  "lag 0.03 s", "7 provisioning batches, the last 1m 00s ago", "Cluster as of 0m 04s ago", "started 5m 00s ago"):
         assert text in line, (text, line)
     page = viewer_client.get(reverse("scheduling:pods")).content.decode()
-    assert f'cluster as of {timezone.localtime(now - 4 * S):%H:%M:%S}' in page  # every page's header
+    assert f'cluster as of {timezone.localtime(now - 4 * S):%Y-%m-%d %H:%M} UTC' in page  # every page's header
     metrics = viewer_client.get("/metrics").content.decode()
     for sample in ("karpweb_watch_connected 1.0", "karpweb_watch_events_total 1520.0", "karpweb_watch_relists_total 1.0",
                    "karpweb_watch_lag_seconds 0.031"):

@@ -22,9 +22,14 @@ def run(task):
 
 def launched():
     """Instances the loop launched (the demo seeds the simulated EC2 with its own nodes' instances,
-    whose client tokens are the seeded claims' names)."""
-    seeded = NodeClaim.objects.exclude(labels__has_key=provisioning.PROVISIONER_LABEL).values("name")
+    whose client tokens are the seeded claims' names; karpweb's label is on those too: it runs the demo)."""
+    seeded = NodeClaim.objects.filter(uid__startswith="demo-claim-").values("name")
     return SimulatedInstance.objects.exclude(client_token__in=seeded)
+
+
+def new_claims():
+    """The NodeClaims the loop created in this test (not the demo's, which karpweb's label marks too)."""
+    return NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL).exclude(uid__startswith="demo-claim-")
 
 
 def reserved_in_use():
@@ -41,7 +46,7 @@ def test_each_task_end_to_end(demo, celery_worker, settings):
     assert run(tasks.status)["node_pools_changed"] >= 0
     assert run(tasks.sync_catalogue) == {"skipped": "the simulated world's catalogue is the seeded one"}
     # Every launched claim has its instance and its registered node; reserved launches took units.
-    for claim in NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL):
+    for claim in new_claims():
         assert claim.provider_id and hasattr(claim, "node")
     launched_reserved = launched().filter(capacity_type="reserved").count()
     assert sum(reserved_in_use().values()) == sum(before.values()) + launched_reserved
@@ -81,7 +86,7 @@ def test_feature_gate_off_launches_nothing_reserved(demo, celery_worker, setting
     run(tasks.provision)
     assert launched().exists()
     assert not launched().filter(capacity_type="reserved").exists()
-    for claim in NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL):
+    for claim in new_claims():
         assert not any(key.startswith("karpenter.k8s.aws/capacity-reservation") for key in claim.labels)
 
 
@@ -109,7 +114,7 @@ def test_two_workers_started_together_launch_each_claim_once(demo, settings):
     statuses = sorted(TaskRun.objects.filter(task="provision").values_list("status", flat=True))
     assert statuses in (["skipped", "succeeded"], ["succeeded", "succeeded"])
     count = launched().count()
-    assert count == NodeClaim.objects.filter(labels__has_key=provisioning.PROVISIONER_LABEL).count()
+    assert count == new_claims().count()
     # Whatever ran second found the capacity already planned: no pod got two nodes.
     assert count == Decision.objects.filter(kind="launch", outcome="acted").count()
 

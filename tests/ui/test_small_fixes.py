@@ -31,4 +31,4 @@ def test_every_page_links_to_the_api_docs(viewer_client):
         docs = reverse("api-docs")
     except NoReverseMatch:
         pytest.fail("drf-spectacular-sidecar is a dependency: the API docs page exists")
-    assert f'<a href="{docs}" id="api-docs-link">API</a>' in page
+    assert f'<a href="{docs}" id="api-docs-link">API docs</a>' in page

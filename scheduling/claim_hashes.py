@@ -1,7 +1,11 @@
-"""What a NodeClaim karpweb creates carries so that its NodePool's and EC2NodeClass's later edits
-drift it (scheduling/engine/refresh.py): the hash annotations and spec.expireAfter."""
+"""What a NodeClaim karpweb creates carries: its label, and, so that its NodePool's and EC2NodeClass's
+later edits drift it (scheduling/engine/refresh.py), the hash annotations and spec.expireAfter. The loop's
+provisioning writes them, and so does seed_demo (karpweb's claims in the demo world it controls)."""
 
 from scheduling.engine import refresh as engine
+
+# On the NodeClaims karpweb creates, so that a retry only ever relaunches karpweb's own claims.
+PROVISIONER_LABEL = "karpweb.io/provisioner"
 
 DEFAULT_NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
 
