@@ -16,6 +16,8 @@ from django_tables2 import RequestConfig
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleet.models import Cluster
+
 from karpweb.tables import short_datetimes
 from karpweb.views_generic import PAGE_SIZE
 from scheduling.models import Decision, Mode, NodePool
@@ -61,8 +63,9 @@ moments = st.datetimes(min_value=datetime.datetime(2000, 1, 1), max_value=dateti
 @given(st.lists(st.tuples(moments, st.sampled_from(Decision.Kind.values), st.sampled_from(Decision.Outcome.values),
                           st.sampled_from(Mode.values), texts, texts, st.none() | names), max_size=6))
 def test_plain_rows_are_django_tables2s_rows(records):
+    cluster = Cluster(name="rows")  # unsaved: a Decision made without one asks the database for the default
     decisions = [Decision(created_at=at, kind=kind, outcome=outcome, mode=mode, subject=subject, reason=reason,
-                          node_pool=NodePool(name=pool) if pool else None)
+                          node_pool=NodePool(name=pool, cluster=cluster) if pool else None, cluster=cluster)
                  for at, kind, outcome, mode, subject, reason, pool in records]
     table = DecisionTable(decisions)
     assert table.plain_rows() == django_tables2_rows(table)
