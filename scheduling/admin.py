@@ -4,7 +4,15 @@ from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.admin_forms import NodePoolAdminForm
-from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.admin_mixins import (
+    EC2_NOTE,
+    KARPWEB_NOTE,
+    KUBERNETES_NOTE,
+    AuditedAdmin,
+    FullyMirroredAdmin,
+    MirroredAdmin,
+    ReadOnlyAdmin,
+)
 from scheduling.audit import record_change
 from scheduling.modes import control_refusal
 from scheduling.models import (
@@ -28,15 +36,26 @@ from scheduling.models import (
 )
 
 
+CATALOGUE_NOTE = ("Mirrored from EC2's catalogue and prices: the next catalogue sync overwrites any change made here, "
+                  "so these fields are read-only.")
+
+
 class OfferingInline(admin.TabularInline):
     model = Offering
     extra = 0
     fields = ("capacity_type", "zone", "zone_id", "price", "available", "reservation")
-    raw_id_fields = ("reservation",)
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(InstanceType)
-class InstanceTypeAdmin(AuditedAdmin):
+class InstanceTypeAdmin(FullyMirroredAdmin):
+    note = CATALOGUE_NOTE
     list_display = ("name", "vcpus", "memory_gib", "max_pods", "arch", "gpu_count", "family")
     list_filter = ("arch", "family", "gpu_count")
     search_fields = ("name", "family")
@@ -44,7 +63,8 @@ class InstanceTypeAdmin(AuditedAdmin):
 
 
 @admin.register(Offering)
-class OfferingAdmin(AuditedAdmin):
+class OfferingAdmin(FullyMirroredAdmin):
+    note = CATALOGUE_NOTE
     list_display = ("instance_type", "capacity_type", "zone", "price", "available", "reservation", "updated_at")
     list_filter = ("capacity_type", "zone", "available")
     search_fields = ("instance_type__name", "reservation__reservation_id")
@@ -53,7 +73,7 @@ class OfferingAdmin(AuditedAdmin):
 
 
 @admin.register(NodePool)
-class NodePoolAdmin(AuditedAdmin):
+class NodePoolAdmin(MirroredAdmin):
     form = NodePoolAdminForm
     list_display = ("name", "weight", "node_class", "effective_mode", "consolidation_policy", "node_count", "ready", "synced_at")
     list_filter = ("mode", "consolidation_policy", "keep_idle_reserved_nodes")
@@ -62,7 +82,21 @@ class NodePoolAdmin(AuditedAdmin):
     raw_id_fields = ("node_class",)
     actions = ("set_mode_observe", "set_mode_control", "follow_global_mode")
     # nodeClassRef follows the EC2NodeClass chosen (NodePoolAdminForm): the two never disagree.
-    readonly_fields = ("uid", "resource_version", "node_class_ref", "conditions", "status_resources", "created_at", "synced_at")
+    mirrored = ("uid", "resource_version", "node_class_ref", "conditions", "status_resources", "registration_health",
+                "created_at", "synced_at")
+    spec = ("name", "weight", "node_class", "requirements", "taints", "startup_taints", "labels", "limits",
+            "consolidation_policy", "consolidate_after", "budgets", "expire_after")
+
+    def get_fieldsets(self, request, obj=None):
+        return [
+            ("karpweb", {"description": KARPWEB_NOTE, "fields": ("mode", "keep_idle_reserved_nodes")}),
+            ("Spec", {"description": self.spec_note(), "fields": self.spec}),
+            ("Status", {"description": KUBERNETES_NOTE, "fields": self.mirrored}),
+        ]
+
+    def has_add_permission(self, request):
+        # On a real cluster a NodePool is made with kubectl: a row added here would be gone at the next sync.
+        return not self.cluster_owns_spec() and super().has_add_permission(request)
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(nodes_count=Count("nodes"))
@@ -96,7 +130,7 @@ class NodePoolAdmin(AuditedAdmin):
 
 
 @admin.register(NodeClaim)
-class NodeClaimAdmin(AuditedAdmin):
+class NodeClaimAdmin(FullyMirroredAdmin):
     list_display = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "node_name", "created_at")
     list_filter = ("capacity_type", "zone", "node_pool")
     search_fields = ("name", "node_name", "provider_id", "instance_type", "reservation_label")
@@ -106,7 +140,7 @@ class NodeClaimAdmin(AuditedAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(AuditedAdmin):
+class NodeAdmin(FullyMirroredAdmin):
     list_display = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "pod_count", "ready", "unschedulable")
     list_filter = ("capacity_type", "zone", "ready", "unschedulable", "node_pool")
     search_fields = ("name", "provider_id", "instance_type", "reservation_label")
@@ -137,7 +171,7 @@ class PendingFilter(admin.SimpleListFilter):
 
 
 @admin.register(Pod)
-class PodAdmin(AuditedAdmin):
+class PodAdmin(FullyMirroredAdmin):
     list_display = ("__str__", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes", "owner_kind", "created_at")
     list_filter = (PendingFilter, "phase", "namespace")
     search_fields = ("name", "namespace", "node_name", "owner_name")
