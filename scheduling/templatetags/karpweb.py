@@ -58,6 +58,17 @@ def dollars(value: float | None) -> str:
 
 
 @register.filter
+def per_hour(value: float | None) -> str:
+    """Dollars per hour to the cent (`$1,234.57/h`); a non-zero amount under a cent is `< $0.01/h`
+    (a reserved unit's modelled price, a tiny saving), never a run of zeros."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—"
+    if 0 < abs(value) < 0.01:
+        return "< $0.01/h" if value > 0 else "> -$0.01/h"
+    return f"{dollars(value)}/h"
+
+
+@register.filter
 def condition_badge(status: str) -> str:
     return {"True": "ok", "False": "bad"}.get(status, "unknown")
 
