@@ -4,15 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.admin_forms import NodePoolAdminForm
-from scheduling.admin_mixins import (
-    EC2_NOTE,
-    KARPWEB_NOTE,
-    KUBERNETES_NOTE,
-    AuditedAdmin,
-    FullyMirroredAdmin,
-    MirroredAdmin,
-    ReadOnlyAdmin,
-)
+from scheduling.admin_mixins import KARPWEB_NOTE, KUBERNETES_NOTE, FullyMirroredAdmin, MirroredAdmin, ReadOnlyAdmin
 from scheduling.audit import record_change
 from scheduling.modes import control_refusal
 from scheduling.models import (
