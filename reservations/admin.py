@@ -13,6 +13,7 @@ from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
 from scheduling.admin_forms import CapacityReservationAdminForm, EC2NodeClassAdminForm
 from scheduling.admin_mixins import EC2_NOTE, KARPWEB_NOTE, KUBERNETES_NOTE, AuditedAdmin, MirroredAdmin, ReadOnlyAdmin
+from scheduling.engine.timeutil import format_time
 from scheduling.models import AuditEntry
 
 
@@ -61,10 +62,8 @@ class CapacityReservationAdmin(MirroredAdmin):
     is edited here, with who set it and when filled in, audited."""
 
     form = CapacityReservationAdminForm
-    list_display = (
-        "reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
-        "usage", "utilization_percent", "end_date", "planning", "last_seen",
-    )
+    # Ten columns were cut off beside the filters: type, utilization and end date are shortened.
+    list_display = ("reservation_id", "instance_type", "availability_zone", "kind", "state", "usage", "ends", "planning")
     list_filter = (
         "reservation_type", "state", "availability_zone", "instance_match_criteria", "interruptible",
         "planning_excluded", EndsWithinFilter, IdleFilter,
@@ -104,13 +103,18 @@ class CapacityReservationAdmin(MirroredAdmin):
     def planning(self, obj):
         return "excluded" if obj.planning_excluded else "—"
 
-    @admin.display(description="used / available / total")
+    @admin.display(description="used / available / total", ordering="available_instance_count")
     def usage(self, obj):
-        return f"{obj.used_instance_count} / {obj.available_instance_count} / {obj.total_instance_count}"
+        return (f"{obj.used_instance_count} / {obj.available_instance_count} / {obj.total_instance_count} "
+                f"({obj.utilization:.0%})")
 
-    @admin.display(description="utilization", ordering="available_instance_count")
-    def utilization_percent(self, obj):
-        return f"{obj.utilization:.0%}"
+    @admin.display(description="type", ordering="reservation_type")
+    def kind(self, obj):
+        return "block" if obj.is_capacity_block else "ODCR"
+
+    @admin.display(description="ends (UTC)", ordering="end_date")
+    def ends(self, obj):
+        return format_time(obj.end_date).replace("T", " ")[:16] if obj.end_date else "—"
 
     @admin.display(description="utilization history")
     def samples_link(self, obj):
