@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.engine import simulate
-from scheduling.models import AuditEntry, CapacityType, Node, NodeClaim, NodePool, Pod
+from scheduling.loop import steps
+from scheduling.models import AuditEntry, CapacityType, Decision, Node, NodeClaim, NodePool, Pod
 from scheduling.world import current_world
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory
 from tests.factories.scheduling import (
@@ -146,7 +147,7 @@ def unchanged_audit():
     return check
 
 
-def test_the_override_keeps_the_engine_out_is_audited_and_shown(admin_user_client, reserved_world):
+def test_the_override_keeps_the_engine_out_is_audited_and_shown(admin_user_client, reserved_world, settings):
     assert plan_for("default/waiting")["launch"]["reservationID"] == RESERVATION_ID  # without it: into the reservation
 
     url = change_url(reserved_world)
@@ -164,6 +165,12 @@ def test_the_override_keeps_the_engine_out_is_audited_and_shown(admin_user_clien
     assert "launch" not in outcome
     assert f"reservation {RESERVATION_ID} is excluded from planning (by root since" in outcome["reason"]
     assert reason in outcome["reason"]
+    # The provisioning step (the simulated world's loop, in control) launches nothing and records the decision in words.
+    settings.KARPWEB_MODE = "control"
+    steps.provision()
+    assert not NodeClaim.objects.filter(reservation_label=RESERVATION_ID).exists()
+    decision = Decision.objects.get(subject="pod default/waiting", kind=Decision.Kind.UNSCHEDULABLE)
+    assert f"reservation {RESERVATION_ID} is excluded from planning (by root since" in decision.reason and reason in decision.reason
 
     page = admin_user_client.get(reverse("reservations:detail", args=[RESERVATION_ID])).content.decode()
     assert "excluded" in page and reason in page and "by root" in page
