@@ -19,7 +19,10 @@ def favicon(request):
 
 admin.site.site_header = "karpweb administration"
 admin.site.site_title = "karpweb admin"
-admin.site.index_title = "Manual overrides (every change is recorded in the audit log)"
+admin.site.index_title = ("What EC2 and Kubernetes say (read-only: the next sync overwrites it), karpweb's own "
+                          "settings and overrides (every change is recorded in the audit log)")
+# The index's list of models beside every page took a quarter of the width the change lists need.
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     # One sign-in page for the console and the admin: it offers single sign-on and knows when local

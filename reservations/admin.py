@@ -1,7 +1,7 @@
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import F
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from reservations.models import (
@@ -11,8 +11,9 @@ from reservations.models import (
 )
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
-from scheduling.admin_forms import EC2NodeClassAdminForm
-from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.admin_forms import CapacityReservationAdminForm, EC2NodeClassAdminForm
+from scheduling.admin_mixins import EC2_NOTE, KARPWEB_NOTE, KUBERNETES_NOTE, AuditedAdmin, MirroredAdmin, ReadOnlyAdmin
+from scheduling.engine.timeutil import format_time
 from scheduling.models import AuditEntry
 
 
@@ -56,37 +57,64 @@ class IdleFilter(admin.SimpleListFilter):
 
 
 @admin.register(CapacityReservation)
-class CapacityReservationAdmin(AuditedAdmin):
-    list_display = (
-        "reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
-        "usage", "utilization_percent", "end_date", "owner_id", "last_seen",
-    )
+class CapacityReservationAdmin(MirroredAdmin):
+    """Everything EC2 says is read-only; karpweb's own override (keep karpweb from planning into it)
+    is edited here, with who set it and when filled in, audited."""
+
+    form = CapacityReservationAdminForm
+    # Ten columns were cut off beside the filters: type, utilization and end date are shortened.
+    list_display = ("reservation_id", "instance_type", "availability_zone", "kind", "state", "usage", "ends", "planning")
     list_filter = (
         "reservation_type", "state", "availability_zone", "instance_match_criteria", "interruptible",
-        EndsWithinFilter, IdleFilter,
+        "planning_excluded", EndsWithinFilter, IdleFilter,
     )
     search_fields = ("reservation_id", "instance_type", "owner_id", "arn")
-    readonly_fields = ("last_seen", "samples_link")
     date_hierarchy = "end_date"
+    IDENTITY = ("reservation_id", "arn", "owner_id", "region", "state", "reservation_type", "instance_match_criteria",
+                "interruptible", "ultraserver_type")
+    CAPACITY = ("instance_type", "instance_platform", "tenancy", "availability_zone", "availability_zone_id",
+                "total_instance_count", "available_instance_count", "capacity_allocations")
+    DATES = ("create_date", "start_date", "end_date", "end_date_type", "last_seen")
+    MORE = ("ebs_optimized", "ephemeral_storage", "placement_group_arn", "outpost_arn",
+            "unused_reservation_billing_owner_id", "tags")
+    mirrored = (*IDENTITY, *CAPACITY, *DATES, *MORE, "samples_link")
+    readonly_fields = ("planning_excluded_by", "planning_excluded_at")
     fieldsets = (
-        (None, {"fields": ("reservation_id", "arn", "owner_id", "region", "state", "reservation_type",
-                           "instance_match_criteria", "interruptible", "ultraserver_type")}),
-        ("Capacity", {"fields": ("instance_type", "instance_platform", "tenancy", "availability_zone",
-                                 "availability_zone_id", "total_instance_count", "available_instance_count",
-                                 "capacity_allocations", "samples_link")}),
-        ("Dates", {"fields": ("create_date", "start_date", "end_date", "end_date_type", "last_seen")}),
-        ("More", {"classes": ("collapse",), "fields": (
-            "ebs_optimized", "ephemeral_storage", "placement_group_arn", "outpost_arn",
-            "unused_reservation_billing_owner_id", "tags")}),
+        ("Planning override (karpweb's own)", {"description": KARPWEB_NOTE + (
+            " Excluded, karpweb neither launches nor consolidates into it (the decisions and each pod's "
+            "\"why not reserved?\" say so); nodes already in it stay."),
+            "fields": ("planning_excluded", "planning_excluded_reason", "planning_excluded_by", "planning_excluded_at")}),
+        ("From EC2", {"description": EC2_NOTE, "fields": IDENTITY}),
+        ("Capacity", {"description": EC2_NOTE, "fields": (*CAPACITY, "samples_link")}),
+        ("Dates", {"description": EC2_NOTE, "fields": DATES}),
+        ("More", {"classes": ("collapse",), "description": EC2_NOTE, "fields": MORE}),
     )
 
-    @admin.display(description="used / available / total")
-    def usage(self, obj):
-        return f"{obj.used_instance_count} / {obj.available_instance_count} / {obj.total_instance_count}"
+    def has_add_permission(self, request):
+        return False  # reservations come from EC2 (or the simulated world's seed), never from this form
 
-    @admin.display(description="utilization", ordering="available_instance_count")
-    def utilization_percent(self, obj):
-        return f"{obj.utilization:.0%}"
+    def save_model(self, request, obj, form, change):
+        if "planning_excluded" in form.changed_data:
+            obj.planning_excluded_by = request.user.get_username() if obj.planning_excluded else ""
+            obj.planning_excluded_at = timezone.now() if obj.planning_excluded else None
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="planning", boolean=False, ordering="planning_excluded")
+    def planning(self, obj):
+        return "excluded" if obj.planning_excluded else "—"
+
+    @admin.display(description="used / available / total", ordering="available_instance_count")
+    def usage(self, obj):
+        return (f"{obj.used_instance_count} / {obj.available_instance_count} / {obj.total_instance_count} "
+                f"({obj.utilization:.0%})")
+
+    @admin.display(description="type", ordering="reservation_type")
+    def kind(self, obj):
+        return "block" if obj.is_capacity_block else "ODCR"
+
+    @admin.display(description="ends (UTC)", ordering="end_date")
+    def ends(self, obj):
+        return format_time(obj.end_date).replace("T", " ")[:16] if obj.end_date else "—"
 
     @admin.display(description="utilization history")
     def samples_link(self, obj):
@@ -142,19 +170,27 @@ class UtilizationHourAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EC2NodeClass)
-class EC2NodeClassAdmin(AuditedAdmin):
+class EC2NodeClassAdmin(MirroredAdmin):
     form = EC2NodeClassAdminForm
     list_display = ("name", "term_count", "reservation_count", "ready", "open_reservations", "synced_at")
     list_filter = ("open_reservations",)
     search_fields = ("name",)
-    filter_horizontal = ("selected_reservations",)
-    readonly_fields = ("uid", "resource_version", "status_capacity_reservations", "conditions", "created_at", "synced_at")
+    # The status (selected reservations included: the sync writes them from status.capacityReservations).
+    mirrored = ("uid", "resource_version", "selected_reservations", "status_capacity_reservations", "status_launch",
+                "conditions", "created_at", "synced_at")
+    # On a real cluster the spec and annotations are the cluster's: an edit here would be undone by the next sync.
+    spec = ("spec", "annotations")
 
-    def get_readonly_fields(self, request, obj=None):
-        # On a real cluster the spec and annotations are the cluster's: an edit here would be undone by the next sync.
-        if settings.KARPWEB_CLUSTER == "kubernetes":
-            return (*self.readonly_fields, "spec", "annotations")
-        return self.readonly_fields
+    def get_fieldsets(self, request, obj=None):
+        return [
+            (None, {"fields": ("name",)}),
+            ("Written to the cluster by karpweb", {
+                "description": "Saved as the selector-term editor saves them: checked, written to the cluster, "
+                               "refused when the object changed since this page was read. Every change is audited.",
+                "fields": ("capacity_reservation_selector_terms", "open_reservations", "read_version")}),
+            ("Spec", {"description": self.spec_note(), "fields": self.spec}),
+            ("Status", {"description": KUBERNETES_NOTE, "fields": self.mirrored}),
+        ]
 
     def audited_fields(self, form, change):
         routed = form.routed_changes() if change else []

@@ -13,6 +13,7 @@ from fleet import scope
 from fleet.managers import ClusterScopedManager, cluster_field
 from karpweb.conditions import ConditionsMixin
 from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block_timing
+from scheduling.engine.timeutil import format_time
 
 # AWS Health warns when a reservation stays under this utilization for 24 hours.
 LOW_UTILIZATION_THRESHOLD = 0.20
@@ -130,6 +131,14 @@ class CapacityReservation(models.Model):
     capacity_allocations = models.JSONField(default=list, blank=True)
     tags = models.JSONField(default=dict, blank=True, help_text="EC2 tags as a {key: value} object.")
     last_seen = models.DateTimeField(null=True, blank=True, help_text="When EC2 last reported this reservation.")
+    # karpweb's own override (the EC2 sync never writes these): keep karpweb from planning into it.
+    planning_excluded = models.BooleanField(
+        "keep karpweb from planning into it", default=False,
+        help_text="karpweb launches and consolidates nothing into it; nodes already in it stay. The next sync keeps this.")
+    planning_excluded_reason = models.TextField(
+        "why", max_length=500, blank=True, help_text="Required to exclude it: what an operator reading the plan should know.")
+    planning_excluded_by = models.CharField("excluded by", max_length=150, blank=True)
+    planning_excluded_at = models.DateTimeField("excluded since", null=True, blank=True)
 
     objects = VisibleReservationManager()
 
@@ -191,6 +200,14 @@ class CapacityReservation(models.Model):
     def is_usable(self, now=None) -> bool:
         now = now or timezone.now()
         return self.state == self.State.ACTIVE and (self.end_date is None or self.end_date > now)
+
+    @property
+    def planning_exclusion(self) -> str:
+        """Who kept karpweb from planning into it, since when and why, in words; empty when nobody did."""
+        if not self.planning_excluded:
+            return ""
+        since = f" since {format_time(self.planning_excluded_at)}" if self.planning_excluded_at else ""
+        return f"by {self.planning_excluded_by or 'an operator'}{since}: {self.planning_excluded_reason or 'no reason given'}"
 
 
 class ReservationVisibility(models.Model):

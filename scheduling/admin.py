@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.admin_forms import NodePoolAdminForm
-from scheduling.admin_mixins import AuditedAdmin, ReadOnlyAdmin
+from scheduling.admin_mixins import KARPWEB_NOTE, KUBERNETES_NOTE, FullyMirroredAdmin, MirroredAdmin, ReadOnlyAdmin
 from scheduling.audit import record_change
 from scheduling.modes import control_refusal
 from scheduling.models import (
@@ -28,15 +28,26 @@ from scheduling.models import (
 )
 
 
+CATALOGUE_NOTE = ("Mirrored from EC2's catalogue and prices: the next catalogue sync overwrites any change made here, "
+                  "so these fields are read-only.")
+
+
 class OfferingInline(admin.TabularInline):
     model = Offering
     extra = 0
     fields = ("capacity_type", "zone", "zone_id", "price", "available", "reservation")
-    raw_id_fields = ("reservation",)
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(InstanceType)
-class InstanceTypeAdmin(AuditedAdmin):
+class InstanceTypeAdmin(FullyMirroredAdmin):
+    note = CATALOGUE_NOTE
     list_display = ("name", "vcpus", "memory_gib", "max_pods", "arch", "gpu_count", "family")
     list_filter = ("arch", "family", "gpu_count")
     search_fields = ("name", "family")
@@ -44,7 +55,8 @@ class InstanceTypeAdmin(AuditedAdmin):
 
 
 @admin.register(Offering)
-class OfferingAdmin(AuditedAdmin):
+class OfferingAdmin(FullyMirroredAdmin):
+    note = CATALOGUE_NOTE
     list_display = ("instance_type", "capacity_type", "zone", "price", "available", "reservation", "updated_at")
     list_filter = ("capacity_type", "zone", "available")
     search_fields = ("instance_type__name", "reservation__reservation_id")
@@ -53,7 +65,7 @@ class OfferingAdmin(AuditedAdmin):
 
 
 @admin.register(NodePool)
-class NodePoolAdmin(AuditedAdmin):
+class NodePoolAdmin(MirroredAdmin):
     form = NodePoolAdminForm
     list_display = ("name", "weight", "node_class", "effective_mode", "consolidation_policy", "node_count", "ready", "synced_at")
     list_filter = ("mode", "consolidation_policy", "keep_idle_reserved_nodes")
@@ -62,7 +74,21 @@ class NodePoolAdmin(AuditedAdmin):
     raw_id_fields = ("node_class",)
     actions = ("set_mode_observe", "set_mode_control", "follow_global_mode")
     # nodeClassRef follows the EC2NodeClass chosen (NodePoolAdminForm): the two never disagree.
-    readonly_fields = ("uid", "resource_version", "node_class_ref", "conditions", "status_resources", "created_at", "synced_at")
+    mirrored = ("uid", "resource_version", "node_class_ref", "conditions", "status_resources", "registration_health",
+                "created_at", "synced_at")
+    spec = ("name", "weight", "node_class", "requirements", "taints", "startup_taints", "labels", "limits",
+            "consolidation_policy", "consolidate_after", "budgets", "expire_after")
+
+    def get_fieldsets(self, request, obj=None):
+        return [
+            ("karpweb", {"description": KARPWEB_NOTE, "fields": ("mode", "keep_idle_reserved_nodes")}),
+            ("Spec", {"description": self.spec_note(), "fields": self.spec}),
+            ("Status", {"description": KUBERNETES_NOTE, "fields": self.mirrored}),
+        ]
+
+    def has_add_permission(self, request):
+        # On a real cluster a NodePool is made with kubectl: a row added here would be gone at the next sync.
+        return not self.cluster_owns_spec() and super().has_add_permission(request)
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(nodes_count=Count("nodes"))
@@ -95,22 +121,36 @@ class NodePoolAdmin(AuditedAdmin):
         self.record_bulk_change(request, queryset, "mode", "")
 
 
+class PlacementColumnsMixin:
+    """Short columns for NodeClaims and Nodes: eight or nine full ones did not fit beside the filters."""
+
+    @admin.display(description="instance", ordering="instance_type")
+    def instance(self, obj):
+        return f"{obj.instance_type or '—'} in {obj.zone}" if obj.zone else (obj.instance_type or "—")
+
+    @admin.display(description="reservation", ordering="reservation_label")
+    def reservation_shown(self, obj):
+        return obj.reservation_label or "—"
+
+
 @admin.register(NodeClaim)
-class NodeClaimAdmin(AuditedAdmin):
-    list_display = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "node_name", "created_at")
+class NodeClaimAdmin(PlacementColumnsMixin, FullyMirroredAdmin):
+    # The reservation by its id (its full name, with type and zone, pushed the columns past the window).
+    list_display = ("name", "node_pool", "instance", "capacity_type", "reservation_shown", "node_name", "created_at")
     list_filter = ("capacity_type", "zone", "node_pool")
     search_fields = ("name", "node_name", "provider_id", "instance_type", "reservation_label")
-    list_select_related = ("node_pool", "reservation")
+    list_select_related = ("node_pool",)
     raw_id_fields = ("node_pool", "node_class", "reservation")
     date_hierarchy = "created_at"
 
 
 @admin.register(Node)
-class NodeAdmin(AuditedAdmin):
-    list_display = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "pod_count", "ready", "unschedulable")
+class NodeAdmin(PlacementColumnsMixin, FullyMirroredAdmin):
+    list_display = ("name", "node_pool", "instance", "capacity_type", "reservation_shown", "pod_count", "ready",
+                    "cordoned")
     list_filter = ("capacity_type", "zone", "ready", "unschedulable", "node_pool")
     search_fields = ("name", "provider_id", "instance_type", "reservation_label")
-    list_select_related = ("node_pool", "reservation")
+    list_select_related = ("node_pool",)
     raw_id_fields = ("node_pool", "node_claim", "reservation")
 
     def get_queryset(self, request):
@@ -119,6 +159,10 @@ class NodeAdmin(AuditedAdmin):
     @admin.display(description="pods", ordering="pods_count")
     def pod_count(self, obj):
         return obj.pods_count
+
+    @admin.display(description="cordoned", boolean=True, ordering="unschedulable")
+    def cordoned(self, obj):
+        return obj.unschedulable
 
 
 class PendingFilter(admin.SimpleListFilter):
@@ -137,7 +181,7 @@ class PendingFilter(admin.SimpleListFilter):
 
 
 @admin.register(Pod)
-class PodAdmin(AuditedAdmin):
+class PodAdmin(FullyMirroredAdmin):
     list_display = ("__str__", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes", "owner_kind", "created_at")
     list_filter = (PendingFilter, "phase", "namespace")
     search_fields = ("name", "namespace", "node_name", "owner_name")

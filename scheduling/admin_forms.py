@@ -180,3 +180,18 @@ class EC2NodeClassAdminForm(forms.ModelForm):
         if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
             raise ValidationError('expected a JSON object of strings, e.g. {"team": "ml"}')
         return annotations
+
+
+class CapacityReservationAdminForm(forms.ModelForm):
+    """karpweb's override on a reservation: keeping karpweb from planning into it needs a reason."""
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("planning_excluded"):
+            if not (cleaned.get("planning_excluded_reason") or "").strip() and "planning_excluded_reason" not in self.errors:
+                self.add_error("planning_excluded_reason",
+                               "why: required to keep karpweb from planning into this reservation (say why, for the "
+                               "next operator reading the plan)")
+        elif "planning_excluded_reason" in cleaned:
+            cleaned["planning_excluded_reason"] = ""  # no exclusion, no reason left behind
+        return cleaned

@@ -73,3 +73,63 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+EC2_NOTE = ("Mirrored from EC2: the next sync overwrites any change made here, so these fields are read-only. "
+            "Change the reservation in EC2 (or apply a recommendation).")
+KUBERNETES_NOTE = ("Mirrored from Kubernetes: the next sync overwrites any change made here, so these fields are "
+                   "read-only. Change the object in the cluster.")
+SPEC_NOTE_CLUSTER = ("The object's spec, mirrored from the cluster: the next sync overwrites any change made here, "
+                     "so these fields are read-only. Change it with kubectl.")
+SPEC_NOTE_SIMULATED = ("The object's spec. On a real cluster the next sync overwrites these (they are read-only "
+                       "there); in the simulated world these rows are the cluster, so they are edited here.")
+KARPWEB_NOTE = "karpweb's own settings: no sync touches them. Every change is audited."
+
+
+def model_fields(model, *, exclude=()) -> tuple[str, ...]:
+    """The editable concrete fields of a model, in declaration order (the id left out)."""
+    return tuple(f.name for f in model._meta.fields if f.editable and not f.primary_key and f.name not in exclude)
+
+
+class MirroredAdmin(AuditedAdmin):
+    """An admin for a model the sync mirrors from EC2 or Kubernetes: the `mirrored` fields are shown,
+    never in the form (the next sync would overwrite an edit), each fieldset saying so; `spec`
+    fields are read-only where a real cluster owns them; what karpweb owns stays editable."""
+
+    mirrored: tuple[str, ...] = ()
+    spec: tuple[str, ...] = ()  # read-only on a real cluster (KARPWEB_CLUSTER=kubernetes)
+
+    @staticmethod
+    def cluster_owns_spec() -> bool:
+        from django.conf import settings
+
+        return settings.KARPWEB_CLUSTER == "kubernetes"
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = [*super().get_readonly_fields(request, obj), *self.mirrored]
+        if self.cluster_owns_spec():
+            fields += self.spec
+        return tuple(dict.fromkeys(fields))
+
+    @staticmethod
+    def spec_note() -> str:
+        return SPEC_NOTE_CLUSTER if MirroredAdmin.cluster_owns_spec() else SPEC_NOTE_SIMULATED
+
+
+class FullyMirroredAdmin(MirroredAdmin):
+    """Every field mirrored (NodeClaims, Nodes, Pods, the catalogue): a page to read, none added or
+    changed here; deleting a row stays possible (audited) and the next sync brings it back if it still exists."""
+
+    note = KUBERNETES_NOTE
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return tuple(dict.fromkeys([*super().get_readonly_fields(request, obj), *model_fields(self.model)]))
+
+    def get_fieldsets(self, request, obj=None):
+        return [("Mirrored", {"description": self.note, "fields": model_fields(self.model)})]

@@ -361,14 +361,31 @@ class KarpenterAuditView(ObjectListView):
 
 
 class WhatIfView(ViewerRequiredMixin, TemplateView):
-    """Paste or upload a WORLD.json (or start from the current world), run simulate, read the decisions."""
+    """What-if: changes to the current world in a form (the default tab), the plans before and after
+    side by side; or a WORLD.json pasted or uploaded (`?tab=paste`; `?from=current` fills it with the
+    current world) and its decisions. `?recommendation=ID` opens the form with that change filled in."""
 
     template_name = "scheduling/whatif.html"
     extra_context = {"max_world_bytes": MAX_WORLD_BYTES}
 
     def get(self, request):
+        if request.GET.get("from") == "current" or request.GET.get("tab") == "paste":
+            return self.get_paste(request)
+        return self.get_edit(request)
+
+    def post(self, request):
+        paste = (request.POST.get("tab") == "paste" or "world" in request.POST or "world_file" in request.FILES
+                 or getattr(request, "upload_too_large", None))
+        return self.post_paste(request) if paste else self.post_edit(request)
+
+    # --- paste or upload a WORLD.json ------------------------------------------------------------
+
+    def paste_page(self, status=200, **context):
+        return self.render_to_response(self.get_context_data(tab="paste", **context), status=status)
+
+    def get_paste(self, request):
         if request.GET.get("from") != "current":
-            return self.render_to_response(self.get_context_data(world_text=""))
+            return self.paste_page(world_text="")
         text = json.dumps(current_world(), indent=2)
         if request.GET.get("download"):
             response = HttpResponse(text, content_type="application/json")
@@ -376,10 +393,10 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
             return response
         if len(text) > MAX_WORLD_BYTES:
             # Tens of MiB in a text area help nobody: offer the file (to trim and upload, or run `simulate`).
-            return self.render_to_response(self.get_context_data(world_text="", current_too_large=len(text)))
-        return self.render_to_response(self.get_context_data(world_text=text))
+            return self.paste_page(world_text="", current_too_large=len(text))
+        return self.paste_page(world_text=text)
 
-    def post(self, request):
+    def post_paste(self, request):
         upload = request.FILES.get("world_file")
         stopped = getattr(request, "upload_too_large", None)  # karpweb/uploads.py stopped it while it streamed
         if stopped or (upload is not None and upload.size > MAX_WORLD_BYTES):
@@ -393,26 +410,15 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
                     with engine_run(request.user):
                         outcome = run_world_text(text)
                 except EngineBusy as busy:
-                    context = self.get_context_data(world_text=text, outcome=SimulationOutcome(problems=[str(busy)]))
-                    return busy_response(self.render_to_response(context, status=429), busy)
-        context = self.get_context_data(world_text=text, outcome=outcome,
-                                        decisions_json=pretty(outcome.decisions) if outcome.ok else "")
-        return self.render_to_response(context)
+                    return busy_response(self.paste_page(429, world_text=text, outcome=SimulationOutcome(problems=[str(busy)])), busy)
+        return self.paste_page(world_text=text, outcome=outcome, decisions_json=pretty(outcome.decisions) if outcome.ok else "")
 
+    # --- edit the current world in a form -------------------------------------------------------
 
-def busy_response(response, busy: EngineBusy):
-    """A what-if page refused by the engine's cost limit (karpweb/costlimit.py): 429, and when to retry."""
-    response["Retry-After"] = str(busy.retry_after)
-    return response
+    def edit_page(self, form, result=None, status=200, **context):
+        return self.render_to_response(self.get_context_data(tab="edit", form=form, result=result, **context), status=status)
 
-
-class WhatIfEditView(ViewerRequiredMixin, TemplateView):
-    """What-if by editing the current world: changes in a form, the plan before and after side by side.
-    `?recommendation=ID` opens with that recommendation's change filled in."""
-
-    template_name = "scheduling/whatif_edit.html"
-
-    def get(self, request):
+    def get_edit(self, request):
         initial = {}
         rec_id = request.GET.get("recommendation")
         if rec_id and rec_id.isdigit():
@@ -434,24 +440,43 @@ class WhatIfEditView(ViewerRequiredMixin, TemplateView):
                         result = before_and_after(bound.edits())
                 except EngineBusy as busy:
                     form.add_error(None, str(busy))
-                    return busy_response(self.render_to_response(self.get_context_data(form=form, result=None), status=429), busy)
-        return self.render_to_response(self.get_context_data(form=form, result=result))
+                    return busy_response(self.edit_page(form, status=429), busy)
+        return self.edit_page(form, result)
 
-    def post(self, request):
+    def post_edit(self, request):
         form = WorldEditForm(request.POST)
         if not form.is_valid():
-            return self.render_to_response(self.get_context_data(form=form, result=None), status=400)
+            return self.edit_page(form, status=400)
         edits = form.edits()
         if not edits:
             form.add_error(None, "fill in at least one change")
-            return self.render_to_response(self.get_context_data(form=form, result=None), status=400)
+            return self.edit_page(form, status=400)
         try:
             with engine_run(request.user):
                 result = before_and_after(edits)
         except EngineBusy as busy:
             form.add_error(None, str(busy))
-            return busy_response(self.render_to_response(self.get_context_data(form=form, result=None), status=429), busy)
+            return busy_response(self.edit_page(form, status=429), busy)
         for problem in result["problems"]:
             form.add_error(None, problem)
-        return self.render_to_response(self.get_context_data(form=form, result=result, edits=edits),
-                                       status=400 if result["problems"] else 200)
+        return self.edit_page(form, result, status=400 if result["problems"] else 200, edits=edits)
+
+
+def busy_response(response, busy: EngineBusy):
+    """A what-if page refused by the engine's cost limit (karpweb/costlimit.py): 429, and when to retry."""
+    response["Retry-After"] = str(busy.retry_after)
+    return response
+
+
+def healthz(request):
+    """Liveness and readiness: the database answers."""
+    from django.db import connection
+    from django.http import JsonResponse
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})
+
+
+class WhatIfEditView(WhatIfView):
+    """/what-if/edit/, where the form was before it became the page's default: the same page."""

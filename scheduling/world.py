@@ -14,6 +14,7 @@ from reservations.models import CapacityReservation, CapacityReservationGroup, E
 from scheduling.engine import parse_world
 from scheduling.engine.ec2types import MIB, node_memory_mib
 from scheduling.engine.taints import is_known_ephemeral
+from scheduling.engine.world import EXCLUDED_FROM_PLANNING
 from scheduling.engine.timeutil import format_time
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
 
@@ -129,6 +130,8 @@ def reservation_item(r: CapacityReservation) -> dict:
             item[key] = format_time(value)
     if r.ultraserver_type:
         item["UltraserverType"] = r.ultraserver_type
+    if r.planning_excluded:  # karpweb's own override: the engine offers none of its units
+        item[EXCLUDED_FROM_PLANNING] = r.planning_exclusion
     return item
 
 

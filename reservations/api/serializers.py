@@ -192,6 +192,11 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     capacityReservationGroups = PrefetchedSlugsField(
         "arn", source="group_list", help_text="The resource groups karpweb knows it is in.",
     )
+    excludedFromPlanning = ro("planning_excluded", help_text="karpweb's own override (set in the admin, audited): "
+                              "karpweb plans no launch or consolidation into it.")
+    excludedFromPlanningReason = ro("planning_excluded_reason", help_text="Why, as the operator wrote it.")
+    excludedFromPlanningBy = ro("planning_excluded_by", help_text="Who excluded it.")
+    excludedFromPlanningSince = when("planning_excluded_at", help_text="Since when.")
 
     class Meta:
         model = CapacityReservation
@@ -202,7 +207,8 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
             "ultraserverType", "totalInstanceCount", "availableInstanceCount", "usedInstanceCount", "utilization",
             "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "timing", "createDate", "startDate",
             "endDate", "endDateType", "tags", "nodeClasses", "lastSeen", "alarms", "openInstances",
-            "capacityReservationGroups",
+            "capacityReservationGroups", "excludedFromPlanning", "excludedFromPlanningReason", "excludedFromPlanningBy",
+            "excludedFromPlanningSince",
         ]
         read_only_fields = fields
 

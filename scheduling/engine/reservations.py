@@ -34,6 +34,9 @@ class CapacityReservation:
     interruptible: bool = False
     ultraserver_type: str = ""
     zone_id: str = ""  # AvailabilityZoneId: topology.k8s.aws/zone-id on its offering
+    # karpweb's own override (`karpwebExcludedFromPlanning` on the item): an operator keeps karpweb
+    # from planning into it. The text says who, when and why; empty when it is not excluded.
+    excluded_from_planning: str = ""
 
     @property
     def is_capacity_block(self) -> bool:
@@ -69,6 +72,8 @@ class CapacityReservation:
 
     def unavailable_reason(self, now: datetime) -> str | None:
         """Why no new instance can launch into it now, in operator words; None when one can."""
+        if self.excluded_from_planning:
+            return f"reservation {self.id} is excluded from planning ({self.excluded_from_planning})"
         if self.state != "active":
             return f"reservation {self.id} is {self.state}"
         if self.end is not None and self.end <= now:

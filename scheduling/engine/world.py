@@ -38,6 +38,8 @@ from .timeutil import parse_time, utcnow
 DEFAULT_MAX_PODS = 110
 DEFAULT_EPHEMERAL_STORAGE = "20Gi"  # the EKS AMIs' default root volume
 RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+# karpweb's key on a reservation item (no EC2 field): why an operator keeps karpweb from planning into it.
+EXCLUDED_FROM_PLANNING = "karpwebExcludedFromPlanning"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -379,6 +381,7 @@ class _Reader:
             interruptible=self.boolean(item, "Interruptible", path, False),
             ultraserver_type=self.string(item, "UltraserverType", path, default=""),
             zone_id=self.string(item, "AvailabilityZoneId", path, default=""),
+            excluded_from_planning=self.string(item, EXCLUDED_FROM_PLANNING, path, default="") or "",
         )
         if not (rid and instance_type and zone) or available is None:
             return None

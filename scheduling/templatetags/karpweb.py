@@ -76,12 +76,14 @@ def dollars(value: float | None) -> str:
 
 @register.filter
 def per_hour(value: float | None) -> str:
-    """A recurring cost, labelled as one: "$1.92/h", "$0.0691/h" (cents of a cent count under a dollar), "—"
-    for no price."""
-    text = dollars(value)
-    if text == "—":
-        return text
-    return f"${value:.4f}/h" if 0 < abs(value) < 1 else f"{text}/h"
+    """A recurring cost, labelled as one, at AWS's price precision: "$1,234.57/h", "$0.0691/h" (four
+    decimals under a dollar, as EC2 prices are quoted); a non-zero amount under that precision is
+    "< $0.0001/h" (a reserved unit's modelled price), never a run of zeros; "—" for no price."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—"
+    if 0 < abs(value) < 0.0001:
+        return "< $0.0001/h" if value > 0 else "> -$0.0001/h"
+    return f"${value:.4f}/h" if 0 < abs(value) < 1 else f"{dollars(value)}/h"
 
 
 @register.filter

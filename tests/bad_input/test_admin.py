@@ -25,17 +25,14 @@ NODEPOOL_JSON = {
     "labels": [[], {"a": 1}, {"a": ["b"]}],
     "limits": [[], {"cpu": "lots"}, {"cpu": -1}, {"memory": SCRIPT}],
     "budgets": [{}, [{"nodes": "many"}], [{"nodes": "10%", "schedule": "every day"}], [{"nodes": "1", "duration": "1x"}]],
-    # A status the loop writes, editable here: no shape is checked, so only unreadable JSON is refused.
-    "registration_health": [],
 }
+# Status the loop and the sync write: shown read-only, never a form field (tests/foundation/test_admin_mirrored.py).
 NODEPOOL_TEXT = {"consolidate_after": ["soon", "-5m", SCRIPT], "expire_after": ["later", "1y", "\x00"]}
 NODECLASS_JSON = {
     "capacity_reservation_selector_terms": [{}, "x", [{"id": "nope"}], [{"tags": {"a": 1}}], [{"tags": {"team": "\x00"}}],
                                             [{"tags": {"team": "x" * 300}}], [{"tags": {"a": "b"}}] * 31],
     "spec": [[], "x", 1, None],
     "annotations": [[], {"a": 1}, {"a": {"b": "c"}}],
-    # A status the sync writes, editable here: no shape is checked, so only unreadable JSON is refused.
-    "status_launch": [],
 }
 
 

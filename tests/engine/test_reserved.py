@@ -5,6 +5,7 @@ import time
 import pytest
 
 from scheduling.engine import ReservedMode, parse_world, plan, simulate
+from scheduling.engine.world import WorldError
 from scheduling.engine.decisions import decisions as to_decisions
 
 from .builders import capacity_types, instance_type, node_class, node_pool, placement, pod, reservation, world
@@ -317,3 +318,27 @@ def test_seed_c6a_reservations_each_pod_takes_the_smallest_that_fits():
 
 def launch_of(where, key):
     return where[key][1]["launch"]
+
+
+# karpweb's override: a reservation an operator keeps karpweb from planning into ---------------
+
+
+def test_an_excluded_reservation_takes_no_launch_and_the_pod_says_why():
+    pools = [node_pool(capacity_types=["reserved"])]
+    kept_out = {**ml("cr-1", "m5.large", available=2), "karpwebExcludedFromPlanning": "by olga since then: quarter-end"}
+    decisions = run([pod("p0", "1500m", "1Gi")], reservations=[kept_out], pools=pools)
+    assert decisions["nodeClaims"] == []
+    [entry] = decisions["unschedulable"]
+    assert "reservation cr-1 is excluded from planning (by olga since then: quarter-end)" in entry["reason"]
+    # Still listed in the class status (nothing is demoted for it), and without the key it is used.
+    assert [r["id"] for r in decisions["nodeClasses"][0]["capacityReservations"]] == ["cr-1"]
+    assert capacity_types(run([pod("p0", "1500m", "1Gi")], reservations=[ml("cr-1", "m5.large", available=2)],
+                              pools=pools)) == ["reserved"]
+    # Beside on-demand, the pod simply launches on-demand.
+    assert capacity_types(run([pod("p0", "1500m", "1Gi")], reservations=[kept_out])) == ["on-demand"]
+
+
+def test_a_malformed_exclusion_is_a_problem_naming_its_path():
+    with pytest.raises(WorldError) as raised:
+        parse_world(world(instance_types=TYPES, reservations=[{**ml("cr-1", "m5.large"), "karpwebExcludedFromPlanning": 1}]))
+    assert "capacityReservations[0].karpwebExcludedFromPlanning: expected a string" in str(raised.value)

@@ -85,3 +85,34 @@ def test_a_current_world_too_large_for_the_page_is_offered_as_a_file(viewer_clie
     download = viewer_client.get(reverse("scheduling:whatif"), {"from": "current", "download": "1"})
     assert download["Content-Disposition"] == 'attachment; filename="WORLD.json"'
     assert "web-pending-0" in json.dumps(json.loads(download.content))
+
+
+@pytest.mark.parametrize("value, shown", [
+    (None, "—"), ("", "—"), (True, "—"), (0, "$0.00/h"), (0.0, "$0.00/h"), (9.6e-9, "< $0.0001/h"), (0.00009, "< $0.0001/h"),
+    (0.0099, "$0.0099/h"), (0.0266, "$0.0266/h"), (0.096, "$0.0960/h"), (1.5, "$1.50/h"), (1234.567, "$1,234.57/h"),
+    (-0.00004, "> -$0.0001/h"),
+])
+def test_dollars_per_hour_at_price_precision_or_less_than_it(value, shown):
+    from scheduling.templatetags.karpweb import per_hour
+
+    assert per_hour(value) == shown
+
+
+def test_the_paste_tab_shows_a_reserved_price_as_under_the_price_precision(viewer_client):
+    page = viewer_client.post(reverse("scheduling:whatif"), {"world": json.dumps(WORLD)}).content.decode()
+    decisions = page[page.index('id="decisions"'):page.index("DECISIONS.json</h2>")]  # DECISIONS.json itself stays raw
+    assert "&lt; $0.0001/h" in decisions and "$0.0960/h" in decisions  # the reserved unit and the on-demand m5.large
+    assert "0.0000000096" not in decisions and "9.6e-09" not in decisions
+
+
+def test_idle_dollars_count_the_free_units_the_plan_leaves():
+    from scheduling.whatif_edits import idle_dollars_per_hour
+
+    world = {**WORLD, "capacityReservations": [
+        {**WORLD["capacityReservations"][0], "AvailableInstanceCount": 3, "TotalInstanceCount": 4},
+        {**WORLD["capacityReservations"][0], "CapacityReservationId": "cr-0gone", "State": "expired"},
+        {**WORLD["capacityReservations"][0], "CapacityReservationId": "cr-0ended", "EndDate": "2026-11-21T11:00:00Z"},
+    ]}
+    decisions = {"nodeClaims": [{"launch": {"reservationID": "cr-0abc"}}, {"launch": {"capacityType": "on-demand"}}]}
+    assert idle_dollars_per_hour(world, decisions) == pytest.approx(2 * 0.096)  # 3 free, 1 planned; the others unusable
+    assert idle_dollars_per_hour(world, {}) == pytest.approx(3 * 0.096)

@@ -1,0 +1,42 @@
+"""What-if as an operator meets it in Chromium: the form opens by default, a reservation is picked
+from the list and resized, and the result compares the idle prepaid capacity and shows where each
+pod goes."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+RESIZED = "cr-0a1b2c3d4e5f60001"  # the demo's m5.large ODCR: 10 units, 6 used
+
+
+def test_the_form_with_pickers_gives_idle_dollars_and_placements(demo, operator_login, live_server, artifacts):
+    page = operator_login
+    page.get_by_role("link", name="What-if").first.click()
+    expect(page.locator("#tab-edit")).to_have_attribute("aria-current", "page")
+    expect(page.locator("fieldset.group > legend")).to_have_text(["Capacity changes", "Workload changes", "What to compare"])
+
+    page.select_option("#id_count_id", RESIZED)
+    page.fill("#id_count", "6")
+    page.select_option("#id_pool", "general")
+    page.check("input[name=pool_capacity_types][value=on-demand]")
+    page.click("#edits button[type=submit]")
+
+    idle = page.locator("#idle-prepaid td")
+    expect(idle).to_have_count(2)
+    before, after = idle.all_inner_texts()
+    assert re.fullmatch(r"\$[\d,]+\.\d\d/h", before) and re.fullmatch(r"\$[\d,]+\.\d\d/h", after)
+    assert float(before[1:-2].replace(",", "")) - float(after[1:-2].replace(",", "")) == pytest.approx(0.38, abs=0.011)
+    expect(page.locator("#paid-cost td").first).to_have_text(re.compile(r"^(\$[\d,]+\.\d\d|< \$0\.01)/h$"))
+    table = page.locator("#placements table")
+    expect(table).to_be_visible()
+    expect(table.locator("tbody tr", has_text="default/trainer-pending-0")).to_contain_text("cr-0a1b2c3d4e5f60006")
+    expect(page.locator("#placements h2")).to_contain_text(re.compile(r"\(\d+ pods, \d+ placed differently\)"))
+    # The picks stay on the page, for the next change.
+    expect(page.locator("#id_count_id")).to_have_value(RESIZED)
+    page.screenshot(path=artifacts / "whatif-before-after.png", full_page=True)
+
+    page.click("#tab-paste")
+    expect(page.locator("textarea[name=world]")).to_be_visible()
