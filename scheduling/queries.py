@@ -7,7 +7,7 @@ from django.db.models import BigIntegerField, Count, IntegerField, OuterRef, Sub
 from django.db.models.functions import Coalesce
 
 from scheduling.engine.world import TERMINAL_PHASES  # pods that hold no resources on their node
-from scheduling.models import CapacityType, Offering, Pod
+from scheduling.models import CapacityType, Node, Offering, Pod
 
 
 def on_demand_prices(instance_types=None) -> dict[tuple[str, str], float]:
@@ -90,11 +90,13 @@ def node_totals(nodes) -> dict:
     """Over a queryset of nodes: how many, what the paid ones cost an hour at list price (and how many are
     reserved, prepaid, or have no known price), and their CPU and memory requested against allocatable, with
     the `prices` (paid_prices) of their types for their rows. Four queries whatever the number of nodes."""
-    allocatable = nodes.order_by().aggregate(n=Count("pk"), cpu=Sum("allocatable_cpu_millicores"),
+    # The nodes alone, without the page's annotations (a subquery per node) or joins.
+    nodes = Node.objects.filter(pk__in=nodes.order_by().values("pk"))
+    allocatable = nodes.aggregate(n=Count("pk"), cpu=Sum("allocatable_cpu_millicores"),
                                              memory=Sum("allocatable_memory_bytes"))
-    requested = (Pod.objects.filter(node__in=nodes.order_by().values("pk")).exclude(phase__in=TERMINAL_PHASES)
+    requested = (Pod.objects.filter(node__in=nodes.values("pk")).exclude(phase__in=TERMINAL_PHASES)
                  .aggregate(cpu=Sum("cpu_request_millicores"), memory=Sum("memory_request_bytes")))
-    groups = list(nodes.order_by().values_list("instance_type", "zone", "capacity_type").annotate(n=Count("pk")))
+    groups = list(nodes.values_list("instance_type", "zone", "capacity_type").annotate(n=Count("pk")))
     prices = paid_prices({name for name, _zone, _kind, _n in groups})
     cost, reserved, unpriced = 0.0, 0, 0
     for name, zone, kind, n in groups:
