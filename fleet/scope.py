@@ -99,8 +99,9 @@ def working_cluster() -> Cluster:
 
 
 def working_cluster_id() -> int:
-    """The default of every Kubernetes-side model's `cluster`: a row created without one goes to the
-    scope's cluster, else to default_cluster(). No query inside a scope or once the default is cached."""
+    """The cluster a Kubernetes-side row written without one gets (fleet.managers: on save and
+    bulk_create): the scope's, else default_cluster(). No query inside a scope or once the default
+    is cached."""
     cluster = _active.get()
     return cluster.pk if cluster is not None else default_cluster().pk
 
