@@ -120,3 +120,19 @@ def test_a_fleet_of_several_shows_the_filters(viewer_client, two_clusters):
     page = viewer_client.get(reverse("scheduling:nodepools"))
     assert {"cluster", "account"} <= set(page.context["filterset"].form.fields)
     assert AwsAccount.objects.filter(account_id__in=["111111111111", "222222222222"]).count() == 2
+
+
+def test_the_admin_filters_by_cluster_once_there_are_several(admin_user_client, two_clusters):
+    _home, east, west = two_clusters
+    for cluster in (east, west):
+        with scope.cluster_scope(cluster):
+            NodePoolFactory(name=f"admin-{cluster.name}")
+    url = reverse("admin:scheduling_nodepool_changelist")
+    page = admin_user_client.get(url, {"cluster": "east"})
+    assert [p.name for p in page.context["cl"].result_list] == ["admin-east"]
+    assert any(spec.title == "cluster" and spec.has_output() for spec in page.context["cl"].filter_specs)
+
+
+def test_a_fleet_of_one_shows_no_cluster_filter_in_the_admin(admin_user_client):
+    page = admin_user_client.get(reverse("admin:scheduling_nodepool_changelist"))
+    assert not any(spec.title == "cluster" and spec.has_output() for spec in page.context["cl"].filter_specs)
