@@ -17,19 +17,13 @@ def cluster_name(configured: str) -> str:
 
 
 def account_fields(settings, owner_ids: Iterable[str] = ()) -> dict:
-    """The AwsAccount: the owner most reservations carry, else KARPWEB_AWS_ACCOUNT_ID when set, else
-    000000000000 named "default"."""
+    """The AwsAccount: the owner most reservations carry (the lowest ID of a tie), else 000000000000
+    named "default" (karpweb has no setting that names its account)."""
     counts: dict[str, int] = {}
     for owner in owner_ids:
         if owner and re.fullmatch(r"[0-9]{12}", owner):
             counts[owner] = counts.get(owner, 0) + 1
-    configured = getattr(settings, "KARPWEB_AWS_ACCOUNT_ID", "") or ""
-    if counts:
-        account_id = min(counts, key=lambda owner: (-counts[owner], owner))
-    elif re.fullmatch(r"[0-9]{12}", configured):
-        account_id = configured
-    else:
-        account_id = UNKNOWN_ACCOUNT_ID
+    account_id = min(counts, key=lambda owner: (-counts[owner], owner)) if counts else UNKNOWN_ACCOUNT_ID
     region = getattr(settings, "KARPWEB_AWS_REGION", "") or ""
     return {"account_id": account_id, "name": DEFAULT_NAME if account_id == UNKNOWN_ACCOUNT_ID else account_id,
             "regions": [region] if region else []}

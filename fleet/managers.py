@@ -15,6 +15,12 @@ class ClusterScopedQuerySet(models.QuerySet):
         """One cluster's rows, whatever scope is open (a Cluster or its primary key)."""
         return self.filter(cluster=cluster)
 
+    def bulk_create(self, objs, *args, **kwargs):
+        """Rows without a cluster get the working one (bulk_create sends no pre_save signal)."""
+        objs = list(objs)
+        fill_clusters(self.model, objs)
+        return super().bulk_create(objs, *args, **kwargs)
+
 
 class ClusterScopedManager(models.Manager.from_queryset(ClusterScopedQuerySet)):
     """`Model.objects`: scoped. `Model.objects.fleet()`: every cluster's rows, whatever the scope."""
@@ -35,7 +41,27 @@ def scoped_manager(queryset_class: type[models.QuerySet]) -> ClusterScopedManage
 
 
 def cluster_field(related_name: str = "+", **kwargs) -> models.ForeignKey:
-    """The `cluster` of a Kubernetes-side model: required, defaulting to the scope's cluster (else
-    the default one), deleted with its cluster."""
-    return models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name=related_name,
-                             default=scope.working_cluster_id, **kwargs)
+    """The `cluster` of a Kubernetes-side model: required in the database, deleted with its cluster.
+    A row written without one gets the working cluster (fleet.scope.working_cluster_id) as it is
+    saved or bulk-created, not as it is made: an unsaved object (a what-if's, a test's) needs no
+    database and no cluster. Forms may leave it blank for the same reason."""
+    kwargs.setdefault("on_delete", models.CASCADE)
+    return models.ForeignKey("fleet.Cluster", related_name=related_name, blank=True, **kwargs)
+
+
+def fill_clusters(model, objs) -> None:
+    """Give each of `objs` without a cluster the working cluster (None where the model allows a
+    fleet-wide row and no cluster can be told)."""
+    missing = [obj for obj in objs if obj.cluster_id is None]
+    if not missing:
+        return
+    field = model._meta.get_field("cluster")
+    cluster_id = scope.working_cluster_id_or_none() if field.null else scope.working_cluster_id()
+    for obj in missing:
+        obj.cluster_id = cluster_id
+
+
+def fill_cluster_on_save(sender, instance, raw=False, **kwargs) -> None:
+    """pre_save of every model whose default manager is a ClusterScopedManager (fleet.apps)."""
+    if not raw:
+        fill_clusters(sender, [instance])

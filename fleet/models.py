@@ -28,43 +28,43 @@ DEFAULT_QUEUE = "celery"
 
 def validate_account_id(value: str) -> None:
     if not ACCOUNT_ID.match(value or ""):
-        raise ValidationError('account_id: "%(value)s" is not an AWS account ID (12 digits, e.g. 123456789012)',
+        raise ValidationError('"%(value)s" is not an AWS account ID (12 digits, e.g. 123456789012)',
                               code="invalid_account_id", params={"value": value})
 
 
 def validate_role_arn(value: str) -> None:
     if value and not ROLE_ARN.match(value):
-        raise ValidationError('role_arn: "%(value)s" is not an IAM role ARN '
+        raise ValidationError('"%(value)s" is not an IAM role ARN '
                               "(arn:aws:iam::123456789012:role/karpweb-reader; blank uses karpweb's own credentials)",
                               code="invalid_role_arn", params={"value": value})
 
 
-def validate_region(value: str, field: str = "region") -> None:
+def validate_region(value: str, where: str = "") -> None:
     if not isinstance(value, str) or not REGION.match(value):
-        raise ValidationError('%(field)s: "%(value)s" is not an AWS region name (e.g. us-east-1)',
-                              code="invalid_region", params={"field": field, "value": value})
+        raise ValidationError('%(where)s"%(value)s" is not an AWS region name (e.g. us-east-1)',
+                              code="invalid_region", params={"where": where, "value": value})
 
 
 def validate_regions(value) -> None:
     if not isinstance(value, list):
-        raise ValidationError("regions: a list of region names is expected, e.g. [\"us-east-1\", \"eu-west-1\"]",
+        raise ValidationError("a list of region names is expected, e.g. [\"us-east-1\", \"eu-west-1\"]",
                               code="not_a_list")
     for index, region in enumerate(value):
-        validate_region(region, field=f"regions[{index}]")
+        validate_region(region, where=f"entry {index + 1}: ")
     if len(set(value)) != len(value):
-        raise ValidationError("regions: a region is named twice", code="duplicate_region")
+        raise ValidationError("a region is named twice", code="duplicate_region")
 
 
 def validate_cluster_name(value: str) -> None:
     if not DNS_LABEL.match(value or ""):
-        raise ValidationError('name: "%(value)s" is not a DNS label (lower-case letters, digits and "-", '
+        raise ValidationError('"%(value)s" is not a DNS label (lower-case letters, digits and "-", '
                               "starting and ending with a letter or digit, at most 63 characters)",
                               code="invalid_name", params={"value": value})
 
 
 def validate_shard(value: str) -> None:
     if not SHARD.match(value or ""):
-        raise ValidationError('shard: "%(value)s" is not a shard name (lower-case letters, digits and "-", '
+        raise ValidationError('"%(value)s" is not a shard name (lower-case letters, digits and "-", '
                               "at most 32 characters, e.g. default or eu)", code="invalid_shard", params={"value": value})
 
 
@@ -152,10 +152,14 @@ class Cluster(models.Model):
     def clean(self):
         super().clean()
         if self.connection == self.Connection.KUBECONFIG and not self.kubeconfig:
-            raise ValidationError({"kubeconfig": "kubeconfig: a path or a Secret reference is required when the "
-                                                 "connection is kubeconfig"})
+            raise ValidationError({"kubeconfig": "a path or a Secret reference is required when the connection is "
+                                                 "kubeconfig"})
         if self.connection == self.Connection.EKS and not self.region:
-            raise ValidationError({"region": "region: an EKS cluster needs its region"})
+            raise ValidationError({"region": "an EKS cluster needs its region"})
+        if self.is_default:
+            other = Cluster.objects.filter(is_default=True).exclude(pk=self.pk).values_list("name", flat=True).first()
+            if other:
+                raise ValidationError({"is_default": f'cluster "{other}" is the default; unflag it first'})
 
     @property
     def queue(self) -> str:

@@ -35,6 +35,7 @@ from fleet.models import AwsAccount, Cluster
 # The active cluster; UNSCOPED (None) is the whole fleet.
 _active: contextvars.ContextVar[Cluster | None] = contextvars.ContextVar("karpweb_cluster", default=None)
 _default: Cluster | None = None
+_several: bool | None = None  # whether the fleet has more than one cluster, cached with the default
 _default_lock = threading.RLock()  # re-entered: making the default saves a Cluster, whose signal forgets it
 
 
@@ -98,8 +99,9 @@ def working_cluster() -> Cluster:
 
 
 def working_cluster_id() -> int:
-    """The default of every Kubernetes-side model's `cluster`: a row created without one goes to the
-    scope's cluster, else to default_cluster(). No query inside a scope or once the default is cached."""
+    """The cluster a Kubernetes-side row written without one gets (fleet.managers: on save and
+    bulk_create): the scope's, else default_cluster(). No query inside a scope or once the default
+    is cached."""
     cluster = _active.get()
     return cluster.pk if cluster is not None else default_cluster().pk
 
@@ -117,31 +119,49 @@ def default_cluster() -> Cluster:
     """The only cluster, or the one flagged `is_default`; NoClusterScope when there are several and
     none is flagged. An empty fleet (a database migrated and then emptied) gets its cluster from the
     settings, as the migration to the fleet made it (fleet.defaults)."""
-    global _default
     cached = _default
     if cached is not None:
         return cached
     with _default_lock:
+        _look_up()
         if _default is None:
-            _default = _find_or_make_default()
+            _refuse()
         return _default
 
 
+def several_clusters() -> bool:
+    """Whether the fleet has more than one cluster (cached with the default: no query once looked up)."""
+    if _several is None:
+        with _default_lock:
+            _look_up()
+    return bool(_several)
+
+
 def forget_default() -> None:
-    global _default
+    global _default, _several
     with _default_lock:
-        _default = None
+        _default, _several = None, None
 
 
-def _find_or_make_default() -> Cluster:
+def _look_up() -> None:
+    global _default, _several
+    if _several is not None:
+        return
     clusters = list(Cluster.objects.select_related("account").order_by("-is_default", "pk")[:2])
-    if len(clusters) == 1 or (clusters and clusters[0].is_default):
-        return clusters[0]
-    if clusters:
-        names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True)[:10])
-        raise NoClusterScope(
-            f"cluster: karpweb has several clusters ({names}) and no cluster scope is open; open one with "
-            "fleet.scope.cluster_scope(cluster), or flag one cluster as the default")
+    if not clusters:
+        clusters = [_make_first()]
+    default = clusters[0] if len(clusters) == 1 or clusters[0].is_default else None
+    _default, _several = default, len(clusters) > 1
+
+
+def _refuse():
+    names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True)[:10])
+    raise NoClusterScope(
+        f"cluster: karpweb has several clusters ({names}) and no cluster scope is open; open one with "
+        "fleet.scope.cluster_scope(cluster), or flag one cluster as the default")
+
+
+def _make_first() -> Cluster:
     from django.conf import settings
     from django.db import transaction
 

@@ -37,9 +37,11 @@ urlpatterns = [
     path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/api-tokens/", APITokensView.as_view(), name="api_tokens"),
+    path("api/v1/", include("fleet.api.urls")),
     path("api/v1/", include("reservations.api.urls")),
     path("api/v1/", include("scheduling.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("", include("fleet.urls")),
     path("", include("reservations.urls")),
     path("", include("scheduling.urls")),
 ]

@@ -5,8 +5,9 @@ from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from fleet.models import AwsAccount, Cluster
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
-from scheduling.filtersets import FilterSet, UtcDateTimeFilter
+from scheduling.filtersets import ClusterFilters, FilterSet, UtcDateTimeFilter
 
 
 class CapacityReservationFilterSet(FilterSet):
@@ -18,6 +19,10 @@ class CapacityReservationFilterSet(FilterSet):
     owner_id = django_filters.CharFilter(label="Owner")
     instance_match_criteria = django_filters.ChoiceFilter(choices=CapacityReservation.MatchCriteria.choices)
     tag = django_filters.CharFilter(method="filter_tag", label="Tag", help_text="key=value, or key for any value")
+    cluster = django_filters.CharFilter(method="filter_cluster", label="Cluster",
+                                        help_text="Reservations the cluster's account sees in the cluster's region.")
+    account = django_filters.CharFilter(method="filter_account", label="Account",
+                                        help_text="Reservations this AWS account ID sees (owns, or is shared).")
 
     class Meta:
         model = CapacityReservation
@@ -27,6 +32,14 @@ class CapacityReservationFilterSet(FilterSet):
         return queryset.filter(
             Q(reservation_id__icontains=value) | Q(instance_type__icontains=value) | Q(owner_id__icontains=value)
         )
+
+    def filter_account(self, queryset, name, value):
+        account = AwsAccount.objects.filter(account_id=value.strip()).first()
+        return queryset.none() if account is None else queryset.seen_by(account)
+
+    def filter_cluster(self, queryset, name, value):
+        cluster = Cluster.objects.filter(name=value.strip()).first()
+        return queryset.none() if cluster is None else queryset.visible_to(cluster)
 
     def filter_tag(self, queryset, name, value):
         key, _, tag_value = value.partition("=")
@@ -41,7 +54,7 @@ class CapacityReservationFilterSet(FilterSet):
         return queryset
 
 
-class EC2NodeClassFilterSet(FilterSet):
+class EC2NodeClassFilterSet(ClusterFilters, FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
 
     class Meta:

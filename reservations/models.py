@@ -25,6 +25,16 @@ OPEN_RESERVATIONS_ANNOTATION = "karpweb.io/open-reservations"
 
 
 class CapacityReservationQuerySet(models.QuerySet):
+    def visible_to(self, cluster):
+        """The reservations the cluster's account sees (ReservationVisibility) in the cluster's region,
+        or with no region recorded (every region when the cluster names none)."""
+        queryset = self.seen_by(cluster.account_id)
+        return queryset.filter(Q(region=cluster.region) | Q(region="")) if cluster.region else queryset
+
+    def seen_by(self, account):
+        """The reservations an AwsAccount (or its primary key) sees: owns, or is shared."""
+        return self.filter(Exists(ReservationVisibility.objects.filter(reservation=OuterRef("pk"), account=account)))
+
     def usable(self, now=None):
         now = now or timezone.now()
         return self.filter(Q(end_date__isnull=True) | Q(end_date__gt=now), state=CapacityReservation.State.ACTIVE)
@@ -54,11 +64,7 @@ class VisibleReservationManager(models.Manager.from_queryset(CapacityReservation
     def get_queryset(self):
         queryset = super().get_queryset()
         cluster = scope.current_cluster()
-        if cluster is None:
-            return queryset
-        queryset = queryset.filter(Exists(ReservationVisibility.objects.filter(
-            reservation=OuterRef("pk"), account_id=cluster.account_id)))
-        return queryset.filter(Q(region=cluster.region) | Q(region="")) if cluster.region else queryset
+        return queryset if cluster is None else queryset.visible_to(cluster)
 
     def fleet(self):
         return super().get_queryset()

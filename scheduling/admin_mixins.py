@@ -3,12 +3,40 @@
 from django.contrib import admin
 from django.db import models
 
+from fleet.models import Cluster
+from fleet.scope import several_clusters
 from scheduling.admin_forms import StorableJSONField
 from scheduling.audit import diff, record_change
 from scheduling.models import AuditEntry
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class ClusterListFilter(admin.SimpleListFilter):
+    """By cluster, on the lists of Kubernetes-side rows: shown only once the fleet has several
+    clusters (a filter with no choices is not shown)."""
+
+    title = "cluster"
+    parameter_name = "cluster"
+
+    def lookups(self, request, model_admin):
+        if not several_clusters():
+            return []
+        return list(Cluster.objects.order_by("name").values_list("name", "name"))
+
+    def queryset(self, request, queryset):
+        return queryset.filter(cluster__name=self.value()) if self.value() else queryset
+
+
+class ClusterFilterMixin:
+    """Adds ClusterListFilter to a model admin whose model has a cluster."""
+
+    def get_list_filter(self, request):
+        filters = tuple(super().get_list_filter(request))
+        if any(f.name == "cluster" for f in self.model._meta.concrete_fields):
+            filters += (ClusterListFilter,)
+        return filters
+
+
+class AuditedAdmin(ClusterFilterMixin, admin.ModelAdmin):
     """Records who changed what (old and new values) for every admin write. JSON fields refuse what
     cannot be stored with a field error (scheduling/admin_forms.py)."""
 
@@ -62,7 +90,7 @@ class AuditedAdmin(admin.ModelAdmin):
             )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ClusterFilterMixin, admin.ModelAdmin):
     """For records that only the system writes (the audit log itself, decisions, samples)."""
 
     def has_add_permission(self, request):

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django_filters.fields import IsoDateTimeField
 
+from fleet.scope import several_clusters
 from karpweb import widgets
 
 from scheduling.models import (
@@ -39,9 +40,17 @@ class FilterSet(django_filters.FilterSet):
     several values is a row of checkboxes, so the page shows what is chosen."""
 
     MAX_LENGTH = 256
+    # Filters a fleet of one cluster does not show on the pages (ClusterFilters).
+    FLEET_FILTERS = ("cluster", "account")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        asked = self.data or {}
+        if any(name in self.filters for name in self.FLEET_FILTERS) and not any(name in asked for name in self.FLEET_FILTERS) \
+                and not several_clusters():
+            # One cluster: the pages look as they did before the fleet; ?cluster= and ?account= still filter.
+            for name in self.FLEET_FILTERS:
+                self.filters.pop(name, None)
         for filter_ in self.filters.values():
             # A form field built before (the API schema builds them on the class's filters, and
             # instances copy them) would not see the settings below: build it afresh.
@@ -59,7 +68,17 @@ class FilterSet(django_filters.FilterSet):
                 filter_.extra.setdefault("widget", widgets.Select)
 
 
-class NodePoolFilterSet(FilterSet):
+class ClusterFilters(django_filters.FilterSet):
+    """`cluster` (its name) and `account` (its AWS account ID) for the lists of Kubernetes-side rows
+    (fleet/scope.py): mixed into their FilterSets, before FilterSet."""
+
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster",
+                                        help_text="The cluster's name (fleet.Cluster).")
+    account = django_filters.CharFilter(field_name="cluster__account__account_id", label="Account",
+                                        help_text="The AWS account ID of the row's cluster.")
+
+
+class NodePoolFilterSet(ClusterFilters, FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
     mode = django_filters.ChoiceFilter(choices=Mode.choices, empty_label="any mode")
 
@@ -68,7 +87,7 @@ class NodePoolFilterSet(FilterSet):
         fields = ["q", "mode"]
 
 
-class NodeFilterSet(FilterSet):
+class NodeFilterSet(ClusterFilters, FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     capacity_type = django_filters.ChoiceFilter(choices=CapacityType.choices)
     zone = django_filters.CharFilter(lookup_expr="iexact")
@@ -93,7 +112,7 @@ class NodeClaimFilterSet(NodeFilterSet):
         return queryset.filter(Q(name__icontains=value) | Q(node_name__icontains=value) | Q(provider_id__icontains=value))
 
 
-class PodFilterSet(FilterSet):
+class PodFilterSet(ClusterFilters, FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     namespace = django_filters.CharFilter()
     pending = django_filters.BooleanFilter(
@@ -112,7 +131,7 @@ class PodFilterSet(FilterSet):
         return queryset.filter(node_name="") if value else queryset.exclude(node_name="")
 
 
-class DecisionFilterSet(FilterSet):
+class DecisionFilterSet(ClusterFilters, FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     kind = django_filters.MultipleChoiceFilter(choices=Decision.Kind.choices)
     outcome = django_filters.ChoiceFilter(choices=Decision.Outcome.choices)
@@ -187,7 +206,7 @@ class TaskRunFilterSet(FilterSet):
         fields = ["task", "status", "since"]
 
 
-class KarpenterLaunchFilterSet(FilterSet):
+class KarpenterLaunchFilterSet(ClusterFilters, FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     outcome = django_filters.MultipleChoiceFilter(choices=KarpenterLaunch.Outcome.choices, label="Outcome")
     reservation = django_filters.CharFilter(field_name="reservation_label", label="Reservation")

@@ -470,9 +470,8 @@ class AuditEntry(models.Model):
         SIGN_IN = "sign-in", "signed in"
         REFUSED = "refused", "was refused sign-in"
 
-    cluster = models.ForeignKey(
-        "fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-        default=scope.working_cluster_id_or_none,
+    cluster = cluster_field(
+        "+", null=True, on_delete=models.SET_NULL,
         help_text="The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, "
                   "changes made with several clusters and no scope).")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

@@ -1,7 +1,6 @@
 """The fleet, step 2: an install of one cluster becomes a fleet of one.
 
-One AwsAccount (the owner most reservations carry, else KARPWEB_AWS_ACCOUNT_ID, else 000000000000
-named "default") and one Cluster (named after KARPWEB_CLUSTER_NAME, else "default"; connection from
+One AwsAccount (the owner most reservations carry, else 000000000000 named "default") and one Cluster (named after KARPWEB_CLUSTER_NAME, else "default"; connection from
 KARPWEB_CLUSTER and KUBECONFIG; flagged default), both from fleet.defaults, the same rules an empty
 database's first cluster follows. Every Kubernetes-side row goes to that cluster; every reservation
 is recorded as seen by that account (owned when its owner_id is the account's, else shared), and

@@ -1,8 +1,7 @@
-"""The fleet, step 3: EC2NodeClass.cluster required, its name unique per cluster. The database
-keeps no default (the column's default is fleet.scope.working_cluster_id, in Python)."""
+"""The fleet, step 3: EC2NodeClass.cluster required, its name unique per cluster. A row written
+without a cluster gets the working one as it is saved (fleet.managers), so the column has no default."""
 
 import django.db.models.deletion
-import fleet.scope
 from django.db import migrations, models
 
 
@@ -14,21 +13,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='ec2nodeclass',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='node_classes', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='ec2nodeclass',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='node_classes', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='ec2nodeclass',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='node_classes', to='fleet.cluster'),
         ),
         migrations.AlterField(
             model_name='ec2nodeclass',

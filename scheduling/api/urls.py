@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from fleet.api.urls import router as fleet_router
 from reservations.api.urls import router as reservations_router
 from scheduling.api import views
 
@@ -26,7 +27,8 @@ urlpatterns = [
     path("controller/allow-control/", views.AllowControlView.as_view(), name="allow-control"),
     *router.urls,
     # The index lists both APIs' collections: their routers are handed to the view here.
-    path("", views.api_root, {"routers": (("reservations-api", reservations_router), ("scheduling-api", router))},
+    path("", views.api_root, {"routers": (("fleet-api", fleet_router), ("reservations-api", reservations_router),
+                                         ("scheduling-api", router))},
          name="api-root"),
     # Last under /api/v1/ (after the reservations API too): unknown paths get a JSON 404.
     re_path(r"^", views.not_found, name="not-found"),

@@ -1,8 +1,8 @@
-"""The fleet, step 3: every Kubernetes-side row's cluster required, names unique per cluster. The
-database keeps no default (the column's default is fleet.scope.working_cluster_id, in Python)."""
+"""The fleet, step 3: every Kubernetes-side row's cluster required, names unique per cluster. A row
+written without a cluster gets the working one as it is saved (fleet.managers), so the column
+has no default."""
 
 import django.db.models.deletion
-import fleet.scope
 from django.db import migrations, models
 
 
@@ -18,181 +18,60 @@ class Migration(migrations.Migration):
             model_name='pod',
             name='unique_pod_per_namespace',
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='auditentry',
-                    name='cluster',
-                    field=models.ForeignKey(blank=True, help_text='The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, changes made with several clusters and no scope).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='auditentry',
-                    name='cluster',
-                    field=models.ForeignKey(blank=True, default=fleet.scope.working_cluster_id_or_none, help_text='The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, changes made with several clusters and no scope).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='auditentry',
+            name='cluster',
+            field=models.ForeignKey(blank=True, help_text='The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, changes made with several clusters and no scope).', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='controllerguard',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='controllerguard',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='controllerguard',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='decision',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='decision',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='decision',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='decisions', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='karpenterlaunch',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='karpenter_launches', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='karpenterlaunch',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='karpenter_launches', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='karpenterlaunch',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='karpenter_launches', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='node',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='node',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='node',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='nodeclaim',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='node_claims', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='nodeclaim',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='node_claims', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='nodeclaim',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='node_claims', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='nodepool',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='node_pools', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='nodepool',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='node_pools', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='nodepool',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='node_pools', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='pod',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pods', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='pod',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='pods', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='pod',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='pods', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='simulatedinstance',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='simulatedinstance',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='simulatedinstance',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='standingopportunity',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='standing_opportunities', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='standingopportunity',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='standing_opportunities', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='standingopportunity',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='standing_opportunities', to='fleet.cluster'),
         ),
-        migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.AlterField(
-                    model_name='watchstate',
-                    name='cluster',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
-                ),
-            ],
-            state_operations=[
-                migrations.AlterField(
-                    model_name='watchstate',
-                    name='cluster',
-                    field=models.ForeignKey(default=fleet.scope.working_cluster_id, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
-                ),
-            ],
+        migrations.AlterField(
+            model_name='watchstate',
+            name='cluster',
+            field=models.ForeignKey(blank=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='fleet.cluster'),
         ),
         migrations.AlterField(
             model_name='karpenterlaunch',

@@ -168,3 +168,11 @@ def test_watch_state_and_controller_guard_are_one_row_per_cluster(two_clusters):
         assert WatchState.current().events == 5
         assert ControllerGuard.found().cluster == east
     assert WatchState.objects.fleet().filter(cluster__in=[east, west]).count() == 2
+
+
+def test_bulk_created_rows_get_the_scope_and_given_clusters_stay(two_clusters):
+    _home, east, west = two_clusters
+    with scope.cluster_scope(east):
+        NodePool.objects.bulk_create([NodePool(name="bulk-a"), NodePool(name="bulk-b", cluster=west)])
+    assert dict(NodePool.objects.filter(name__startswith="bulk-").values_list("name", "cluster__name")) == {
+        "bulk-a": "east", "bulk-b": "west"}

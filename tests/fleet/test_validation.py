@@ -10,11 +10,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("account_id", "12345", "account_id: \"12345\" is not an AWS account ID"),
-    ("role_arn", "arn:aws:iam::123:user/x", "role_arn:"),
-    ("regions", ["us-east-1", "mars-1"], "regions[1]: \"mars-1\" is not an AWS region name"),
-    ("regions", "us-east-1", "regions: a list of region names is expected"),
-    ("regions", ["us-east-1", "us-east-1"], "regions: a region is named twice"),
+    ("account_id", "12345", '"12345" is not an AWS account ID'),
+    ("role_arn", "arn:aws:iam::123:user/x", "is not an IAM role ARN"),
+    ("regions", ["us-east-1", "mars-1"], 'entry 2: "mars-1" is not an AWS region name'),
+    ("regions", "us-east-1", "a list of region names is expected"),
+    ("regions", ["us-east-1", "us-east-1"], "a region is named twice"),
 ])
 def test_an_account_names_the_field_it_refuses(field, value, words):
     account = AwsAccount(**{"account_id": "123456789012", "name": "ok", field: value})
@@ -27,9 +27,9 @@ def test_an_account_names_the_field_it_refuses(field, value, words):
 @pytest.mark.parametrize("fields, field, words", [
     ({"name": "Prod_EU"}, "name", "is not a DNS label"),
     ({"name": "x" * 64}, "name", ""),
-    ({"region": "useast1"}, "region", 'region: "useast1" is not an AWS region name'),
+    ({"region": "useast1"}, "region", '"useast1" is not an AWS region name'),
     ({"shard": "EU West"}, "shard", "is not a shard name"),
-    ({"connection": "kubeconfig"}, "kubeconfig", "kubeconfig: a path or a Secret reference is required"),
+    ({"connection": "kubeconfig"}, "kubeconfig", "a path or a Secret reference is required"),
     ({"connection": "eks", "region": ""}, "region", "an EKS cluster needs its region"),
     ({"mode": "act"}, "mode", ""),
 ])
