@@ -5,11 +5,14 @@ sync_reservations -> models; the YAML -> the cluster sync's writer -> models; mo
 
 from __future__ import annotations
 
+import copy
 import json
+import sys
 from collections import defaultdict
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 
 from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
 from scheduling.adapters.kube.interface import ObjectList
@@ -18,33 +21,67 @@ from scheduling.engine import simulate
 from scheduling.models import InstanceType
 from scheduling.world import current_world
 from scripts import example_world
-from tests.support.ec2_fixtures import T0
+from tests.support.ec2_fixtures import T0, Clock, build_provider, server_config, set_test_credentials
 
 pytestmark = pytest.mark.django_db
 K = "karpenter.k8s.aws/"
 KINDS = (("EC2NodeClass", "ec2NodeClasses"), ("NodePool", "nodePools"), ("Pod", "pods"))
 
 
-@pytest.fixture
-def decisions(world, clock, make_provider):
+@pytest.fixture(scope="module")
+def synced(django_db_setup, django_db_blocker, ec2_server, boto_session):
+    """The examples' decisions, made once for the module: syncing 1,300 instance types and planning
+    on them takes seconds, and every test here only reads the outcome.
+
+    The rows are written inside a transaction that the module's end rolls back; each test runs in a
+    savepoint within it (pytest-django's own per-test transaction), so a test sees the synced
+    catalogue and nothing another test wrote, and no other module sees any of it."""
+    outer = transaction.atomic()
+    with django_db_blocker.unblock():
+        outer.__enter__()
+        try:
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                set_test_credentials(monkeypatch)
+                result = decide(ec2_server, boto_session)
+        except BaseException:
+            outer.__exit__(*sys.exc_info())
+            raise
+    yield result
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        outer.__exit__(None, None, None)
+
+
+def decide(server, boto_session) -> dict:
     """The examples' decisions on the whole catalogue the test server sells in us-east-1."""
-    block = world.add_capacity_block("p5.48xlarge", "us-east-1a", 2, start=T0 - timedelta(minutes=30),
-                                     end=T0 + timedelta(days=3), tags={"purpose": "llm-training"})
+    server.reset()
+    clock = Clock(server, T0)
+    block = server.add_capacity_block("p5.48xlarge", "us-east-1a", 2, start=T0 - timedelta(minutes=30),
+                                      end=T0 + timedelta(days=3), tags={"purpose": "llm-training"})
     # Spot markets for the spot pool's families (the test server has none of its own).
     for family in ("c6i", "c6a", "c7i", "m6i", "m6a", "m7i", "r6i"):
         for size, cpus in (("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16)):
             for zone in ("us-east-1a", "us-east-1b"):
-                world.set_spot_price(f"{family}.{size}", zone, 0.017 * cpus, T0 - timedelta(minutes=10))
+                server.set_spot_price(f"{family}.{size}", zone, 0.017 * cpus, T0 - timedelta(minutes=10))
     objects = example_world.kubernetes_objects()
     writer = ClusterSync(adapter=None)
     for kind, key in KINDS:
         writer.apply_snapshot(ObjectList(kind, objects[key], "1"))
-    provider = make_provider(instance_type_patterns=())
-    sync_catalogue(provider, now=clock())
-    sync_reservations(provider, now=clock())
+    provider = build_provider(server_config(server.endpoint_url), clock, [], boto_session, instance_type_patterns=())
+    try:
+        sync_catalogue(provider, now=clock())
+        sync_reservations(provider, now=clock())
+    finally:
+        server.reset()
     result = simulate(current_world(clock()))
     result["block"] = block
     return result
+
+
+@pytest.fixture
+def decisions(synced):
+    """This test's own copy of the decisions (the models behind them are the module's, read-only)."""
+    return copy.deepcopy(synced)
 
 
 def placements(decisions) -> dict[str, list[dict]]:
