@@ -137,10 +137,10 @@ def make_provider(config: EC2Config, clock: Clock, sleeps: list[float], boto_ses
     return make
 
 
-def build_provider(config: EC2Config, clock: Clock, sleeps: list[float], boto_session, **overrides) -> EC2CloudProvider:
-    """A provider on the test server: ``config`` with ``overrides["config"]``, the test clock, and
+def build_provider(base: EC2Config, clock: Clock, sleeps: list[float], boto_session, **overrides) -> EC2CloudProvider:
+    """A provider on the test server: ``base`` with ``overrides["config"]``, the test clock, and
     sleeps recorded (never slept)."""
-    cfg = EC2Config(**{**config.__dict__, **overrides.pop("config", {})})
+    cfg = EC2Config(**{**base.__dict__, **overrides.pop("config", {})})
     return EC2CloudProvider(
         cfg,
         ec2=make_ec2_client(cfg, boto_session),
