@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from collections import defaultdict
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
 
 from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
 from scheduling.adapters.kube.interface import ObjectList
@@ -22,6 +20,7 @@ from scheduling.models import InstanceType
 from scheduling.world import current_world
 from scripts import example_world
 from tests.support.ec2_fixtures import T0, Clock, build_provider, server_config, set_test_credentials
+from tests.support.module_rows import rolled_back_at_the_end
 
 pytestmark = pytest.mark.django_db
 K = "karpenter.k8s.aws/"
@@ -30,26 +29,17 @@ KINDS = (("EC2NodeClass", "ec2NodeClasses"), ("NodePool", "nodePools"), ("Pod", 
 
 @pytest.fixture(scope="module")
 def synced(django_db_setup, django_db_blocker, ec2_server, boto_session):
-    """The examples' decisions, made once for the module: syncing 1,300 instance types and planning
-    on them takes seconds, and every test here only reads the outcome.
+    """The examples' decisions, made once for the module (tests/support/module_rows.py): syncing
+    1,300 instance types and planning on them takes seconds, and every test here only reads the
+    outcome."""
 
-    The rows are written inside a transaction that the module's end rolls back; each test runs in a
-    savepoint within it (pytest-django's own per-test transaction), so a test sees the synced
-    catalogue and nothing another test wrote, and no other module sees any of it."""
-    outer = transaction.atomic()
-    with django_db_blocker.unblock():
-        outer.__enter__()
-        try:
-            with pytest.MonkeyPatch.context() as monkeypatch:
-                set_test_credentials(monkeypatch)
-                result = decide(ec2_server, boto_session)
-        except BaseException:
-            outer.__exit__(*sys.exc_info())
-            raise
-    yield result
-    with django_db_blocker.unblock():
-        transaction.set_rollback(True)
-        outer.__exit__(None, None, None)
+    def build() -> dict:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            set_test_credentials(monkeypatch)
+            return decide(ec2_server, boto_session)
+
+    with rolled_back_at_the_end(django_db_blocker, build) as result:
+        yield result
 
 
 def decide(server, boto_session) -> dict:
