@@ -1,7 +1,7 @@
 """What-if by editing, on the demo world: a change in the form gives the plans before and after side
 by side; bad input is answered by field; a recommendation opens with its change applied."""
 
-
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -9,6 +9,12 @@ from reservations.models import CapacityReservation, Recommendation
 from scheduling.models import Pod
 
 URL = reverse("scheduling:whatif_edit")
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
 
 
 def test_scaling_a_workload_shows_before_and_after(demo_world, viewer_client):
