@@ -82,8 +82,11 @@ def placements(decisions) -> dict[str, list[dict]]:
     return by_app
 
 
-def labels_of(name: str) -> dict[str, str]:
-    return InstanceType.objects.get(name=name).labels
+@pytest.fixture
+def labels_of(decisions):
+    """An instance type's labels as the sync stored them: read in one query for the test (the
+    pools' options name hundreds of types), looked up by name (an unknown name is a KeyError)."""
+    return dict(InstanceType.objects.values_list("name", "labels")).__getitem__
 
 
 def test_every_example_workload_lands_in_its_pool(decisions):
@@ -96,7 +99,7 @@ def test_every_example_workload_lands_in_its_pool(decisions):
         assert where[app] and {claim["nodePool"] for claim in where[app]} == {pool}, app
 
 
-def test_general_purpose_pool_takes_current_c_m_r_on_x86(decisions):
+def test_general_purpose_pool_takes_current_c_m_r_on_x86(decisions, labels_of):
     for claim in placements(decisions)["web"]:
         for name in claim["instanceTypeOptions"]:
             labels = labels_of(name)
@@ -105,7 +108,7 @@ def test_general_purpose_pool_takes_current_c_m_r_on_x86(decisions):
         assert claim["launch"]["capacityType"] in {"on-demand", "spot"}
 
 
-def test_spot_pool_keeps_four_families_open(decisions):
+def test_spot_pool_keeps_four_families_open(decisions, labels_of):
     for claim in placements(decisions)["batch"]:
         assert claim["launch"]["capacityType"] == "spot"
         families = {labels_of(name)[K + "instance-family"] for name in claim["instanceTypeOptions"]}
@@ -113,7 +116,7 @@ def test_spot_pool_keeps_four_families_open(decisions):
         assert all(int(labels_of(name)[K + "instance-cpu"]) <= 16 for name in claim["instanceTypeOptions"])
 
 
-def test_multi_arch_pool_uses_gte_and_lte(decisions):
+def test_multi_arch_pool_uses_gte_and_lte(decisions, labels_of):
     arches = set()
     for claim in placements(decisions)["api"]:
         for name in claim["instanceTypeOptions"]:
@@ -124,20 +127,20 @@ def test_multi_arch_pool_uses_gte_and_lte(decisions):
     assert arches == {"amd64", "arm64"}
 
 
-def test_large_pool_by_instance_cpu(decisions):
+def test_large_pool_by_instance_cpu(decisions, labels_of):
     for claim in placements(decisions)["cache"]:
         assert claim["launch"]["capacityType"] == "on-demand"
         assert all(int(labels_of(name)[K + "instance-cpu"]) > 31 for name in claim["instanceTypeOptions"])
 
 
-def test_local_nvme_pool_holds_what_only_a_raid0_instance_store_holds(decisions):
+def test_local_nvme_pool_holds_what_only_a_raid0_instance_store_holds(decisions, labels_of):
     for claim in placements(decisions)["scratch"]:
         for name in claim["instanceTypeOptions"]:
             labels = labels_of(name)
             assert int(labels[K + "instance-local-nvme"]) >= 400 and int(labels[K + "instance-network-bandwidth"]) >= 10000
 
 
-def test_gpu_and_neuron_pools(decisions):
+def test_gpu_and_neuron_pools(decisions, labels_of):
     where = placements(decisions)
     for claim in where["render"]:
         assert all(labels_of(n)[K + "instance-gpu-manufacturer"] == "nvidia" for n in claim["instanceTypeOptions"])
