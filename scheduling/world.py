@@ -235,10 +235,12 @@ def in_flight_nodes() -> list[dict]:
     (not-ready, unreachable, uninitialized, `karpenter.sh/unregistered`) and its startup taints,
     the labels of its claim until it is registered, and what its instance type allocates wherever
     the kubelet does not report it yet (extended resources before their device plugin)."""
-    claims = list(NodeClaim.objects.filter(deleting_since__isnull=True).exclude(instance_type="")
-                  .filter(Q(node__isnull=True) | Q(initialized_at__isnull=True))  # (a simulated Node has no label)
-                  .exclude(node__labels__contains={INITIALIZED_LABEL: "true"})
-                  .select_related("node_pool", "node_class", "node").order_by("name"))
+    # The initialized label is read here, not in SQL: a JSON `contains` lookup exists on PostgreSQL
+    # only, and the embedded SQLite database runs this too.
+    claims = [claim for claim in NodeClaim.objects.filter(deleting_since__isnull=True).exclude(instance_type="")
+              .filter(Q(node__isnull=True) | Q(initialized_at__isnull=True))  # (a simulated Node has no label)
+              .select_related("node_pool", "node_class", "node").order_by("name")
+              if (getattr(_node_of(claim), "labels", None) or {}).get(INITIALIZED_LABEL) != "true"]
     sizes = {it.name: it for it in InstanceType.objects.filter(name__in={c.instance_type for c in claims})}
     room: dict[tuple, dict[str, int]] = {}  # per (type, EC2NodeClass): what its node will report
     nodes = []

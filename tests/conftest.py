@@ -150,3 +150,16 @@ def demo_world(db):
     from django.core.management import call_command
 
     call_command("seed_demo")
+
+
+@pytest.fixture(scope="module")
+def demo_world_for_module(django_db_setup, django_db_blocker):
+    """The demo world seeded once for a module whose every test uses it (tests/support/module_rows.py
+    says when that is safe). Such a module overrides ``demo_world`` with a fixture that asks for this
+    one and for ``db``; each test's own writes are still rolled back after it."""
+    from django.core.management import call_command
+
+    from tests.support.module_rows import rolled_back_at_the_end
+
+    with rolled_back_at_the_end(django_db_blocker, lambda: call_command("seed_demo")):
+        yield

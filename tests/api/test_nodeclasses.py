@@ -10,6 +10,13 @@ from scheduling.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
+
+
 URL = "/api/v1/ec2nodeclasses/default/"
 ML = [{"tags": {"team": "ml"}}]
 

@@ -5,6 +5,7 @@ sync_reservations -> models; the YAML -> the cluster sync's writer -> models; mo
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import defaultdict
 from datetime import timedelta
@@ -18,33 +19,59 @@ from scheduling.engine import simulate
 from scheduling.models import InstanceType
 from scheduling.world import current_world
 from scripts import example_world
-from tests.support.ec2_fixtures import T0
+from tests.support.ec2_fixtures import T0, Clock, build_provider, server_config, set_test_credentials
+from tests.support.module_rows import rolled_back_at_the_end
 
 pytestmark = pytest.mark.django_db
 K = "karpenter.k8s.aws/"
 KINDS = (("EC2NodeClass", "ec2NodeClasses"), ("NodePool", "nodePools"), ("Pod", "pods"))
 
 
-@pytest.fixture
-def decisions(world, clock, make_provider):
+@pytest.fixture(scope="module")
+def synced(django_db_setup, django_db_blocker, ec2_server, boto_session):
+    """The examples' decisions, made once for the module (tests/support/module_rows.py): syncing
+    1,300 instance types and planning on them takes seconds, and every test here only reads the
+    outcome."""
+
+    def build() -> dict:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            set_test_credentials(monkeypatch)
+            return decide(ec2_server, boto_session)
+
+    with rolled_back_at_the_end(django_db_blocker, build) as result:
+        yield result
+
+
+def decide(server, boto_session) -> dict:
     """The examples' decisions on the whole catalogue the test server sells in us-east-1."""
-    block = world.add_capacity_block("p5.48xlarge", "us-east-1a", 2, start=T0 - timedelta(minutes=30),
-                                     end=T0 + timedelta(days=3), tags={"purpose": "llm-training"})
+    server.reset()
+    clock = Clock(server, T0)
+    block = server.add_capacity_block("p5.48xlarge", "us-east-1a", 2, start=T0 - timedelta(minutes=30),
+                                      end=T0 + timedelta(days=3), tags={"purpose": "llm-training"})
     # Spot markets for the spot pool's families (the test server has none of its own).
     for family in ("c6i", "c6a", "c7i", "m6i", "m6a", "m7i", "r6i"):
         for size, cpus in (("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16)):
             for zone in ("us-east-1a", "us-east-1b"):
-                world.set_spot_price(f"{family}.{size}", zone, 0.017 * cpus, T0 - timedelta(minutes=10))
+                server.set_spot_price(f"{family}.{size}", zone, 0.017 * cpus, T0 - timedelta(minutes=10))
     objects = example_world.kubernetes_objects()
     writer = ClusterSync(adapter=None)
     for kind, key in KINDS:
         writer.apply_snapshot(ObjectList(kind, objects[key], "1"))
-    provider = make_provider(instance_type_patterns=())
-    sync_catalogue(provider, now=clock())
-    sync_reservations(provider, now=clock())
+    provider = build_provider(server_config(server.endpoint_url), clock, [], boto_session, instance_type_patterns=())
+    try:
+        sync_catalogue(provider, now=clock())
+        sync_reservations(provider, now=clock())
+    finally:
+        server.reset()
     result = simulate(current_world(clock()))
     result["block"] = block
     return result
+
+
+@pytest.fixture
+def decisions(synced):
+    """This test's own copy of the decisions (the models behind them are the module's, read-only)."""
+    return copy.deepcopy(synced)
 
 
 def placements(decisions) -> dict[str, list[dict]]:
@@ -55,8 +82,11 @@ def placements(decisions) -> dict[str, list[dict]]:
     return by_app
 
 
-def labels_of(name: str) -> dict[str, str]:
-    return InstanceType.objects.get(name=name).labels
+@pytest.fixture
+def labels_of(decisions):
+    """An instance type's labels as the sync stored them: read in one query for the test (the
+    pools' options name hundreds of types), looked up by name (an unknown name is a KeyError)."""
+    return dict(InstanceType.objects.values_list("name", "labels")).__getitem__
 
 
 def test_every_example_workload_lands_in_its_pool(decisions):
@@ -69,7 +99,7 @@ def test_every_example_workload_lands_in_its_pool(decisions):
         assert where[app] and {claim["nodePool"] for claim in where[app]} == {pool}, app
 
 
-def test_general_purpose_pool_takes_current_c_m_r_on_x86(decisions):
+def test_general_purpose_pool_takes_current_c_m_r_on_x86(decisions, labels_of):
     for claim in placements(decisions)["web"]:
         for name in claim["instanceTypeOptions"]:
             labels = labels_of(name)
@@ -78,7 +108,7 @@ def test_general_purpose_pool_takes_current_c_m_r_on_x86(decisions):
         assert claim["launch"]["capacityType"] in {"on-demand", "spot"}
 
 
-def test_spot_pool_keeps_four_families_open(decisions):
+def test_spot_pool_keeps_four_families_open(decisions, labels_of):
     for claim in placements(decisions)["batch"]:
         assert claim["launch"]["capacityType"] == "spot"
         families = {labels_of(name)[K + "instance-family"] for name in claim["instanceTypeOptions"]}
@@ -86,7 +116,7 @@ def test_spot_pool_keeps_four_families_open(decisions):
         assert all(int(labels_of(name)[K + "instance-cpu"]) <= 16 for name in claim["instanceTypeOptions"])
 
 
-def test_multi_arch_pool_uses_gte_and_lte(decisions):
+def test_multi_arch_pool_uses_gte_and_lte(decisions, labels_of):
     arches = set()
     for claim in placements(decisions)["api"]:
         for name in claim["instanceTypeOptions"]:
@@ -97,20 +127,20 @@ def test_multi_arch_pool_uses_gte_and_lte(decisions):
     assert arches == {"amd64", "arm64"}
 
 
-def test_large_pool_by_instance_cpu(decisions):
+def test_large_pool_by_instance_cpu(decisions, labels_of):
     for claim in placements(decisions)["cache"]:
         assert claim["launch"]["capacityType"] == "on-demand"
         assert all(int(labels_of(name)[K + "instance-cpu"]) > 31 for name in claim["instanceTypeOptions"])
 
 
-def test_local_nvme_pool_holds_what_only_a_raid0_instance_store_holds(decisions):
+def test_local_nvme_pool_holds_what_only_a_raid0_instance_store_holds(decisions, labels_of):
     for claim in placements(decisions)["scratch"]:
         for name in claim["instanceTypeOptions"]:
             labels = labels_of(name)
             assert int(labels[K + "instance-local-nvme"]) >= 400 and int(labels[K + "instance-network-bandwidth"]) >= 10000
 
 
-def test_gpu_and_neuron_pools(decisions):
+def test_gpu_and_neuron_pools(decisions, labels_of):
     where = placements(decisions)
     for claim in where["render"]:
         assert all(labels_of(n)[K + "instance-gpu-manufacturer"] == "nvidia" for n in claim["instanceTypeOptions"])

@@ -69,7 +69,8 @@ def test_a_weak_secret_key_stops_the_web_and_the_workers(key, problem):
         assert result.returncode != 0 and problem in result.stderr, (command, result.stderr[-500:])
         if len(key) > 12:
             assert key not in result.stderr  # the message never shows the key
-    assert run_check("-c", "import karpweb.wsgi", SECRET_KEY=STRONG_KEY, DEBUG="false").returncode == 0
+    # A strong key starts the web process: test_the_web_process_freezes_what_it_loaded_out_of_the_cyclic_collector
+    # imports karpweb.wsgi with STRONG_KEY and DEBUG off (once, not once per weak key).
     # The manifests' placeholder never signs anything, but commands that serve no page still run.
     assert run_check("manage.py", "simulate", "examples/reserved-first.json", SECRET_KEY=key, DEBUG="false").returncode == 0
 
@@ -116,6 +117,6 @@ def test_the_web_process_freezes_what_it_loaded_out_of_the_cyclic_collector():
     """karpweb/wsgi.py loads the URLconf and its views, then gc.freeze(): a full collection in a
     request walks only that request's objects, not the 170,000 the worker loaded (60 to 120 ms)."""
     script = "import gc, sys, karpweb.wsgi; print(gc.get_freeze_count(), 'scheduling.views' in sys.modules)"
-    result = run_check("-c", script, SECRET_KEY=STRONG_KEY, DEBUG="false")
+    result = run_check("-c", script, SECRET_KEY=STRONG_KEY, DEBUG="false")  # also: a strong key starts it
     frozen, views_loaded = result.stdout.split()
     assert result.returncode == 0 and int(frozen) > 50_000 and views_loaded == "True", result.stderr[-500:]

@@ -1,5 +1,6 @@
 """KubeClusterAdapter's actions against the real kube-apiserver."""
 
+import datetime
 import threading
 import time
 
@@ -193,7 +194,9 @@ def test_status_conditions_on_ec2nodeclass_and_nodepool(adapter, rest, unique):
     assert condition["observedGeneration"] == 1
     first_transition = condition["lastTransitionTime"]
 
-    time.sleep(1.1)  # lastTransitionTime has one-second resolution
+    # lastTransitionTime has one-second resolution: the adapter's clock moves two seconds on (no wait).
+    later = adapter.clock() + datetime.timedelta(seconds=2)
+    adapter.clock = lambda: later
     adapter.set_conditions("EC2NodeClass", f"nc-{unique}",
                            [Condition("CapacityReservationsReady", "True", "CapacityReservationsReady", "still 1")])
     kept = rest.get(EC2NODECLASS, f"nc-{unique}")["status"]

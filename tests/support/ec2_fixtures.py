@@ -23,13 +23,18 @@ REGION = "us-east-1"
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def aws_test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+def set_test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Credentials for the chain, so boto3 never looks for real ones (or asks the metadata service)."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def aws_test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials for the chain, so boto3 never looks for real ones (or asks the metadata service)."""
+    set_test_credentials(monkeypatch)
 
 
 _servers: dict[str, EC2TestServer] = {}
@@ -86,21 +91,26 @@ def clock(world: EC2TestServer) -> Clock:
     return Clock(world, T0)
 
 
-@pytest.fixture
-def config(ec2_endpoint: str) -> EC2Config:
+def server_config(endpoint: str) -> EC2Config:
+    """The adapter's configuration for the test server at ``endpoint``."""
     # botocore retries once more itself (2 attempts); our own retries then take over.
     return EC2Config(
         region=REGION,
-        endpoint_url=ec2_endpoint,
+        endpoint_url=endpoint,
         retry_mode="standard",
         max_attempts=2,
         extra_retries=3,
         pricing_source="bundled",
-        resource_groups_endpoint_url=ec2_endpoint,
-        ssm_endpoint_url=ec2_endpoint,
-        iam_endpoint_url=ec2_endpoint,
-        eks_endpoint_url=ec2_endpoint,
+        resource_groups_endpoint_url=endpoint,
+        ssm_endpoint_url=endpoint,
+        iam_endpoint_url=endpoint,
+        eks_endpoint_url=endpoint,
     )
+
+
+@pytest.fixture
+def config(ec2_endpoint: str) -> EC2Config:
+    return server_config(ec2_endpoint)
 
 
 @pytest.fixture(scope="session")
@@ -122,18 +132,24 @@ def sleeps() -> list[float]:
 @pytest.fixture
 def make_provider(config: EC2Config, clock: Clock, sleeps: list[float], boto_session) -> Callable[..., EC2CloudProvider]:
     def make(**overrides) -> EC2CloudProvider:
-        cfg = EC2Config(**{**config.__dict__, **overrides.pop("config", {})})
-        return EC2CloudProvider(
-            cfg,
-            ec2=make_ec2_client(cfg, boto_session),
-            resource_groups=make_resource_groups_client(cfg, boto_session),
-            clock=clock,
-            sleep=sleeps.append,
-            instance_type_patterns=overrides.pop("instance_type_patterns", ("m5.*", "c5.large", "p5.48xlarge", "trn2u.*")),
-            **overrides,
-        )
+        return build_provider(config, clock, sleeps, boto_session, **overrides)
 
     return make
+
+
+def build_provider(base: EC2Config, clock: Clock, sleeps: list[float], boto_session, **overrides) -> EC2CloudProvider:
+    """A provider on the test server: ``base`` with ``overrides["config"]``, the test clock, and
+    sleeps recorded (never slept)."""
+    cfg = EC2Config(**{**base.__dict__, **overrides.pop("config", {})})
+    return EC2CloudProvider(
+        cfg,
+        ec2=make_ec2_client(cfg, boto_session),
+        resource_groups=make_resource_groups_client(cfg, boto_session),
+        clock=clock,
+        sleep=sleeps.append,
+        instance_type_patterns=overrides.pop("instance_type_patterns", ("m5.*", "c5.large", "p5.48xlarge", "trn2u.*")),
+        **overrides,
+    )
 
 
 @pytest.fixture

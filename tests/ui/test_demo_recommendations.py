@@ -18,6 +18,12 @@ CB_0005, ODCR_0001, ODCR_0003, ODCR_0009 = (f"cr-0a1b2c3d4e5f6000{n}" for n in (
 
 
 @pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
+
+
+@pytest.fixture
 def control(settings):
     settings.KARPWEB_MODE = "control"
     settings.KARPWEB_PROVIDER = settings.KARPWEB_CLUSTER = "simulated"

@@ -9,6 +9,14 @@ from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.models import Decision, NodePool, Pod
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
+
+
 ON_DEMAND_WEB_POD = "web-0160"  # runs on an on-demand m5.xlarge of the web pool
 
 

@@ -8,6 +8,12 @@ from tests.factories.scheduling import NodeFactory
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
+
+
 def test_open_reservation_trap_report(viewer_client, demo_world):
     CapacityReservationFactory(reservation_id="cr-0open", instance_type="r6i.large", availability_zone="us-east-1b",
                                instance_match_criteria="open", total_instance_count=3, available_instance_count=2, tags={})

@@ -3,7 +3,6 @@ the database; a change gives the plans before and after side by side (cost, idle
 where each pod goes); bad input is answered by field, naming it; a recommendation opens with its
 change applied."""
 
-
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -13,6 +12,12 @@ from scheduling.models import Pod
 from scheduling.templatetags.karpweb import per_hour
 
 URL = reverse("scheduling:whatif")
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
 
 
 def test_scaling_a_workload_shows_before_and_after(demo_world, viewer_client):

@@ -1,0 +1,43 @@
+"""Rows made once for a module and shared by its tests, rolled back at the module's end.
+
+For set-up that costs seconds and that every test of a module only builds on (the demo world, a
+synced catalogue). The rows are written in a transaction opened for the module; each test then runs
+in pytest-django's own per-test transaction, which nests in it as a savepoint and is rolled back
+after the test, so a test sees the shared rows and nothing another test wrote, and the module's end
+rolls the shared rows back too: no other module sees them.
+
+Only for modules whose every test uses the shared rows through the ``db`` fixture: a test of the
+module without them would see them anyway, and a transactional test (``transactional_db``,
+``live_server``) empties the tables at its end, shared rows included.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from django.db import transaction
+
+T = TypeVar("T")
+
+
+@contextmanager
+def rolled_back_at_the_end(django_db_blocker, build: Callable[[], T]) -> Iterator[T]:
+    """``build()`` once, in a transaction that stays open (the tests nest in it) until the block ends,
+    then is rolled back; the block gets what ``build`` returned."""
+    outer = transaction.atomic()
+    with django_db_blocker.unblock():
+        outer.__enter__()
+        try:
+            made = build()
+        except BaseException:
+            outer.__exit__(*sys.exc_info())
+            raise
+    try:
+        yield made
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
