@@ -1,0 +1,100 @@
+"""One reservation ledger across the fleet (#36), on the EC2 test server with several accounts: moto
+gives credentials from STS AssumeRole into another account's role, and that account's calls land in
+its own world (its instances, its view of the reservations shared with it)."""
+
+import threading
+
+import boto3
+import pytest
+from django.db import connection
+
+from fleet.models import AwsAccount, Cluster
+from fleet.scope import carry, cluster_scope, forget_default
+from reservations import ledger
+from reservations.models import (CapacityReservation, ReservationContention, ReservationHold, ReservationUse,
+                                 ReservationVisibility)
+from scheduling.adapters.ec2 import EC2CloudProvider
+from scheduling.adapters.ec2.client import make_ec2_client, make_resource_groups_client
+from scheduling.adapters.ec2.sync import sync_reservations
+from scheduling.models import Node
+
+from . import worlds
+
+OWNER = "123456789012"  # moto's default account: the test server's own
+SHARED = "222222222222"  # one of ours, the reservation shared with it
+OUTSIDE = "333333333333"  # not one of the fleet's accounts
+
+pytestmark = [pytest.mark.usefixtures("aws")]
+
+
+def assumed_session(world, account_id: str) -> boto3.session.Session:
+    """Credentials for a role in `account_id`, from the test server's STS (as karpweb assumes an
+    account's role_arn)."""
+    sts = boto3.client("sts", region_name=world.region, endpoint_url=world.endpoint_url,
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    creds = sts.assume_role(RoleArn=f"arn:aws:iam::{account_id}:role/karpweb", RoleSessionName="karpweb")["Credentials"]
+    return boto3.session.Session(aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                                 aws_session_token=creds["SessionToken"])
+
+
+def provider_in(world, config, clock, account_id: str) -> EC2CloudProvider:
+    session = assumed_session(world, account_id)
+    return EC2CloudProvider(config, ec2=make_ec2_client(config, session),
+                            resource_groups=make_resource_groups_client(config, session), clock=clock,
+                            sleep=lambda _: None, instance_type_patterns=("m5.*",))
+
+
+def launch_into(provider: EC2CloudProvider, reservation_id: str) -> str:
+    answer = provider.ec2.run_instances(
+        ImageId=worlds.AMI, MinCount=1, MaxCount=1, InstanceType="m5.large", Placement={"AvailabilityZone": worlds.ZONE},
+        CapacityReservationSpecification={"CapacityReservationTarget": {"CapacityReservationId": reservation_id}})
+    return answer["Instances"][0]["InstanceId"]
+
+
+def node_on(cluster: Cluster, instance_id: str, name: str) -> Node:
+    return Node.objects.create(cluster=cluster, name=name, instance_type="m5.large", zone=worlds.ZONE,
+                               capacity_type="reserved", provider_id=f"aws:///{worlds.ZONE}/{instance_id}")
+
+
+@pytest.fixture
+def fleet(db):
+    forget_default()
+    owner = AwsAccount.objects.create(account_id=OWNER, name="ml-prod", regions=["us-east-1"])
+    shared = AwsAccount.objects.create(account_id=SHARED, name="ml-dev", regions=["us-east-1"])
+    alpha = Cluster.objects.create(name="alpha", account=owner, region="us-east-1")
+    beta = Cluster.objects.create(name="beta", account=shared, region="us-east-1")
+    yield owner, shared, alpha, beta
+    forget_default()
+
+
+def test_the_units_of_a_shared_reservation_are_attributed_per_cluster_and_account(world, clock, config, provider, fleet):
+    owner, shared, alpha, beta = fleet
+    rid = world.add_reservation("m5.large", worlds.ZONE, 6)
+    world.share(rid, SHARED)
+    world.share(rid, OUTSIDE)
+    in_shared, in_outside = provider_in(world, config, clock, SHARED), provider_in(world, config, clock, OUTSIDE)
+    alpha_nodes = [node_on(alpha, launch_into(provider, rid), f"alpha-{i}") for i in range(2)]
+    unclustered = launch_into(provider, rid)  # the owner's instance no cluster knows (a console launch)
+    beta_node = node_on(beta, launch_into(in_shared, rid), "beta-0")
+    launch_into(in_outside, rid)  # an account outside the fleet
+    with cluster_scope(alpha):
+        assert sync_reservations(provider, now=clock()).errors == []
+    with cluster_scope(beta):
+        assert sync_reservations(in_shared, now=clock()).errors == []  # the shared account sees it too
+    row = CapacityReservation.objects.get(reservation_id=rid)
+    assert row.owner_account == owner and (row.total_instance_count, row.available_instance_count) == (6, 1)
+    assert ReservationVisibility.objects.get(reservation=row, account=shared).shared
+
+    counts = ledger.record_use({OWNER: provider, SHARED: in_shared}, now=clock())
+
+    assert counts["uses_recorded"] == 1
+    use = ReservationUse.objects.get(reservation=row)
+    assert use.used == 5 and use.clusters == {"alpha": 2, "beta": 1}
+    assert use.our_accounts == {OWNER: 1} and use.other_accounts == {OUTSIDE: 1} and use.unknown == 0
+    assert world.calls_of("GetCapacityReservationUsage")  # asked as the owner
+    assert alpha_nodes and beta_node and unclustered
+
+    # Seen from the shared account alone (the owner's instances and usage unread), the rest is unknown.
+    ledger.record_use({SHARED: in_shared}, now=clock())
+    latest = ReservationUse.objects.order_by("-pk").first()
+    assert latest.clusters == {"beta": 1} and latest.other_accounts == {} and latest.unknown == 4
