@@ -156,26 +156,27 @@ def ledger_free(reservation: CapacityReservation, cluster_id: int, now) -> int:
     return reservation.available_instance_count - taken
 
 
-def hold_units(reservation_id: str, units: int = 1, claim_name: str = "", now=None) -> ReservationHold | None:
-    """Claim `units` of a reservation for the working cluster's launch; None when the ledger has not
-    that many free (another cluster holds or launched them). One transaction, the reservation's row
-    locked: two clusters claiming the last unit at once get it once."""
+def hold_units(reservation_id: str, units: int = 1, claim_name: str = "", now=None) -> tuple[ReservationHold | None, bool]:
+    """Claim `units` of a reservation for the working cluster's launch: (the hold, True); (None,
+    False) when the ledger has not that many free (other clusters hold or launched them); (None,
+    True) for a reservation karpweb has no row of (EC2 decides). One transaction, the reservation's
+    row locked: two clusters claiming the last unit at once get it once."""
     now = now or timezone.now()
     cluster = scope.working_cluster()
     with transaction.atomic():
         reservation = CapacityReservation.objects.fleet().select_for_update().filter(reservation_id=reservation_id).first()
         if reservation is None:
-            return None
+            return None, True
         free = ledger_free(reservation, cluster.pk, now)
         if free < units:
             log.info("ledger: %s has %d free unit(s) for cluster %s, %d wanted: not held", reservation_id, free,
                      cluster.name, units)
-            return None
+            return None, False
         hold = ReservationHold.objects.create(reservation=reservation, cluster=cluster, units=units,
                                               claim_name=claim_name[:253], created_at=now, updated_at=now,
                                               expires_at=now + HOLD_TTL)
         hold.free_when_held = free
-        return hold
+        return hold, True
 
 
 def settle_hold(hold: ReservationHold | None, result=None, *, claim_name: str = "", now=None) -> None:

@@ -98,3 +98,89 @@ def test_the_units_of_a_shared_reservation_are_attributed_per_cluster_and_accoun
     ledger.record_use({SHARED: in_shared}, now=clock())
     latest = ReservationUse.objects.order_by("-pk").first()
     assert latest.clusters == {"beta": 1} and latest.other_accounts == {} and latest.unknown == 4
+
+
+def second_cluster_world(provider, reservation_id: str, pod: str) -> None:
+    """In the open scope: a class selecting the same reservation, a NodePool as worlds.build makes it, one pod."""
+    from reservations.models import EC2NodeClass
+    from scheduling.models import Mode, NodePool
+
+    nc = EC2NodeClass.objects.create(name="default", capacity_reservation_selector_terms=[{"id": reservation_id}],
+                                     spec=worlds.launchable_spec(provider))
+    NodePool.objects.create(name="general", node_class=nc, mode=Mode.CONTROL, requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "on-demand"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [worlds.ZONE]}])
+    worlds.pending_pod(pod)
+
+
+def running_instances(raw_ec2) -> list[dict]:
+    answer = raw_ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
+    return [i for r in answer["Reservations"] for i in r["Instances"]]
+
+
+def test_two_clusters_planning_into_the_last_unit_at_once_launch_it_once(
+        transactional_db, world, clock, make_provider, raw_ec2, settings, monkeypatch):
+    from scheduling.loop import provisioning
+    from scheduling.loop.simulated import SimulatedCluster
+    from scheduling.models import NodeClaim
+
+    settings.KARPWEB_MODE = "control"
+    forget_default()
+    account = AwsAccount.objects.create(account_id=OWNER, name="ml-prod", regions=["us-east-1"])
+    alpha = Cluster.objects.create(name="alpha", account=account, region="us-east-1")
+    beta = Cluster.objects.create(name="beta", account=account, region="us-east-1")
+    providers = {alpha.name: make_provider(), beta.name: make_provider()}
+    with cluster_scope(alpha):
+        rid = worlds.build(world, providers["alpha"], clock(), units=1, pods=1)
+    with cluster_scope(beta):
+        second_cluster_world(providers["beta"], rid, "beta-app")
+        assert sync_reservations(providers["beta"], now=clock()).errors == []
+    # Both runs read their world (one free unit) before either holds it: each then asks the ledger.
+    planned = threading.Barrier(2, timeout=60)
+    hold_units, first_call = ledger.hold_units, threading.local()
+
+    def hold_after_both_planned(*args, **kwargs):
+        if not getattr(first_call, "done", False):
+            first_call.done = True
+            planned.wait()
+        return hold_units(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "hold_units", hold_after_both_planned)
+    results, errors = {}, []
+
+    def run(cluster):
+        try:
+            with cluster_scope(cluster):
+                results[cluster.name] = provisioning.provision(providers[cluster.name], SimulatedCluster(), now=clock())
+        except Exception as exc:  # reported below, with the thread's name
+            errors.append(f"{cluster.name}: {exc!r}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=carry(run), args=(c,)) for c in (alpha, beta)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+
+    holds = list(ReservationHold.objects.all())
+    assert len(holds) == 1 and holds[0].state == ReservationHold.State.LAUNCHED
+    winner = holds[0].cluster.name
+    loser = ({"alpha", "beta"} - {winner}).pop()
+    assert results[winner]["launched"] == 1 and results[loser]["launched"] == 1  # the loser on-demand, re-planned
+    claims = {c.cluster.name: c for c in NodeClaim.objects.fleet().select_related("cluster")}
+    assert (claims[winner].capacity_type, claims[winner].reservation_label) == ("reserved", rid)
+    assert (claims[loser].capacity_type, claims[loser].reservation_label) == ("on-demand", "")
+    instances = running_instances(raw_ec2)
+    assert len(instances) == 2
+    assert [i.get("CapacityReservationId") for i in instances].count(rid) == 1  # one launched into it, not two
+    assert world.reservation(rid)["AvailableInstanceCount"] == 0
+    assert not ReservationContention.objects.exists()  # nobody met a full reservation
+    # The loser had planned into the reservation too (the race was real), and the ledger said no.
+    from scheduling.models import Decision
+
+    refused = Decision.objects.fleet().get(cluster__name=loser, outcome=Decision.Outcome.SKIPPED)
+    assert f"reservation {rid}" in refused.reason and "another cluster of the fleet holds" in refused.reason
+    forget_default()
