@@ -184,3 +184,58 @@ def test_two_clusters_planning_into_the_last_unit_at_once_launch_it_once(
     refused = Decision.objects.fleet().get(cluster__name=loser, outcome=Decision.Outcome.SKIPPED)
     assert f"reservation {rid}" in refused.reason and "another cluster of the fleet holds" in refused.reason
     forget_default()
+
+
+def test_a_launch_refused_on_units_the_ledger_called_free_is_contention_explained_at_the_next_sync(
+        world, clock, config, provider, raw_ec2, settings, viewer_client):
+    from django.urls import reverse
+
+    from scheduling.loop import provisioning
+    from scheduling.loop.simulated import SimulatedCluster
+    from scheduling.metrics import KarpwebCollector
+
+    settings.KARPWEB_MODE = "control"
+    forget_default()
+    account = AwsAccount.objects.create(account_id=OWNER, name="ml-prod", regions=["us-east-1"])
+    alpha = Cluster.objects.create(name="alpha", account=account, region="us-east-1")
+    with cluster_scope(alpha):
+        rid = worlds.build(world, provider, clock(), units=2, pods=1)
+    world.share(rid, OUTSIDE)
+    outside = provider_in(world, config, clock, OUTSIDE)
+    taken = [launch_into(outside, rid) for _ in range(2)]  # after the sync: karpweb still counts 2 free
+    assert len(taken) == 2 and world.reservation(rid)["AvailableInstanceCount"] == 0
+
+    clock.advance(seconds=5)
+    with cluster_scope(alpha):
+        counts = provisioning.provision(provider, SimulatedCluster(), now=clock())
+
+    assert counts["launch_failures"] == 1 and counts["launched"] == 0
+    contention = ReservationContention.objects.get()
+    assert (contention.reservation.reservation_id, contention.cluster, contention.units_wanted) == (rid, alpha, 1)
+    assert contention.ledger_free == 2 and contention.error_code == "ReservationCapacityExceeded"
+    assert contention.explained_at is None and contention.taken_by_text == "not known until the next sync"
+    assert ReservationHold.objects.get().state == ReservationHold.State.RELEASED  # the failed launch gave it back
+    [family] = [f for f in KarpwebCollector().collect() if f.name == "karpweb_reservation_contention"]
+    assert [(s.name, s.labels, s.value) for s in family.samples if s.name.endswith("_total")] == [
+        ("karpweb_reservation_contention_total", {"reservation": rid, "cluster": "alpha"}, 1)]
+
+    clock.advance(minutes=1)
+    with cluster_scope(alpha):
+        assert sync_reservations(provider, now=clock()).errors == []
+        ledger.record_use({OWNER: provider}, now=clock())
+
+    contention.refresh_from_db()
+    assert contention.explained_at == clock()
+    assert contention.taken_by["otherAccounts"] == {OUTSIDE: 2} and contention.taken_by["clusters"] == {}
+    assert contention.taken_by_text == f"account {OUTSIDE}: 2"
+    answer = viewer_client.get(f"/api/v1/capacity-reservations/{rid}/contentions/")
+    assert answer.status_code == 200, answer.content
+    [row] = answer.json()["results"] if "results" in answer.json() else answer.json()
+    assert (row["cluster"], row["ledgerFree"], row["errorCode"]) == ("alpha", 2, "ReservationCapacityExceeded")
+    assert row["takenBy"]["otherAccounts"] == {OUTSIDE: 2}
+    uses = viewer_client.get(f"/api/v1/capacity-reservations/{rid}/uses/").json()
+    [use] = uses["results"] if "results" in uses else uses
+    assert use["otherAccounts"] == {OUTSIDE: 2} and use["used"] == 2
+    page = viewer_client.get(reverse("reservations:detail", args=[rid])).content.decode()
+    assert 'id="fleet-ledger"' in page and f"account {OUTSIDE}: 2" in page and "ReservationCapacityExceeded" in page
+    forget_default()
