@@ -30,6 +30,7 @@ from fleet import scope
 from fleet.models import Cluster
 from reservations.models import (CapacityReservation, OpenReservationInstance, ReservationContention, ReservationHold,
                                  ReservationUse)
+from scheduling.adapters.ec2.interface import CloudAPIError
 from scheduling.engine.attribution import Attribution, attribute
 from scheduling.engine.instances import instance_id
 from scheduling.models import Node, NodeClaim
@@ -66,7 +67,7 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
             account_instances.setdefault(account, set())
             try:
                 listed = cloud.describe_instances()
-            except Exception as exc:  # an account that does not answer leaves its instances unknown
+            except CloudAPIError as exc:  # an account that does not answer leaves its instances unknown
                 log.warning("ledger: DescribeInstances in account %s failed (%s)", account, exc)
                 listed = []
             for m in listed:
@@ -80,7 +81,7 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
             for rid in owned.get(account, []) if ask else []:
                 try:
                     usage[rid] = ask(rid)
-                except Exception as exc:
+                except CloudAPIError as exc:  # e.g. not allowed: its other accounts' units stay unknown
                     log.warning("ledger: GetCapacityReservationUsage %s failed (%s)", rid, exc)
         # The instances matched by reservation id: nodes and claims the mirror places in it.
         by_pk = {r.pk: r.reservation_id for r in reservations}
@@ -138,12 +139,13 @@ def _live(now) -> Q:
 
 
 def units_held_elsewhere(cluster_id: int | None, now=None) -> dict[int, int]:
-    """Reservation pk -> units other clusters hold or launched since the last sync (the world of
-    `cluster_id` subtracts them from the available count)."""
+    """Reservation pk -> units not free for `cluster_id` beyond the last sync's count: other clusters'
+    live holds, and every cluster's units launched since the sync (the world of `cluster_id`
+    subtracts them from the available count, as ledger_free does)."""
     now = now or timezone.now()
     holds = ReservationHold.objects.filter(_live(now))
     if cluster_id is not None:
-        holds = holds.exclude(cluster_id=cluster_id)
+        holds = holds.filter(Q(state=ReservationHold.State.LAUNCHED) | ~Q(cluster_id=cluster_id))
     return dict(holds.values("reservation_id").annotate(units=Sum("units")).values_list("reservation_id", "units"))
 
 
@@ -179,14 +181,16 @@ def hold_units(reservation_id: str, units: int = 1, claim_name: str = "", now=No
         return hold, True
 
 
-def settle_hold(hold: ReservationHold | None, result=None, *, claim_name: str = "", now=None) -> None:
+def settle_hold(hold: ReservationHold | None, result=None, *, claim_name: str = "", counted: bool = False,
+                now=None) -> None:
     """After the launch: launched (the next sync counts the unit) or released (the launch failed or
-    raised, `result` None). A failure for capacity on units the ledger called free is contention."""
+    raised, `result` None; or `counted`: the cloud already took the unit from the reservation's row,
+    as the simulated world does). A failure for capacity on units the ledger called free is contention."""
     if hold is None:
         return
     now = now or timezone.now()
     ok = result is not None and result.ok
-    state = ReservationHold.State.LAUNCHED if ok else ReservationHold.State.RELEASED
+    state = ReservationHold.State.LAUNCHED if ok and not counted else ReservationHold.State.RELEASED
     ReservationHold.objects.filter(pk=hold.pk).update(state=state, updated_at=now,
                                                       claim_name=(claim_name or hold.claim_name)[:253])
     codes = {result.error_code, *(e.code for e in getattr(result, "errors", []) or [])} if result is not None else set()

@@ -74,7 +74,8 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
                 pending.append(decision)
                 continue
             finally:
-                ledger.settle_hold(hold, result, claim_name=row.name if row else "", now=now)  # launched or released
+                ledger.settle_hold(hold, result, claim_name=row.name if row else "", now=now,  # launched or released
+                                   counted=getattr(cloud, "keeps_reservations_in_database", False))
             decision.details = {**claim, "name": row.name}
             launched_into += [result.reservation_id] if result.ok and result.reservation_id else []
             refused_by += result.reservations_marked_unavailable
