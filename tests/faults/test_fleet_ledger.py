@@ -94,6 +94,14 @@ def test_the_units_of_a_shared_reservation_are_attributed_per_cluster_and_accoun
     assert world.calls_of("GetCapacityReservationUsage")  # asked as the owner
     assert alpha_nodes and beta_node and unclustered
 
+    # Only the owner reads the usage: the account it is shared with is told the reservation is not found.
+    from scheduling.adapters.ec2.interface import CloudAPIError
+
+    with pytest.raises(CloudAPIError) as refused:
+        in_shared.capacity_reservation_usage(rid)
+    assert refused.value.code == "InvalidCapacityReservationId.NotFound"
+    assert provider.capacity_reservation_usage(rid) == {OWNER: 3, SHARED: 1, OUTSIDE: 1}
+
     # Seen from the shared account alone (the owner's instances and usage unread), the rest is unknown.
     ledger.record_use({SHARED: in_shared}, now=clock())
     latest = ReservationUse.objects.order_by("-pk").first()
