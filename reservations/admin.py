@@ -6,8 +6,8 @@ from django.utils.html import format_html
 
 from reservations.models import (
     Recommendation,
-    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, ReservationVisibility,
-    UtilizationHour, UtilizationSample,
+    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, ReservationContention,
+    ReservationHold, ReservationUse, ReservationVisibility, UtilizationHour, UtilizationSample,
 )
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
@@ -157,6 +157,37 @@ class UtilizationSampleAdmin(ReadOnlyAdmin):
     list_select_related = ("reservation",)
     date_hierarchy = "sampled_at"
     show_full_result_count = False
+
+
+@admin.register(ReservationUse)
+class ReservationUseAdmin(ReadOnlyAdmin):
+    """The fleet ledger's attribution at each sync (reservations/ledger.py)."""
+
+    list_display = ("reservation", "sampled_at", "used", "total", "clusters", "our_accounts", "other_accounts", "unknown")
+    search_fields = ("reservation__reservation_id",)
+    list_select_related = ("reservation",)
+    date_hierarchy = "sampled_at"
+    show_full_result_count = False
+
+
+@admin.register(ReservationHold)
+class ReservationHoldAdmin(ReadOnlyAdmin):
+    """Units a cluster held for a launch (reservations/ledger.py): written by provisioning."""
+
+    list_display = ("reservation", "cluster", "units", "claim_name", "state", "created_at", "expires_at")
+    list_filter = ("state", "cluster")
+    search_fields = ("reservation__reservation_id", "claim_name")
+    list_select_related = ("reservation", "cluster")
+
+
+@admin.register(ReservationContention)
+class ReservationContentionAdmin(ReadOnlyAdmin):
+    """Launches refused for capacity into units the fleet ledger called free."""
+
+    list_display = ("reservation", "cluster", "created_at", "units_wanted", "ledger_free", "error_code", "explained_at")
+    list_filter = ("error_code", "cluster")
+    search_fields = ("reservation__reservation_id",)
+    list_select_related = ("reservation", "cluster")
 
 
 @admin.register(UtilizationHour)

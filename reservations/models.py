@@ -483,3 +483,90 @@ class Recommendation(models.Model):
         from django.urls import reverse
 
         return reverse("reservations:recommendation", args=[self.pk])
+
+
+class ReservationUse(models.Model):
+    """Who held a reservation's units at one sync, across the fleet (scheduling.engine.attribution):
+    per cluster of ours, our accounts' instances no cluster knows, other accounts, and unknown.
+    History is kept and pruned as UtilizationSample is (KARPWEB_SAMPLE_RETENTION_DAYS)."""
+
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="uses")
+    sampled_at = models.DateTimeField(default=timezone.now)
+    total = models.PositiveIntegerField()
+    used = models.PositiveIntegerField()
+    clusters = models.JSONField(default=dict, blank=True, help_text="Cluster name -> units its nodes use.")
+    our_accounts = models.JSONField(default=dict, blank=True,
+                                    help_text="Our account ID -> units its instances no cluster knows use.")
+    other_accounts = models.JSONField(default=dict, blank=True, help_text="Other account ID -> units it uses.")
+    unknown = models.PositiveIntegerField(default=0, help_text="Used units nothing above explains.")
+
+    class Meta:
+        ordering = ["-sampled_at"]
+        indexes = [models.Index(fields=["reservation", "-sampled_at"]), models.Index(fields=["sampled_at"])]
+
+    def __str__(self):
+        return f"{self.reservation.reservation_id} at {self.sampled_at:%Y-%m-%d %H:%M}: {self.used}/{self.total} used"
+
+    @property
+    def others(self) -> int:
+        return sum((self.other_accounts or {}).values())
+
+
+class ReservationHold(models.Model):
+    """Units of a reservation one cluster claimed for a launch it planned (reservations.ledger): no
+    unit is given to two clusters. Held until the launch succeeds (launched: the next sync counts
+    it), fails (released), or HOLD_TTL passes (the launch timeout)."""
+
+    class State(models.TextChoices):
+        HELD = "held"
+        LAUNCHED = "launched"
+        RELEASED = "released"
+
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="holds")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="reservation_holds")
+    units = models.PositiveIntegerField(default=1)
+    claim_name = models.CharField(max_length=253, blank=True, help_text="The NodeClaim the units are held for.")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    updated_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.HELD, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["reservation", "state"])]
+
+    def __str__(self):
+        return f"{self.units} of {self.reservation.reservation_id} for {self.cluster} ({self.state})"
+
+
+class ReservationContention(models.Model):
+    """A launch met ReservationCapacityExceeded or InsufficientInstanceCapacity on a reservation the
+    ledger called free: what it wanted, what the ledger said, and who took the units (filled in at
+    the next sync's attribution)."""
+
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="contentions")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="reservation_contentions")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    units_wanted = models.PositiveIntegerField(default=1)
+    ledger_free = models.IntegerField(help_text="Units the ledger called free when the units were held.")
+    error_code = models.CharField(max_length=64)
+    taken_by = models.JSONField(default=dict, blank=True,
+                                help_text="The next sync's attribution of the reservation (clusters, accounts, unknown).")
+    explained_at = models.DateTimeField(null=True, blank=True, help_text="When taken_by was filled in.")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.reservation.reservation_id}: {self.cluster} met {self.error_code}"
+
+    @property
+    def taken_by_text(self) -> str:
+        if not self.explained_at:
+            return "not known until the next sync"
+        parts = [f"cluster {name}: {units}" for name, units in sorted((self.taken_by.get("clusters") or {}).items())]
+        parts += [f"account {a} (ours, no cluster): {u}" for a, u in sorted((self.taken_by.get("ourAccounts") or {}).items())]
+        parts += [f"account {a}: {u}" for a, u in sorted((self.taken_by.get("otherAccounts") or {}).items())]
+        if self.taken_by.get("unknown"):
+            parts.append(f"unknown: {self.taken_by['unknown']}")
+        return ", ".join(parts) or "nobody holds a unit now"

@@ -5,7 +5,7 @@ replaced; applied and failed ones are kept as history)."""
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from django.conf import settings
 from django.core.cache import cache
@@ -13,7 +13,10 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from reservations.models import CapacityReservation, Recommendation, UtilizationHour
+from fleet.defaults import UNKNOWN_ACCOUNT_ID
+from fleet.models import AwsAccount, Cluster
+from reservations import ledger
+from reservations.models import CapacityReservation, Recommendation, ReservationVisibility, UtilizationHour
 from scheduling.engine.recommendations import Hour, Policy, ReservationFacts, recommend
 from scheduling.engine.timeutil import parse_optional_time
 from scheduling.models import CapacityType, Node, Pod
@@ -70,10 +73,25 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
             .values("reservation_id", "hour", "used", "total", "peak_used"):
         hours[row["reservation_id"]].append(Hour(row["hour"], row["used"], row["total"], row["peak_used"]))
     prices = on_demand_prices({r.instance_type for r in reservations})
-    nodes = list(Node.objects.filter(instance_type__in={r.instance_type for r in reservations})
-                 .select_related("node_pool__node_class").only(
+    # The whole fleet's nodes (every cluster's), each with its cluster and account: which cluster could
+    # use an idle unit is advice across the fleet.
+    nodes = list(Node.objects.fleet().filter(instance_type__in={r.instance_type for r in reservations})
+                 .select_related("node_pool__node_class", "cluster").only(
                      "name", "instance_type", "zone", "capacity_type", "reservation_id", "node_pool__name",
-                     "node_pool__node_class__name"))
+                     "node_pool__node_class__name", "cluster__name", "cluster__account_id"))
+    seen_by = defaultdict(set)  # reservation pk -> our accounts that see it
+    shared_with = defaultdict(set)  # reservation pk -> our accounts that see it through a share
+    for pk, account_pk, account_id, shared in ReservationVisibility.objects.filter(reservation__in=reservations) \
+            .values_list("reservation_id", "account_id", "account__account_id", "shared"):
+        seen_by[pk].add(account_pk)
+        if shared:
+            shared_with[pk].add(account_id)
+    uses = ledger.latest_uses(r.pk for r in reservations)
+    cluster_accounts = dict(Cluster.objects.values_list("name", "account__account_id"))
+    # A fleet of one whose account is the placeholder (fleet.defaults: no owner or setting named it)
+    # cannot tell its own reservations from shared ones: it advises on what it sees, as before the fleet.
+    accounts = dict(AwsAccount.objects.values_list("account_id", "pk")[:2])
+    unknown = {accounts[UNKNOWN_ACCOUNT_ID]} if set(accounts) == {UNKNOWN_ACCOUNT_ID} else set()
     busy_pools = set(Pod.objects.exclude(node__isnull=True).exclude(owner_kind="DaemonSet")
                      .values_list("node__node_pool_id", flat=True).distinct())
     pools_of_class = defaultdict(set)
@@ -85,7 +103,17 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
     for r in reservations:
         classes = tuple(sorted(nc.name for nc in r.node_classes.all()))
         paid = [n for n in nodes if n.capacity_type == CapacityType.ON_DEMAND and n.instance_type == r.instance_type
-                and n.zone == r.availability_zone]
+                and n.zone == r.availability_zone and (not seen_by[r.pk] or n.cluster.account_id in seen_by[r.pk])]
+        by_cluster = Counter(n.cluster.name for n in paid)
+        if by_cluster:  # the class a selector term goes to: the named cluster's (recommendations.select)
+            chosen = min(by_cluster.items(), key=lambda c: (-c[1], c[0]))[0]
+            paid = sorted(paid, key=lambda n: n.cluster.name != chosen)
+        use = uses.get(r.pk)
+        others = set(shared_with[r.pk]) - {r.owner_id}
+        if use is not None:
+            others |= set(use.other_accounts or {}) | set(use.our_accounts or {})
+            others |= {cluster_accounts.get(name, "") for name in use.clusters or {}}
+        others -= {r.owner_id, "", UNKNOWN_ACCOUNT_ID}
         work, block_nodes = block_work.get(r.pk, ((), 0))
         timing = r.timing
         result.append(ReservationFacts(
@@ -99,6 +127,8 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
             node_class_of_paid_nodes=next((n.node_pool.node_class.name for n in paid if n.node_pool and n.node_pool.node_class), ""),
             unfinished_work=work, block_nodes=block_nodes, drain_at=timing.drain_at if timing else None,
             extension_offerings=tuple(extension_offerings(r.reservation_id)) if extension_offerings and work else (),
+            owned_by_us=r.owner_account_id is not None or bool(seen_by[r.pk] & unknown), fleet_used=use.used if use is not None else 0,
+            other_accounts=tuple(sorted(others)), paid_nodes_by_cluster=tuple(sorted(by_cluster.items())),
         ))
     return result
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import Avg, Case, Count, F, FloatField, Max, Min, Q, Sum, When
 from django.db.models.functions import TruncHour
 
-from reservations.models import UtilizationHour, UtilizationSample, hour_of
+from reservations.models import ReservationUse, UtilizationHour, UtilizationSample, hour_of
 
 # A sync early in an hour also closes the previous hour, whose last samples came after its last roll-up.
 CLOSE_PREVIOUS_HOUR_WITHIN = datetime.timedelta(minutes=10)
@@ -74,4 +74,5 @@ def prune(now: datetime.datetime) -> dict:
     return {
         "samples_pruned": UtilizationSample.objects.filter(sampled_at__lt=raw_cutoff).delete()[0],
         "hours_pruned": UtilizationHour.objects.filter(hour__lt=hour_of(hour_cutoff)).delete()[0],
+        "uses_pruned": ReservationUse.objects.filter(sampled_at__lt=raw_cutoff).delete()[0],  # the ledger's history
     }

@@ -83,6 +83,8 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             low_utilization=reservation.is_low_utilization(now),
             idle_cost=idle_cost_per_hour(reservation, prices),
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
+            fleet_use=reservation.uses.order_by("-sampled_at").first(),  # the fleet ledger (reservations/ledger.py)
+            contentions=reservation.contentions.select_related("cluster")[:20],
             now=now,
             **history_for_recommendations(reservation, now),
         )

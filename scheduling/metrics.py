@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from reservations.alarms import with_running_nodes
-from reservations.models import CapacityReservation, Recommendation
+from reservations.models import CapacityReservation, Recommendation, ReservationContention
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES, QUEUE_ERRORS, STATUS_ERRORS
 from scheduling.loop.keptworld import MISMATCH
 from scheduling.loop.watch import DRIFT
@@ -34,6 +34,17 @@ class KarpwebCollector:
         yield from self.interruptions()
         yield from self.recommendations()
         yield from self.watch(now)
+        yield from self.contention()
+
+    def contention(self):
+        """Launches refused for capacity into units the fleet ledger called free (reservations/ledger.py)."""
+        met = CounterMetricFamily("karpweb_reservation_contention",
+                                  "Launches refused for capacity into reservation units the fleet ledger called free, "
+                                  "by reservation and cluster.", labels=["reservation", "cluster"])
+        for reservation, cluster, n in (ReservationContention.objects.values_list("reservation__reservation_id", "cluster__name")
+                                        .annotate(n=Count("id")).order_by("reservation__reservation_id", "cluster__name")):
+            met.add_metric([reservation, cluster], n)
+        yield met
 
     def recommendations(self):
         savings = GaugeMetricFamily("karpweb_recommendation_savings_dollars_per_month",

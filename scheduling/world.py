@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db.models import Prefetch, Q
 from django.utils import timezone
 
+from fleet.scope import working_cluster_id_or_none
+from reservations.ledger import units_held_elsewhere
 from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass
 from scheduling.engine import parse_world
 from scheduling.engine.ec2types import MIB, node_memory_mib
@@ -33,7 +35,7 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
         "now": format_time(now),
         "featureGates": {"ReservedCapacity": settings.KARPWEB_FEATURE_RESERVED_CAPACITY},
         "instanceTypes": instance_types(),
-        "capacityReservations": [reservation_item(r) for r in CapacityReservation.objects.order_by("reservation_id")],
+        "capacityReservations": reservation_items(now),
         "capacityReservationGroups": world_groups(),
         "ec2NodeClasses": [node_class_object(nc) for nc in EC2NodeClass.objects.order_by("name")],
         "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
@@ -105,8 +107,17 @@ def world_groups() -> list[dict]:
             for arn, ids in CapacityReservationGroup.objects.order_by("arn").values_list("arn", "reservation_ids")]
 
 
-def reservation_item(r: CapacityReservation) -> dict:
-    """One reservation as DescribeCapacityReservations reports it."""
+def reservation_items(now) -> list[dict]:
+    """The reservations the working cluster sees, each with the units other clusters of the fleet
+    hold for their launches (or launched since the last sync) taken from its available count: the
+    engine plans around them (reservations/ledger.py)."""
+    held = units_held_elsewhere(working_cluster_id_or_none(), now)
+    return [reservation_item(r, held.get(r.pk, 0)) for r in CapacityReservation.objects.order_by("reservation_id")]
+
+
+def reservation_item(r: CapacityReservation, held_elsewhere: int = 0) -> dict:
+    """One reservation as DescribeCapacityReservations reports it (`held_elsewhere`: units the fleet
+    ledger says other clusters hold, not free for this one)."""
     item = {
         "CapacityReservationId": r.reservation_id,
         "CapacityReservationArn": r.arn,
@@ -117,7 +128,7 @@ def reservation_item(r: CapacityReservation) -> dict:
         "AvailabilityZoneId": r.availability_zone_id,
         "Tenancy": r.tenancy,
         "TotalInstanceCount": r.total_instance_count,
-        "AvailableInstanceCount": r.available_instance_count,
+        "AvailableInstanceCount": max(r.available_instance_count - held_elsewhere, 0),
         "State": r.state,
         "InstanceMatchCriteria": r.instance_match_criteria,
         "ReservationType": r.reservation_type,

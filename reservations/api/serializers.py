@@ -9,7 +9,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
+from reservations.models import (CapacityReservation, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
+                                 UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
 from scheduling.api.base import StrictInputMixin
 from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
@@ -267,6 +268,39 @@ class UtilizationSampleSerializer(serializers.ModelSerializer):
     @extend_schema_field(OpenApiTypes.DOUBLE)
     def get_utilization(self, obj) -> float:
         return obj.used / obj.total if obj.total else 0.0
+
+
+class ReservationUseSerializer(serializers.ModelSerializer):
+    sampledAt = when("sampled_at", null=False)
+    clusters = serializers.DictField(child=serializers.IntegerField(), read_only=True,
+                                     help_text="Cluster name -> units its nodes use.")
+    ourAccounts = serializers.DictField(source="our_accounts", child=serializers.IntegerField(), read_only=True,
+                                        help_text="Our account ID -> units its instances no cluster knows use.")
+    otherAccounts = serializers.DictField(source="other_accounts", child=serializers.IntegerField(), read_only=True,
+                                          help_text="Other account ID -> units it uses (GetCapacityReservationUsage).")
+
+    class Meta:
+        model = ReservationUse
+        fields = ["sampledAt", "total", "used", "clusters", "ourAccounts", "otherAccounts", "unknown"]
+        read_only_fields = fields
+
+
+class ReservationContentionSerializer(serializers.ModelSerializer):
+    createdAt = when("created_at", null=False)
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    unitsWanted = serializers.IntegerField(source="units_wanted", read_only=True)
+    ledgerFree = serializers.IntegerField(source="ledger_free", read_only=True,
+                                          help_text="Units the fleet ledger called free when the launch held them.")
+    errorCode = serializers.CharField(source="error_code", read_only=True)
+    takenBy = serializers.JSONField(source="taken_by", read_only=True,
+                                    help_text="The next sync's attribution (clusters, ourAccounts, otherAccounts, unknown); "
+                                              "empty until then.")
+    explainedAt = when("explained_at")
+
+    class Meta:
+        model = ReservationContention
+        fields = ["id", "createdAt", "cluster", "unitsWanted", "ledgerFree", "errorCode", "takenBy", "explainedAt"]
+        read_only_fields = fields
 
 
 class UtilizationHourSerializer(serializers.ModelSerializer):

@@ -22,5 +22,9 @@ urlpatterns = [
         views.UtilizationHourList.as_view(),
         name="capacityreservation-hours",
     ),
+    path("capacity-reservations/<str:reservation_id>/uses/", views.ReservationUseList.as_view(),
+         name="capacityreservation-uses"),
+    path("capacity-reservations/<str:reservation_id>/contentions/", views.ReservationContentionList.as_view(),
+         name="capacityreservation-contentions"),
     *router.urls,
 ]

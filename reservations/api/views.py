@@ -18,6 +18,8 @@ from reservations.api.serializers import (
     SelectorTermsPreviewResultSerializer,
     SelectorTermsPreviewSerializer,
     SelectorTermsWriteSerializer,
+    ReservationContentionSerializer,
+    ReservationUseSerializer,
     UtilizationHourSerializer,
     UtilizationSampleSerializer,
 )
@@ -26,7 +28,8 @@ from reservations.filtersets import (
     UtilizationSampleFilterSet,
 )
 from reservations.alarms import current_alarms, with_running_nodes
-from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
+from reservations.models import (CapacityReservation, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
+                                 UtilizationHour, UtilizationSample)
 from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import (
@@ -164,6 +167,37 @@ class UtilizationSampleList(generics.ListAPIView):
             return self.model.objects.none()
         reservation = get_or_404(CapacityReservation.objects.all(), reservation_id=self.kwargs["reservation_id"])
         return self.model.objects.filter(reservation=reservation)
+
+
+@extend_schema(
+    summary="Who used one reservation's units, across the fleet",
+    description="The fleet ledger's attribution at each EC2 sync, newest first: units per cluster of the fleet, "
+                "per account of ours no cluster knows, per other account (GetCapacityReservationUsage, when one of "
+                "our accounts owns it) and unknown. Kept KARPWEB_SAMPLE_RETENTION_DAYS.",
+    responses={200: ReservationUseSerializer(many=True), **error_responses(400, 401, 403, 404)},
+)
+class ReservationUseList(UtilizationSampleList):
+    model = ReservationUse
+    serializer_class = ReservationUseSerializer
+    filterset_class = None
+    ordering_fields = ["sampled_at", "used"]
+
+
+@extend_schema(
+    summary="Contention on one reservation",
+    description="Launches refused for capacity (ReservationCapacityExceeded, InsufficientInstanceCapacity) into "
+                "units the fleet ledger called free, newest first, with who held the units at the next sync. Read-only.",
+    responses={200: ReservationContentionSerializer(many=True), **error_responses(400, 401, 403, 404)},
+)
+class ReservationContentionList(UtilizationSampleList):
+    model = ReservationContention
+    serializer_class = ReservationContentionSerializer
+    filterset_class = None
+    ordering_fields = ["created_at"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self):
+        return super().get_queryset().select_related("cluster")
 
 
 @extend_schema(

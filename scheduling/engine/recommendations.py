@@ -86,6 +86,13 @@ class ReservationFacts:
     block_nodes: int = 0
     drain_at: datetime.datetime | None = None
     extension_offerings: tuple[ExtensionOffering, ...] = ()
+    # The fleet ledger (reservations/ledger.py): cancel and modify need the owner to be one of the
+    # fleet's accounts; no shrink below what the whole fleet uses (our clusters, our accounts, other
+    # accounts, unknown); no cancel while another account sees it through a share or uses it.
+    owned_by_us: bool = True
+    fleet_used: int = 0
+    other_accounts: tuple[str, ...] = ()
+    paid_nodes_by_cluster: tuple[tuple[str, int], ...] = ()  # (cluster, its on-demand nodes of the type and zone)
 
 
 @dataclass(frozen=True)
@@ -150,13 +157,13 @@ def headroom(k: int, policy: Policy) -> int:
 
 
 def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
-    if reservation.reservation_type == "capacity-block":
+    if reservation.reservation_type == "capacity-block" or not reservation.owned_by_us:
         return None
     hours = _window(reservation, now, policy.shrink_window_days, policy.coverage)
     if hours is None:
         return None
     k = math.ceil(max(h.high for h in hours) - 1e-9)
-    target = max(k + headroom(k, policy), reservation.used_now)
+    target = max(k + headroom(k, policy), reservation.used_now, reservation.fleet_used)
     if target >= reservation.total:
         return None
     freed = reservation.total - target
@@ -170,7 +177,7 @@ def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy
 
 
 def cancel(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
-    if reservation.reservation_type == "capacity-block":
+    if reservation.reservation_type == "capacity-block" or not reservation.owned_by_us or reservation.other_accounts:
         return None
     hours = _window(reservation, now, policy.cancel_window_days, policy.coverage)
     if hours is None:
@@ -198,12 +205,15 @@ def select(reservation: ReservationFacts) -> Recommendation | None:
         return None
     moved = min(free, len(reservation.matching_paid_nodes))
     nodes = ", ".join(reservation.matching_paid_nodes[:5]) + (" and more" if len(reservation.matching_paid_nodes) > 5 else "")
+    # The cluster with the most on-demand nodes of the type and zone (of those whose account sees it).
+    cluster = min(reservation.paid_nodes_by_cluster, key=lambda c: (-c[1], c[0]))[0] if reservation.paid_nodes_by_cluster else ""
+    where = f" in cluster {cluster}" if cluster else ""
     return Recommendation(
         SELECT, reservation.reservation_id, savings_per_month=_money(moved, reservation),
         reason=(f"{reservation.reservation_id} has {free} idle {reservation.instance_type} in {reservation.zone} while on-demand "
-                f"node{'s' if len(reservation.matching_paid_nodes) != 1 else ''} {nodes} of that type and zone run beside it "
-                "and no EC2NodeClass selects it; selecting it lets consolidation move them into prepaid units"),
-        details={"term": {"id": reservation.reservation_id}, "nodeClass": reservation.node_class_of_paid_nodes,
+                f"node{'s' if len(reservation.matching_paid_nodes) != 1 else ''} {nodes} of that type and zone run beside it"
+                f"{where} and no EC2NodeClass selects it; selecting it lets consolidation move them into prepaid units"),
+        details={"term": {"id": reservation.reservation_id}, "nodeClass": reservation.node_class_of_paid_nodes, "cluster": cluster,
                  "nodes": list(reservation.matching_paid_nodes), "money": MONTHLY,
                  "moneyBasis": _monthly_basis(moved, "on-demand", reservation) + ", paid now and prepaid once selected"})
 

@@ -10,6 +10,7 @@ import string
 from django.db.models import Q
 from django.utils import timezone
 
+from reservations import ledger
 from reservations.groups import launch_group_arn
 from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.amis import variant_of
@@ -33,11 +34,12 @@ TERMINATION_FINALIZER = "karpenter.sh/termination"
 LAUNCH_TIMEOUT = datetime.timedelta(minutes=5)  # upstream liveness.go LaunchTimeout
 
 
-def provision(cloud, cluster, now=None, world_at=None) -> dict:
+def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = False) -> dict:
     """`world_at(now)`: the engine World to plan from (the watch process's kept world, read only when pods
-    wait); by default the database's current world."""
+    wait); by default the database's current world. A claim whose reservation units another cluster
+    holds is planned again once, from a world that counts those units as taken (`replanning`)."""
     now = now or timezone.now()
-    pending, launched, failed = [], 0, 0
+    pending, launched, failed, held_elsewhere = [], 0, 0, False
     relaunched = relaunch_unlaunched_claims(cloud, cluster, pending, now)
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
@@ -56,6 +58,14 @@ def provision(cloud, cluster, now=None, world_at=None) -> dict:
             objects_involved={"pods": claim["pods"]}, details=claim,
         )
         if mode == Mode.CONTROL:
+            hold, held = hold_reservation_units(claim, now)  # the fleet ledger: no unit given to two clusters
+            if not held:
+                decision.outcome, held_elsewhere = Decision.Outcome.SKIPPED, True
+                decision.reason += ("; another cluster of the fleet holds the reservation's free units: "
+                                    "its pods are planned again around them")
+                pending.append(decision)
+                continue
+            row = result = None
             try:
                 row = create_claim(cluster, claim, pool)
                 result = launch_claim(cloud, cluster, row)
@@ -63,6 +73,9 @@ def provision(cloud, cluster, now=None, world_at=None) -> dict:
                 decision.outcome, decision.error, failed = Decision.Outcome.FAILED, str(exc), failed + 1
                 pending.append(decision)
                 continue
+            finally:
+                ledger.settle_hold(hold, result, claim_name=row.name if row else "", now=now,  # launched or released
+                                   counted=getattr(cloud, "keeps_reservations_in_database", False))
             decision.details = {**claim, "name": row.name}
             launched_into += [result.reservation_id] if result.ok and result.reservation_id else []
             refused_by += result.reservations_marked_unavailable
@@ -79,7 +92,21 @@ def provision(cloud, cluster, now=None, world_at=None) -> dict:
     if not getattr(cloud, "keeps_reservations_in_database", False):
         refresh_reservations(cloud, launched_into, refused_by, now)
     pending += unplaced_decisions(decisions, pools)
-    return _counts(decisions, launched, failed, relaunched, record(pending, now))
+    counts = _counts(decisions, launched, failed, relaunched, record(pending, now))
+    if held_elsewhere and not replanning:
+        again = provision(cloud, cluster, now, replanning=True)
+        counts = {key: value + again.get(key, 0) for key, value in counts.items()}
+    return counts
+
+
+def hold_reservation_units(claim: dict, now) -> tuple[object, bool]:
+    """Before a launch into a reservation: hold its unit in the fleet ledger (reservations/ledger.py).
+    (hold, True) when held or nothing to hold (not a reservation launch); (None, False) when other
+    clusters hold or launched the free units."""
+    reservation_id = claim["launch"].get("reservationID")
+    if not reservation_id:
+        return None, True
+    return ledger.hold_units(reservation_id, 1, claim_name=claim_subject(claim), now=now)
 
 
 NOTHING_PLANNED = {"nodeClaims": [], "unschedulable": [], "deferred": []}

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from reservations.groups import sync_groups
-from reservations import utilization
+from reservations import ledger, utilization
 from reservations.models import EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.recommendations import recompute_hourly
@@ -51,12 +51,21 @@ def sync_ec2(now=None) -> dict:
         counts.update(nodes.collect_instances(cloud, now, backends.cluster()))  # karpweb's instances no NodeClaim holds
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
+    counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
     counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date
     counts.update(utilization.prune(now))
     counts.update(prune_history(now))
     return counts
+
+
+def ledger_clouds(cloud) -> dict:
+    """Our accounts' clouds for the ledger's attribution: the working cluster's account with this
+    sync's cloud (a fleet's per-account backends add theirs)."""
+    from fleet.scope import working_cluster
+
+    return {working_cluster().account.account_id: cloud}
 
 
 def prune_history(now) -> dict:

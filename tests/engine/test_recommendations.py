@@ -119,3 +119,33 @@ def test_a_shrink_never_goes_below_the_windows_peak(used, total, now_used):
 
 def test_an_hour_without_a_peak_counts_its_mean():
     assert Hour(NOW, used=2.5, total=4).high == 2.5 and Hour(NOW, used=2.5, total=4, peak=4).high == 4
+
+
+# --- across the fleet (the fleet ledger, reservations/ledger.py) --------------------------------
+
+def test_never_shrink_below_what_the_whole_fleet_uses():
+    # Our clusters use 3 now; with other accounts' units the fleet uses 8 (the ledger's last attribution).
+    assert [r.target_count for r in recommend([odcr(fleet_used=8)], NOW)] == [8]
+    assert recommend([odcr(fleet_used=10)], NOW) == []
+
+
+def test_cancel_and_shrink_only_where_one_of_our_accounts_owns_it():
+    quiet = dict(hours=hours(14, 1, peak=1), used_now=1, selected_by=())
+    assert {r.kind for r in recommend([odcr(**quiet)], NOW)} == {"cancel"}
+    assert recommend([odcr(owned_by_us=False, **quiet)], NOW) == []  # shared with us: not ours to cancel
+    assert recommend([odcr(owned_by_us=False)], NOW) == []  # nor to modify
+
+
+def test_never_cancel_what_another_account_shares_from_us_or_uses():
+    quiet = dict(hours=hours(14, 1, peak=1), used_now=1, selected_by=())
+    found = recommend([odcr(other_accounts=("333333333333",), **quiet)], NOW)
+    assert "cancel" not in {r.kind for r in found}
+    assert {r.kind for r in found} == {"shrink"}  # it may still shrink, down to the fleet's use
+
+
+def test_select_names_the_cluster_whose_on_demand_nodes_could_use_an_idle_unit():
+    [rec] = [r for r in recommend([odcr(selected_by=(), used_now=1, hours=hours(14, 5, peak=5),
+                                        matching_paid_nodes=("od-1", "od-2", "od-3"), node_class_of_paid_nodes="web",
+                                        paid_nodes_by_cluster=(("alpha", 1), ("beta", 2)))], NOW)
+             if r.kind == "select"]
+    assert rec.details["cluster"] == "beta" and "run beside it in cluster beta" in rec.reason

@@ -99,7 +99,7 @@ def test_prune_keeps_hours_longer_than_raw_samples(two_reservations):
     for days_ago in (1, 3, 31):
         sync_samples(one, T0 - datetime.timedelta(days=days_ago), 2, used=1, total=4)
     roll_up(since=T0 - datetime.timedelta(days=40))
-    assert prune(T0) == {"samples_pruned": 4, "hours_pruned": 1}
+    assert prune(T0) == {"samples_pruned": 4, "hours_pruned": 1, "uses_pruned": 0}
     assert UtilizationSample.objects.count() == 2
     assert sorted(UtilizationHour.objects.values_list("hour", flat=True)) == [
         T0 - datetime.timedelta(days=3), T0 - datetime.timedelta(days=1)]

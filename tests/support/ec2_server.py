@@ -16,6 +16,9 @@ What the server adds (see ``docs/ec2.md`` for the full list):
   ``tenancy``, ``end-date-type``, ``instance-match-criteria``, ``reservation-type``, ``tag:KEY``,
   ``tag-key``; ``MaxResults``/``NextToken`` pages; ``MaxResults`` together with ids is refused),
   ``CancelCapacityReservation``, ``DescribeCapacityBlocks`` (for ``UltraserverType``).
+* ``GetCapacityReservationUsage`` (the owner's view: units per account) and AWS RAM sharing between
+  accounts (``EC2TestServer.share``): a second account (credentials from STS AssumeRole into a role of
+  that account) sees the shared reservation and launches into the owner's units.
 * Capacity blocks, created with :meth:`EC2TestServer.add_capacity_block` (EC2 sells them through an
   offering/purchase flow that tests don't need). Their state follows the server clock:
   ``scheduled`` before the start, ``active`` until the end, then ``expired``; EC2 terminates their
@@ -302,6 +305,25 @@ def _backend(account_id: str = ACCOUNT_ID, region: str = DEFAULT_REGION) -> Any:
     return ec2_backends[account_id][region]
 
 
+# AWS RAM shares: reservation id -> the accounts it is shared with (its owner's backend keeps it).
+SHARES: dict[str, set[str]] = {}
+
+
+def _shared_with(backend: Any) -> dict[str, dict[str, Any]]:
+    """The reservations other accounts share with this backend's account (the owner's dicts: a
+    launch from here takes the owner's units)."""
+    found = {}
+    for rid, accounts in SHARES.items():
+        if backend.account_id not in accounts:
+            continue
+        for account_id in list(ec2_backends.keys()):
+            other = ec2_backends[account_id][backend.region_name]
+            r = _state(other).reservations.get(rid) if other is not backend else None
+            if r is not None:
+                found[rid] = r
+    return found
+
+
 def _state(backend: Any) -> _CapacityState:
     st = backend.__dict__.get("_karpweb_capacity")
     if st is None:
@@ -504,7 +526,7 @@ def _admit(
                 "InvalidParameterCombination",
                 "A capacity reservation target cannot be combined with the preference 'none'",
             )
-        r = st.reservations.get(placement.target_id)
+        r = st.reservations.get(placement.target_id) or _shared_with(backend).get(placement.target_id)
         if r is None:
             raise EC2ClientError(
                 "InvalidCapacityReservationId.NotFound",
@@ -594,7 +616,7 @@ def _annotate(backend: Any, instance: Instance, r: dict[str, Any] | None, placem
     else:
         instance.lifecycle = None
     if r is not None:
-        _state(backend).members[r["CapacityReservationId"]].add(instance.id)
+        _state(backend).members.setdefault(r["CapacityReservationId"], set()).add(instance.id)
 
 
 def _zone_for(backend: Any, subnet_id: str | None, zone: str | None) -> str:
@@ -718,16 +740,17 @@ class _CapacityReservationActions(EC2Response):
             raise EC2ClientError("InvalidParameterValue", "MaxResults must be between 1 and 1000")
         _refresh(backend)
         with _LOCK:
+            visible = {**_shared_with(backend), **st.reservations}
             if ids:
-                missing = [i for i in ids if i not in st.reservations]
+                missing = [i for i in ids if i not in visible]
                 if missing:
                     raise EC2ClientError(
                         "InvalidCapacityReservationId.NotFound",
                         f"The capacity reservation ID '{missing[0]}' does not exist",
                     )
-                found = [st.reservations[i] for i in ids]
+                found = [visible[i] for i in ids]
             else:
-                found = list(st.reservations.values())
+                found = list(visible.values())
             for name, values in self._filters_from_querystring().items():
                 found = [r for r in found if _matches(r, name, values)]
             found = sorted(found, key=lambda r: (r["CreateDate"], r["CapacityReservationId"]))
@@ -737,6 +760,32 @@ class _CapacityReservationActions(EC2Response):
             if stop < len(found):
                 result["NextToken"] = str(stop)
             return ActionResult(result)
+
+    def get_capacity_reservation_usage(self) -> ActionResult:
+        """EC2's answer to the owner: the reservation's counts and, per account that runs instances in
+        it (the owner's and those it is shared with), how many. Another account gets
+        InvalidCapacityReservationId.NotFound, as it cannot read the owner's usage."""
+        self.error_on_dryrun()
+        backend = self.ec2_backend
+        rid = self._get_param("CapacityReservationId")
+        _refresh(backend)
+        with _LOCK:
+            r = _state(backend).reservations.get(rid)
+            if r is None:
+                raise EC2ClientError("InvalidCapacityReservationId.NotFound",
+                                     f"The capacity reservation ID '{rid}' does not exist")
+            usages = []
+            for account_id in sorted(ec2_backends.keys()):
+                other = ec2_backends[account_id][backend.region_name]
+                running = [i for i in _state(other).members.get(rid, set())
+                           if (inst := other.get_instance_by_id(i)) is not None and inst.state not in ("terminated",)]
+                if running:
+                    usages.append({"AccountId": account_id, "UsedInstanceCount": len(running)})
+            return ActionResult({
+                "CapacityReservationId": rid, "InstanceType": r["InstanceType"],
+                "TotalInstanceCount": r["TotalInstanceCount"], "AvailableInstanceCount": r["AvailableInstanceCount"],
+                "State": r["State"], "InstanceUsages": usages,
+            })
 
     def cancel_capacity_reservation(self) -> ActionResult:
         self.error_on_dryrun()
@@ -1005,6 +1054,7 @@ _original_call_action = EC2Response.call_action
 for _name in (
     "create_capacity_reservation",
     "describe_capacity_reservations",
+    "get_capacity_reservation_usage",
     "cancel_capacity_reservation",
     "modify_capacity_reservation",
     "describe_capacity_block_extension_offerings",
@@ -1107,8 +1157,10 @@ class EC2TestServer:
 
     def reset(self) -> None:
         """A fresh world: moto's EC2 backend for this region, no faults, empty call log, real time."""
-        ec2_backends[self.account_id].reset()
+        for account_id in list(ec2_backends.keys()):  # every account a test assumed a role into
+            ec2_backends[account_id].reset()
         ssm_backends[self.account_id].reset()
+        SHARES.clear()
         FAULTS.clear()
         CALLS.clear()
         CLOCK.set(None)
@@ -1198,6 +1250,16 @@ class EC2TestServer:
         arn = f"arn:aws:resource-groups:{self.region}:{self.account_id}:group/{name}"
         RESOURCE_GROUPS[arn] = list(reservation_ids)
         return arn
+
+    def share(self, reservation_id: str, account_id: str) -> None:
+        """Share a reservation with another account (AWS RAM): it sees it in DescribeCapacityReservations
+        and may launch into it; its instances count in the owner's GetCapacityReservationUsage."""
+        with _LOCK:
+            SHARES.setdefault(reservation_id, set()).add(account_id)
+
+    def backend_of(self, account_id: str) -> Any:
+        """Another account's world (made on first use, as moto makes it for that account's calls)."""
+        return _backend(account_id, self.region)
 
     def expire(self, reservation_id: str) -> None:
         """End a reservation now, as EC2 does at its end date (capacity blocks: instances terminated)."""

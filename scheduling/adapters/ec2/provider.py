@@ -109,6 +109,10 @@ class EC2CloudProvider:
     def available_instance_count(self, reservation_id: str) -> int:
         return self.availability.get(reservation_id)
 
+    def capacity_reservation_usage(self, reservation_id: str) -> dict[str, int]:
+        """GetCapacityReservationUsage: units used per account (only the owner may ask)."""
+        return self.discovery.usage(reservation_id)
+
     def nodeclass_status(self, name: str, selector_terms: Sequence[Mapping[str, Any]] | None) -> ReservationStatus:
         """Status entries and ``CapacityReservationsReady`` for one EC2NodeClass."""
         return build_status(

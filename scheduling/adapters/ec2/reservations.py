@@ -152,6 +152,21 @@ class ReservationDiscovery:
         self._annotate_ultraserver(found)
         return found
 
+    def usage(self, reservation_id: str) -> dict[str, int]:
+        """GetCapacityReservationUsage (read-only, the owner's view): units used per account, the
+        owner's and those it shares the reservation with. Not cached: the ledger reads it once a sync."""
+        answer = self._call(self._ec2, "get_capacity_reservation_usage", CapacityReservationId=reservation_id)
+        usages: dict[str, int] = {}
+        while True:
+            for item in answer.get("InstanceUsages") or []:
+                account = item.get("AccountId") or ""
+                usages[account] = usages.get(account, 0) + int(item.get("UsedInstanceCount") or 0)
+            token = answer.get("NextToken")
+            if not token:
+                return usages
+            answer = self._call(self._ec2, "get_capacity_reservation_usage", CapacityReservationId=reservation_id,
+                                NextToken=token)
+
     def _cached(self, query: ReservationQuery, now: datetime) -> list[dict[str, Any]]:
         entry = self._cache.get(query)
         if entry is not None and entry[0] > now:
