@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('fleet', '0002_fleet_of_one'),
-        ('reservations', '0007_fleet_cluster_required'),
+        ('reservations', '0008_reservation_planning_exclusion'),
     ]
 
     operations = [
