@@ -1,11 +1,15 @@
 """The loop's steps, each a function returning counts for its TaskRun."""
 
+import contextlib
 import datetime
 import logging
 
 from django.conf import settings
 from django.utils import timezone
 
+from fleet.connection import is_kubernetes, is_aws
+from fleet.models import Cluster
+from fleet.scope import cluster_scope, current_cluster
 from reservations.groups import sync_groups
 from reservations import utilization
 from reservations.models import EC2NodeClass
@@ -31,7 +35,7 @@ log = logging.getLogger(__name__)
 
 def sync_ec2(now=None) -> dict:
     now = now or timezone.now()
-    if settings.KARPWEB_PROVIDER == "aws":
+    if is_aws():
         from scheduling.adapters.ec2.sync import sync_reservations
 
         stats = sync_reservations(backends.cloud(), now)
@@ -46,9 +50,13 @@ def sync_ec2(now=None) -> dict:
         counts["samples"] = simulated.sample_utilization(now)
         counts["node_classes_changed"] = refresh_node_class_status(now)
     cloud = backends.cloud()
-    if settings.KARPWEB_PROVIDER == "aws":  # what launches resolve to: images, subnets, groups, profile
-        counts.update(refresh_launch_status(cloud, backends.cluster(), now))
-        counts.update(nodes.collect_instances(cloud, now, backends.cluster()))  # karpweb's instances no NodeClaim holds
+    if is_aws():
+        for member in clusters_of_the_account_and_region():  # each in its scope (None: no scope, a fleet of one)
+            with cluster_scope(member) if member is not None else contextlib.nullcontext():
+                member_cloud, member_cluster = backends.cloud(), backends.cluster()
+                # What launches resolve to (images, subnets, groups, profile); karpweb's instances no NodeClaim holds.
+                add_counts(counts, refresh_launch_status(member_cloud, member_cluster, now))
+                add_counts(counts, nodes.collect_instances(member_cloud, now, member_cluster))
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
@@ -59,6 +67,21 @@ def sync_ec2(now=None) -> dict:
     return counts
 
 
+def clusters_of_the_account_and_region() -> list:
+    """The clusters an EC2 step's run serves: those of the scope's cluster's account and region (the
+    run is in the scope of the first of them, scheduling.tasks); [None] with no scope open."""
+    here = current_cluster()
+    if here is None:
+        return [None]
+    return list(Cluster.objects.select_related("account").filter(account_id=here.account_id, region=here.region)
+                .order_by("name"))
+
+
+def add_counts(counts: dict, more: dict) -> None:
+    for key, value in more.items():
+        counts[key] = counts[key] + value if isinstance(value, int) and isinstance(counts.get(key), int) else value
+
+
 def prune_history(now) -> dict:
     """Task runs past KARPWEB_TASK_RUN_RETENTION_DAYS and decisions past KARPWEB_DECISION_RETENTION_DAYS
     (the audit log of manual overrides is never pruned)."""
@@ -66,12 +89,12 @@ def prune_history(now) -> dict:
     decisions = now - datetime.timedelta(days=settings.KARPWEB_DECISION_RETENTION_DAYS)
     return {
         "task_runs_pruned": TaskRun.objects.filter(started_at__lt=task_runs).exclude(status=TaskRun.Status.RUNNING).delete()[0],
-        "decisions_pruned": Decision.objects.filter(created_at__lt=decisions).delete()[0],
+        "decisions_pruned": Decision.objects.fleet().filter(created_at__lt=decisions).delete()[0],
     }
 
 
 def sync_catalogue(now=None) -> dict:
-    if settings.KARPWEB_PROVIDER != "aws":
+    if not is_aws():
         return {"skipped": "the simulated world's catalogue is the seeded one"}
     from scheduling.adapters.ec2.sync import collect_launch_templates, sync_catalogue as sync
 
@@ -85,7 +108,7 @@ def sync_catalogue(now=None) -> dict:
 
 def sync_kubernetes(now=None) -> dict:
     now = now or timezone.now()
-    if settings.KARPWEB_CLUSTER == "kubernetes":
+    if is_kubernetes():
         from scheduling.adapters.kube.sync import ClusterSync
 
         cluster = backends.cluster()
@@ -99,7 +122,7 @@ def sync_kubernetes(now=None) -> dict:
         else:
             counts["lists"] = 0  # the watch process keeps the models current: no full list this time
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL
-        if settings.KARPWEB_PROVIDER == "aws":  # failed EC2 status checks terminate their nodes (as upstream)
+        if is_aws():  # failed EC2 status checks terminate their nodes (as upstream)
             counts.update(nodes.handle_instance_status(backends.cloud(), cluster, now))
     else:
         counts = simulated.tick_workloads(now)
@@ -140,10 +163,10 @@ def lifecycle(now=None, world_at=None) -> dict:
     `world_at`: the watch process's kept world; while a watch process runs, it runs this step on
     that world and the beat's run (world_at None) leaves it to it."""
     now = now or timezone.now()
-    if world_at is None and settings.KARPWEB_CLUSTER == "kubernetes" and watching(now):
+    if world_at is None and is_kubernetes() and watching(now):
         return {"skipped": "the watch process runs the lifecycle pass on the world it keeps"}
     cloud, cluster = backends.cloud(), backends.cluster()
-    if settings.KARPWEB_PROVIDER != "aws":
+    if not is_aws():
         refresh_node_class_status(now)
     parts = {"expire": refresh.expire(cluster, now), "repair": refresh.repair(cluster, now),
              "drift": refresh.mark_drift(cloud, cluster, now)}  # what the engine pass below acts on
@@ -163,7 +186,7 @@ def status(now=None, decisions: dict | None = None) -> dict:
     """EC2NodeClass and NodePool conditions: CapacityReservationsReady, Ready, ReservedCapacityAvailable."""
     now = now or timezone.now()
     if decisions is None:
-        if settings.KARPWEB_PROVIDER != "aws":
+        if not is_aws():
             refresh_node_class_status(now)
         decisions = simulate_readable(current_world(now, include_pods=True), now)
     engine_conditions = {entry["name"]: entry["conditions"] for entry in decisions.get("nodePools", [])}
@@ -185,10 +208,10 @@ def status(now=None, decisions: dict | None = None) -> dict:
             changed += 1
             # Only a pool karpweb controls has its conditions written to the cluster: in observe
             # mode karpweb reads the cluster and nothing more (beside Karpenter, Karpenter writes them).
-            if settings.KARPWEB_CLUSTER == "kubernetes" and effective_mode(pool, refusal) == Mode.CONTROL:
+            if is_kubernetes() and effective_mode(pool, refusal) == Mode.CONTROL:
                 cluster.set_conditions("NodePool", pool.name, conditions)
     claims_changed = write_nodeclaim_conditions(engine_conditions, cluster, now, refusal)
-    if settings.KARPWEB_CLUSTER == "kubernetes" and global_mode() == Mode.CONTROL:  # Karpenter writes its classes' status
+    if is_kubernetes() and global_mode() == Mode.CONTROL:  # Karpenter writes its classes' status
         for node_class in EC2NodeClass.objects.all():
             condition = node_class.condition("CapacityReservationsReady")
             if condition:

@@ -155,7 +155,7 @@ def test_a_worker_killed_mid_launch_leaves_exactly_one_instance(world, provider,
     assert world.reservation(reservation)["AvailableInstanceCount"] == 1
     # The dead worker still holds the step's lease; it lapses after its TTL (five minutes). The test
     # lets that time pass for the lease only.
-    Lease.objects.filter(name="step:provision").update(expires_at=timezone.now() - timedelta(seconds=1))
+    Lease.objects.filter(name__startswith="step:provision").update(expires_at=timezone.now() - timedelta(seconds=1))
 
     workers.start()  # gets the unacknowledged provision task again after the visibility timeout
     wait_for(lambda: TaskRun.objects.filter(task="provision", status="succeeded").exists(),
