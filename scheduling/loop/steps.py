@@ -33,6 +33,10 @@ from scheduling.world import current_world
 log = logging.getLogger(__name__)
 
 
+class ClusterUnreachable(RuntimeError):
+    """The Kubernetes sync could read nothing from the cluster."""
+
+
 def sync_ec2(now=None) -> dict:
     now = now or timezone.now()
     if is_aws():
@@ -116,6 +120,8 @@ def sync_kubernetes(now=None) -> dict:
         counts = check_karpenter(cluster, now)
         if full_sync_due(now):
             stats = ClusterSync(cluster).sync_once()
+            if stats.errors and not stats.lists:  # nothing read: a failed run (recorded, retried), never a quiet one
+                raise ClusterUnreachable(f"the cluster's API server answered none of its lists: {stats.errors[-1].message}")
             counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
             counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
             WatchState.record(world_as_of=now)
