@@ -115,3 +115,42 @@ def test_a_cluster_whose_api_server_is_down_fails_alone(fleet, fleet_worker, sec
     failed = TaskRun.objects.filter(task="sync_kubernetes", cluster=second, status="failed").first()
     assert failed.error and "Traceback" in failed.error
     assert not TaskRun.objects.filter(task="sync_kubernetes", cluster=first, status="failed").exists()
+
+
+def test_watch_follows_each_named_cluster_in_its_scope(transactional_db, fleet, kube_server, second_kube_server,
+                                                      unique):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from scheduling.loop.watch import LEASE
+    from scheduling.models import Lease, WatchState
+
+    first, second = fleet
+    name = f"watched-{unique}"
+    h.nodepool(rest_for(kube_server), name, weight=30)
+    h.nodepool(rest_for(second_kube_server), name, weight=40)
+    out = StringIO()
+    call_command("watch", "--cluster", first.name, "--cluster", second.name, "--duration", "6", stdout=out)
+
+    assert f"watch of {first.name} stopped: led" in out.getvalue()
+    assert f"watch of {second.name} stopped: led" in out.getvalue()
+    # Each thread wrote its own cluster's rows and heartbeat, under its own lease.
+    assert dict(NodePool.objects.fleet().filter(name=name).values_list("cluster_id", "weight")) == \
+        {first.pk: 30, second.pk: 40}
+    assert set(WatchState.objects.fleet().exclude(heartbeat_at=None).values_list("cluster_id", flat=True)) >= \
+        {first.pk, second.pk}
+    assert {f"{LEASE}:cluster-{first.pk}", f"{LEASE}:cluster-{second.pk}"} <= \
+        set(Lease.objects.values_list("name", flat=True))
+
+
+@pytest.mark.django_db
+def test_watch_refuses_an_unknown_cluster_or_shard(fleet):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="no cluster is named nowhere"):
+        call_command("watch", "--cluster", "nowhere", "--duration", "0")
+    with pytest.raises(CommandError, match="no cluster is in shard 'none'"):
+        call_command("watch", "--shard", "none", "--duration", "0")
+    with pytest.raises(CommandError, match="needs a real Kubernetes cluster"):
+        call_command("watch", "--cluster", default_cluster().name, "--duration", "0")
