@@ -70,3 +70,25 @@ def test_assumed_credentials_are_refreshed_before_they_expire(aws, ec2_endpoint)
     credentials._expiry_time = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=10)
     assert credentials.get_frozen_credentials().access_key != first
     assert credentials._expiry_time > dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=30)
+
+
+@pytest.mark.django_db
+def test_an_eks_token_is_a_presigned_caller_identity_naming_the_cluster(aws, ec2_endpoint):
+    """The token EKS's authenticator takes: the presigned STS GetCallerIdentity URL, signed with the
+    account's (assumed) credentials and over the x-k8s-aws-id header that names the cluster."""
+    import base64
+    import urllib.parse
+
+    from scheduling.adapters.ec2.client import assumed_role_session
+    from scheduling.adapters.kube.eks import CLUSTER_ID_HEADER, TOKEN_PREFIX, eks_token
+
+    session = assumed_role_session(f"arn:aws:iam::{ROLE_ACCOUNT}:role/karpweb-reader", region="us-east-1",
+                                   sts_endpoint_url=ec2_endpoint)
+    token = eks_token(session, "prod", "us-east-1", ec2_endpoint)
+    assert token.startswith(TOKEN_PREFIX)
+    encoded = token.removeprefix(TOKEN_PREFIX)
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    assert query["Action"] == ["GetCallerIdentity"] and CLUSTER_ID_HEADER in query["X-Amz-SignedHeaders"][0]
+    assert urllib.parse.urlsplit(url).netloc == urllib.parse.urlsplit(ec2_endpoint).netloc  # the STS endpoint given
+    assert query["X-Amz-Credential"][0].startswith(session.get_credentials().get_frozen_credentials().access_key)

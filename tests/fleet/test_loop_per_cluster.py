@@ -3,7 +3,6 @@ connected through a kubeconfig file the server fixture wrote; Celery workers on 
 
 import os
 import time
-import uuid
 
 import pytest
 
@@ -68,12 +67,19 @@ def fleet_worker(transactional_db, fleet):
     clusters' shard queues (the migration's cluster moves to the first shard, so that it is served too)."""
     first, second = fleet
     Cluster.objects.filter(pk=default_cluster().pk).update(shard=first.shard)
-    own = f"karpweb-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    # The queue tests/loop's celery_worker uses: the app keeps the queues it first made (amqp.queues).
+    own = f"karpweb-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
     celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False, task_default_queue=own)
-    with logging_left_as_found(), start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
-                                               queues=[own, first.queue, second.queue]):
-        yield celery_app
-    celery_app.conf.update(result_backend=None, task_ignore_result=True, task_default_queue="celery")
+    # A worker given queues narrows the app's own list of queues to consume (Queues.select); the
+    # next test's worker must consume its queues again, so that list is put back afterwards.
+    consumed = celery_app.amqp.queues._consume_from
+    try:
+        with logging_left_as_found(), start_worker(celery_app, pool="solo", perform_ping_check=False,
+                                                   shutdown_timeout=10, queues=[own, first.queue, second.queue]):
+            yield celery_app
+    finally:
+        celery_app.amqp.queues._consume_from = consumed
+        celery_app.conf.update(result_backend=None, task_ignore_result=True, task_default_queue="celery")
 
 
 def wait_for(condition, what: str, seconds: float = 60):
@@ -152,5 +158,36 @@ def test_watch_refuses_an_unknown_cluster_or_shard(fleet):
         call_command("watch", "--cluster", "nowhere", "--duration", "0")
     with pytest.raises(CommandError, match="no cluster is in shard 'none'"):
         call_command("watch", "--shard", "none", "--duration", "0")
-    with pytest.raises(CommandError, match="needs a real Kubernetes cluster"):
+    with pytest.raises(CommandError, match="needs KARPWEB_CLUSTER=kubernetes"):
         call_command("watch", "--cluster", default_cluster().name, "--duration", "0")
+
+
+@pytest.mark.django_db
+def test_a_kubeconfig_kept_in_a_secret_reaches_its_cluster(settings, kube_server, second_kube_server, unique):
+    """Cluster.kubeconfig "secret:<namespace>/<name>/<key>": the kubeconfig is read from a Secret of
+    karpweb's own cluster (KARPWEB_KUBECONFIG's), and the cluster it names is the one reached."""
+    import base64
+
+    from scheduling.adapters.kube.config import ClusterConfigError
+    from scheduling.adapters.kube.resources import NODEPOOL, Resource
+
+    own = rest_for(kube_server)
+    ns = h.namespace(own, f"karpweb-{unique}")
+    own.create(Resource("Secret", "", "v1", "secrets", namespaced=True), {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "eu-prod"},
+        "data": {"config": base64.b64encode(second_kube_server.kubeconfig.read_bytes()).decode()}}, namespace=ns)
+    only_there = f"only-in-the-second-{unique}"
+    h.nodepool(rest_for(second_kube_server), only_there)
+    settings.KARPWEB_KUBECONFIG = str(kube_server.kubeconfig)
+    account = AwsAccount.objects.create(account_id="111111111111", name=f"acct-{unique}")
+    eu = Cluster.objects.create(name=f"eu-{unique}", account=account, connection=Cluster.Connection.KUBECONFIG,
+                                kubeconfig=f"secret:{ns}/eu-prod/config")
+    backends.forget()
+    with cluster_scope(eu):
+        names = {item["metadata"]["name"] for item in backends.cluster().list(NODEPOOL.kind).items}
+    assert only_there in names
+    Cluster.objects.filter(pk=eu.pk).update(kubeconfig=f"secret:{ns}/eu-prod")  # the default key: none there
+    eu.refresh_from_db()
+    with cluster_scope(eu), pytest.raises(ClusterConfigError, match=f"Secret {ns}/eu-prod has no key 'kubeconfig'"):
+        backends.cluster()
+    backends.forget()

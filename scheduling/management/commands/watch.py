@@ -27,9 +27,9 @@ class Command(BaseCommand):
         for chosen in clusters:
             with scope_for(chosen):
                 if not is_kubernetes():
-                    raise CommandError(f"cluster {chosen.name}: manage.py watch needs a real Kubernetes cluster "
-                                       "(KARPWEB_CLUSTER=kubernetes, or a connection other than simulated): the "
-                                       "simulated world has no watches (its loop runs on Celery beat)")
+                    raise CommandError(f"cluster {chosen.name}: manage.py watch needs KARPWEB_CLUSTER=kubernetes (in a "
+                                       "fleet: a cluster whose connection is not simulated): the simulated world "
+                                       "has no watches (its loop runs on Celery beat)")
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
