@@ -262,6 +262,9 @@ CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ACKS_LATE = True
+# A worker process that dies mid-task (killed, OOM) puts its message back for another worker; every
+# step is idempotent and leased per (step, cluster), so running it again acts once.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A lost broker connection (Redis restarted) lets running steps finish and record their run; they

@@ -48,7 +48,8 @@ def policy_from_settings() -> Policy:
 
 
 def recompute(now=None, policy: Policy | None = None, extension_offerings=None) -> int:
-    """Replace the open recommendations with what the facts say now; returns how many there are.
+    """Replace the open recommendations of the reservations in scope with what the facts say now;
+    returns how many there are.
     `extension_offerings(reservation_id) -> [ExtensionOffering]` asks EC2 (None: none known)."""
     now = now or timezone.now()
     policy = policy or policy_from_settings()
@@ -61,7 +62,10 @@ def recompute(now=None, policy: Policy | None = None, extension_offerings=None) 
                            seen_end_date=by_id[r.reservation_id].end_date, computed_at=now)
             for r in found]
     with transaction.atomic():
-        Recommendation.objects.filter(state=Recommendation.State.OPEN).delete()
+        # Only the reservations this run read: an account's EC2 run (in its cluster's scope) sees its
+        # own and shared ones, and leaves other accounts' advice to their runs.
+        Recommendation.objects.filter(state=Recommendation.State.OPEN,
+                                      reservation__in=CapacityReservation.objects.values("pk")).delete()
         Recommendation.objects.bulk_create(rows)
     return len(rows)
 

@@ -513,6 +513,9 @@ class TaskRun(models.Model):
     counts = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     mode = models.CharField(max_length=10, choices=Mode.choices, blank=True)
+    # The cluster the run worked on (an EC2 step: the first cluster of its account and region);
+    # blank for a run of the whole fleet (a dispatcher) and the runs from before the fleet.
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -2,15 +2,15 @@
 and never control while Karpenter controls the cluster (two controllers would launch twice for one
 NodeClaim and consolidate against each other)."""
 
-from django.conf import settings
-
+from fleet import connection
+from fleet.connection import is_kubernetes
 from scheduling.engine.coexistence import ABSENT, DECLARED_PRESENT, PRESENT
 from scheduling.models import ControllerGuard, Mode
 
 
 def configured_mode() -> str:
-    """KARPWEB_MODE as set, before the Karpenter guard."""
-    return settings.KARPWEB_MODE
+    """KARPWEB_MODE as set (or the scope's cluster's own mode), before the Karpenter guard."""
+    return connection.mode()
 
 
 def global_mode() -> str:
@@ -32,11 +32,11 @@ def _guarded(mode: str, refusal: str | None = None) -> str:
 
 def control_refusal() -> str:
     """Why karpweb may not act on this cluster now, in words; "" when it may."""
-    if settings.KARPWEB_KARPENTER == ABSENT:
+    if connection.karpenter() == ABSENT:
         return ""
-    if settings.KARPWEB_KARPENTER == PRESENT:
+    if connection.karpenter() == PRESENT:
         return DECLARED_PRESENT
-    if settings.KARPWEB_CLUSTER != "kubernetes":
+    if not is_kubernetes():
         return ""  # the simulated world runs no Karpenter
     guard = ControllerGuard.found()
     if guard is None or guard.checked_at is None:
@@ -51,7 +51,7 @@ def control_refusal() -> str:
 
 def may_allow_control() -> bool:
     """An operator may let karpweb control when Karpenter was seen before but is not running now."""
-    if settings.KARPWEB_KARPENTER != "auto" or settings.KARPWEB_CLUSTER != "kubernetes":
+    if connection.karpenter() != "auto" or not is_kubernetes():
         return False
     guard = ControllerGuard.found()
     return guard is not None and guard.checked_at is not None and not guard.karpenter_live and bool(control_refusal())

@@ -23,7 +23,7 @@ settings.STORAGES = {
 # for most tests; the modules listed here start processes themselves (manage.py, promtool, node,
 # redis-server) and count as servers.
 LAYERS = ("browser", "servers", "db", "engine")
-SERVER_FIXTURES = {"kube_server", "ec2_server", "celery_worker", "live_server"}
+SERVER_FIXTURES = {"kube_server", "second_kube_server", "ec2_server", "celery_worker", "live_server"}
 DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
 TESTS = Path(__file__).resolve().parent
 LAYER_OF_PATH = {

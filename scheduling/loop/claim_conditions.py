@@ -3,8 +3,8 @@ NodePools): each live NodeClaim carries its NodePool's condition as the engine c
 status run: True while a reservation the NodePool can use has room (or no pod waits for one),
 False / LimitExceeded while pending pods wait because they are full."""
 
-from django.conf import settings
 
+from fleet.connection import is_kubernetes
 from scheduling.adapters.kube.interface import Condition
 from scheduling.models import Mode, NodeClaim
 from scheduling.modes import effective_mode
@@ -30,6 +30,6 @@ def write_nodeclaim_conditions(pool_conditions: dict[str, list[dict]], cluster, 
         if claim.set_condition(CONDITION, source["status"], source["reason"], message, now=now):
             claim.save(update_fields=["conditions"])
             changed += 1
-            if settings.KARPWEB_CLUSTER == "kubernetes" and effective_mode(claim.node_pool, refusal) == Mode.CONTROL:
+            if is_kubernetes() and effective_mode(claim.node_pool, refusal) == Mode.CONTROL:
                 cluster.set_conditions("NodeClaim", claim.name, [Condition(CONDITION, source["status"], source["reason"], message)])
     return changed

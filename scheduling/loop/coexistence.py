@@ -8,6 +8,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from fleet import connection
 from scheduling.audit import diff, record_change
 from scheduling.engine.coexistence import assess
 from scheduling.loop.recording import PendingDecision, record
@@ -24,7 +25,7 @@ class ControlNotAllowed(Exception):
 
 def check_karpenter(cluster, now) -> dict:
     presence = assess(cluster.karpenter_signals(settings.KARPWEB_KARPENTER_LEASE_NAME), now,
-                      settings.KARPWEB_KARPENTER)
+                      connection.karpenter())
     with transaction.atomic():
         ControllerGuard.current()
         guard = ControllerGuard.found(for_update=True)

@@ -9,6 +9,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Substr
 from django_celery_beat.models import PeriodicTask
 
+from fleet.connection import is_kubernetes
 from scheduling.models import TaskRun, WatchState
 
 STALE_AFTER_INTERVALS = 3
@@ -70,11 +71,9 @@ class WatchHealth:
 def watch_health(now: datetime.datetime) -> WatchHealth:
     """The watch process as the overview shows it: connected (a heartbeat within 30 s), its last
     event, relists, reconnects, lag and batches."""
-    from django.conf import settings
-
     state = WatchState.current()
     connected = state.connected(now)
-    expected = settings.KARPWEB_CLUSTER == "kubernetes"
+    expected = is_kubernetes()
     ago = (now - state.last_event_at).total_seconds() if state.last_event_at else None
     health = WatchHealth(state, connected, expected, ago)
     if expected and not connected:

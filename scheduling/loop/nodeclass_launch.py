@@ -4,9 +4,9 @@ Karpenter writes for them, up to ``Ready``. The engine refuses to plan for a Nod
 not Ready, so the pool's page, ``simulate`` and the API say why. While Karpenter controls the
 cluster, its own status is the truth (the Kubernetes sync mirrors it): karpweb resolves nothing."""
 
-from django.conf import settings
 from django.utils import timezone
 
+from fleet.connection import is_kubernetes
 from reservations.models import EC2NodeClass
 from scheduling.adapters.kube.interface import Condition
 from scheduling.models import Mode
@@ -22,7 +22,7 @@ def launch_configured(spec: dict) -> bool:
 
 def refresh_launch_status(cloud, cluster, now=None) -> dict:
     now = now or timezone.now()
-    if settings.KARPWEB_CLUSTER == "kubernetes" and control_refusal():
+    if is_kubernetes() and control_refusal():
         return {"launch_status": "Karpenter's"}
     create = global_mode() == Mode.CONTROL  # observe mode creates no instance profile
     changed = 0
@@ -33,7 +33,7 @@ def refresh_launch_status(cloud, cluster, now=None) -> dict:
                                             status_profile=(node_class.status_launch or {}).get("instanceProfile", ""))
         if write(node_class, resolved.status_fields(), resolved.conditions, now):
             changed += 1
-            if settings.KARPWEB_CLUSTER == "kubernetes":
+            if is_kubernetes():
                 cluster.set_conditions("EC2NodeClass", node_class.name,
                                        [Condition(c["type"], c["status"], c["reason"], c["message"])
                                         for c in node_class.conditions if c["type"] in (*LAUNCH_CONDITIONS, "Ready")],

@@ -50,6 +50,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from fleet.connection import is_kubernetes
 from scheduling.adapters.kube import termination as T
 from scheduling.engine.budgets import SpecError, parse_duration
 from scheduling.engine.labels import NODEPOOL as NODEPOOL_LABEL
@@ -392,7 +393,7 @@ def disrupt(cloud, cluster, node: Node | None, claim: NodeClaim | None = None, n
     (no API server, no finalizers) drains and deletes at once."""
     now = now or timezone.now()
     claim = claim or (node.node_claim if node is not None and node.node_claim_id else None)
-    if settings.KARPWEB_CLUSTER != "kubernetes":
+    if not is_kubernetes():
         return _terminate_at_once(cloud, cluster, node, claim)
     if claim is not None and PROVISIONER_LABEL in (claim.labels or {}):
         if forceful:
@@ -673,7 +674,7 @@ def act_on(event: interruptions.Interruption, cloud, cluster, now) -> int:
                 problem = disrupt(cloud, cluster, node, claim, now, forceful=event.forceful)
             except (ClusterError, CloudAPIError) as exc:
                 problem = "" if getattr(exc, "not_found", False) else str(exc)  # a claim already gone: no error
-            if problem and settings.KARPWEB_CLUSTER == "kubernetes":
+            if problem and is_kubernetes():
                 decision.outcome, decision.error = Decision.Outcome.FAILED, problem
                 decisions.append(decision)
                 continue

@@ -18,8 +18,8 @@ import hashlib
 import json
 import logging
 
-from django.conf import settings
 
+from fleet.connection import is_kubernetes
 from scheduling.adapters.kube.interface import ClusterError, Condition
 from scheduling.models import NodePool
 
@@ -89,7 +89,7 @@ def _current(pool: NodePool) -> dict:
 
 def _set(cluster, pool: NodePool, condition: Condition, now) -> None:
     pool.set_condition(condition.type, condition.status, condition.reason, condition.message, now=now)
-    if settings.KARPWEB_CLUSTER == "kubernetes" and cluster is not None:
+    if is_kubernetes() and cluster is not None:
         try:
             cluster.set_conditions("NodePool", pool.name, [condition])
         except ClusterError as exc:  # the next change writes it again; a status write never fails a pass

@@ -1,5 +1,6 @@
 """Every loop step runs under a lease and leaves a TaskRun behind: start, end, counts, error."""
 
+import contextlib
 import datetime
 import logging
 import traceback
@@ -14,14 +15,36 @@ from scheduling.modes import global_mode
 log = logging.getLogger(__name__)
 
 
+def scope_for(cluster):
+    """The scope a loop step (or the watch) on `cluster` runs in: its cluster scope in a fleet of
+    several, none in a fleet of one (which runs as a single-cluster karpweb ran, from the settings its
+    cluster was made from: fleet/scope.py)."""
+    from fleet.models import Cluster
+    from fleet.scope import cluster_scope
+
+    if Cluster.objects.exclude(pk=cluster.pk).exists():
+        return cluster_scope(cluster)
+    return contextlib.nullcontext(cluster)
+
+
+def lease_name(name: str, cluster=None, key: str = "") -> str:
+    """The lease a step runs under: one per step, per cluster (`cluster`), or per `key` (an EC2
+    step's account and region), so that two workers never run the same step on the same cluster."""
+    if key:
+        return f"step:{name}:{key}"
+    return f"step:{name}" if cluster is None else f"step:{name}:cluster-{cluster.pk}"
+
+
 def run_step(name: str, step: Callable[[], dict], *, lease_ttl: datetime.timedelta = leases.DEFAULT_TTL,
-             task_id: str = "") -> TaskRun:
+             task_id: str = "", cluster=None, lease_key: str = "") -> TaskRun:
     """Run `step` unless another worker holds its lease; record the run. A failure is recorded and
-    then re-raised, so that Celery retries it with backoff."""
+    then re-raised, so that Celery retries it with backoff. `cluster`: the cluster it works on (its
+    lease is that cluster's; the caller opens its scope), recorded on the run."""
     holder = leases.holder_id()
-    run = TaskRun.objects.create(task=name, task_id=task_id or "", worker=holder, mode=global_mode())
-    previous = leases.holder(f"step:{name}")
-    if not leases.acquire(f"step:{name}", holder, lease_ttl):
+    run = TaskRun.objects.create(task=name, task_id=task_id or "", worker=holder, mode=global_mode(), cluster=cluster)
+    lease = lease_name(name, cluster, lease_key)
+    previous = leases.holder(lease)
+    if not leases.acquire(lease, holder, lease_ttl):
         return _finish(run, TaskRun.Status.SKIPPED)
     if previous:
         # The last holder never released the lease: its worker died (killed, OOM) mid-run, and its
@@ -37,7 +60,7 @@ def run_step(name: str, step: Callable[[], dict], *, lease_ttl: datetime.timedel
         _finish(run, TaskRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
         raise
     finally:
-        leases.release(f"step:{name}", holder)
+        leases.release(lease, holder)
     return _finish(run, TaskRun.Status.SUCCEEDED, counts=counts)
 
 

@@ -1,11 +1,15 @@
 """The loop's steps, each a function returning counts for its TaskRun."""
 
+import contextlib
 import datetime
 import logging
 
 from django.conf import settings
 from django.utils import timezone
 
+from fleet.connection import is_kubernetes, is_aws
+from fleet.models import Cluster
+from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.groups import sync_groups
 from reservations import ledger, utilization
 from reservations.models import EC2NodeClass
@@ -29,9 +33,13 @@ from scheduling.world import current_world
 log = logging.getLogger(__name__)
 
 
+class ClusterUnreachable(RuntimeError):
+    """The Kubernetes sync could read nothing from the cluster."""
+
+
 def sync_ec2(now=None) -> dict:
     now = now or timezone.now()
-    if settings.KARPWEB_PROVIDER == "aws":
+    if is_aws():
         from scheduling.adapters.ec2.sync import sync_reservations
 
         stats = sync_reservations(backends.cloud(), now)
@@ -46,9 +54,13 @@ def sync_ec2(now=None) -> dict:
         counts["samples"] = simulated.sample_utilization(now)
         counts["node_classes_changed"] = refresh_node_class_status(now)
     cloud = backends.cloud()
-    if settings.KARPWEB_PROVIDER == "aws":  # what launches resolve to: images, subnets, groups, profile
-        counts.update(refresh_launch_status(cloud, backends.cluster(), now))
-        counts.update(nodes.collect_instances(cloud, now, backends.cluster()))  # karpweb's instances no NodeClaim holds
+    if is_aws():
+        for member in clusters_of_the_account_and_region():  # each in its scope (None: no scope, a fleet of one)
+            with cluster_scope(member) if member is not None else contextlib.nullcontext():
+                member_cloud, member_cluster = backends.cloud(), backends.cluster()
+                # What launches resolve to (images, subnets, groups, profile); karpweb's instances no NodeClaim holds.
+                add_counts(counts, refresh_launch_status(member_cloud, member_cluster, now))
+                add_counts(counts, nodes.collect_instances(member_cloud, now, member_cluster))
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
     counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
@@ -61,11 +73,36 @@ def sync_ec2(now=None) -> dict:
 
 
 def ledger_clouds(cloud) -> dict:
-    """Our accounts' clouds for the ledger's attribution: the working cluster's account with this
-    sync's cloud (a fleet's per-account backends add theirs)."""
-    from fleet.scope import working_cluster
+    """Our accounts' clouds for the ledger's attribution, by account id: this sync's cloud for the
+    working cluster's account and, against AWS, every other account of ours with a cluster in the
+    same region, through that cluster's backends (its role assumed through STS). The simulated
+    world is one account's: its cloud answers for no other."""
+    here = working_cluster()
+    clouds = {here.account.account_id: cloud}
+    if not is_aws():
+        return clouds
+    others = (Cluster.objects.select_related("account").filter(region=here.region)
+              .exclude(account__account_id__in=clouds).order_by("account__account_id", "name"))
+    for member in others:
+        if member.account.account_id not in clouds:
+            with cluster_scope(member):
+                clouds[member.account.account_id] = backends.cloud()
+    return clouds
 
-    return {working_cluster().account.account_id: cloud}
+
+def clusters_of_the_account_and_region() -> list:
+    """The clusters an EC2 step's run serves: those of the scope's cluster's account and region (the
+    run is in the scope of the first of them, scheduling.tasks); [None] with no scope open."""
+    here = current_cluster()
+    if here is None:
+        return [None]
+    return list(Cluster.objects.select_related("account").filter(account_id=here.account_id, region=here.region)
+                .order_by("name"))
+
+
+def add_counts(counts: dict, more: dict) -> None:
+    for key, value in more.items():
+        counts[key] = counts[key] + value if isinstance(value, int) and isinstance(counts.get(key), int) else value
 
 
 def prune_history(now) -> dict:
@@ -75,12 +112,12 @@ def prune_history(now) -> dict:
     decisions = now - datetime.timedelta(days=settings.KARPWEB_DECISION_RETENTION_DAYS)
     return {
         "task_runs_pruned": TaskRun.objects.filter(started_at__lt=task_runs).exclude(status=TaskRun.Status.RUNNING).delete()[0],
-        "decisions_pruned": Decision.objects.filter(created_at__lt=decisions).delete()[0],
+        "decisions_pruned": Decision.objects.fleet().filter(created_at__lt=decisions).delete()[0],
     }
 
 
 def sync_catalogue(now=None) -> dict:
-    if settings.KARPWEB_PROVIDER != "aws":
+    if not is_aws():
         return {"skipped": "the simulated world's catalogue is the seeded one"}
     from scheduling.adapters.ec2.sync import collect_launch_templates, sync_catalogue as sync
 
@@ -94,7 +131,7 @@ def sync_catalogue(now=None) -> dict:
 
 def sync_kubernetes(now=None) -> dict:
     now = now or timezone.now()
-    if settings.KARPWEB_CLUSTER == "kubernetes":
+    if is_kubernetes():
         from scheduling.adapters.kube.sync import ClusterSync
 
         cluster = backends.cluster()
@@ -102,13 +139,15 @@ def sync_kubernetes(now=None) -> dict:
         counts = check_karpenter(cluster, now)
         if full_sync_due(now):
             stats = ClusterSync(cluster).sync_once()
+            if stats.errors and not stats.lists:  # nothing read: a failed run (recorded, retried), never a quiet one
+                raise ClusterUnreachable(f"the cluster's API server answered none of its lists: {stats.errors[-1].message}")
             counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
             counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
             WatchState.record(world_as_of=now)
         else:
             counts["lists"] = 0  # the watch process keeps the models current: no full list this time
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL
-        if settings.KARPWEB_PROVIDER == "aws":  # failed EC2 status checks terminate their nodes (as upstream)
+        if is_aws():  # failed EC2 status checks terminate their nodes (as upstream)
             counts.update(nodes.handle_instance_status(backends.cloud(), cluster, now))
     else:
         counts = simulated.tick_workloads(now)
@@ -149,10 +188,10 @@ def lifecycle(now=None, world_at=None) -> dict:
     `world_at`: the watch process's kept world; while a watch process runs, it runs this step on
     that world and the beat's run (world_at None) leaves it to it."""
     now = now or timezone.now()
-    if world_at is None and settings.KARPWEB_CLUSTER == "kubernetes" and watching(now):
+    if world_at is None and is_kubernetes() and watching(now):
         return {"skipped": "the watch process runs the lifecycle pass on the world it keeps"}
     cloud, cluster = backends.cloud(), backends.cluster()
-    if settings.KARPWEB_PROVIDER != "aws":
+    if not is_aws():
         refresh_node_class_status(now)
     parts = {"expire": refresh.expire(cluster, now), "repair": refresh.repair(cluster, now),
              "drift": refresh.mark_drift(cloud, cluster, now)}  # what the engine pass below acts on
@@ -172,7 +211,7 @@ def status(now=None, decisions: dict | None = None) -> dict:
     """EC2NodeClass and NodePool conditions: CapacityReservationsReady, Ready, ReservedCapacityAvailable."""
     now = now or timezone.now()
     if decisions is None:
-        if settings.KARPWEB_PROVIDER != "aws":
+        if not is_aws():
             refresh_node_class_status(now)
         decisions = simulate_readable(current_world(now, include_pods=True), now)
     engine_conditions = {entry["name"]: entry["conditions"] for entry in decisions.get("nodePools", [])}
@@ -194,10 +233,10 @@ def status(now=None, decisions: dict | None = None) -> dict:
             changed += 1
             # Only a pool karpweb controls has its conditions written to the cluster: in observe
             # mode karpweb reads the cluster and nothing more (beside Karpenter, Karpenter writes them).
-            if settings.KARPWEB_CLUSTER == "kubernetes" and effective_mode(pool, refusal) == Mode.CONTROL:
+            if is_kubernetes() and effective_mode(pool, refusal) == Mode.CONTROL:
                 cluster.set_conditions("NodePool", pool.name, conditions)
     claims_changed = write_nodeclaim_conditions(engine_conditions, cluster, now, refusal)
-    if settings.KARPWEB_CLUSTER == "kubernetes" and global_mode() == Mode.CONTROL:  # Karpenter writes its classes' status
+    if is_kubernetes() and global_mode() == Mode.CONTROL:  # Karpenter writes its classes' status
         for node_class in EC2NodeClass.objects.all():
             condition = node_class.condition("CapacityReservationsReady")
             if condition:

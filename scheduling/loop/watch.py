@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from fleet.scope import current_cluster
 from scheduling.adapters.kube.sync import ClusterSync
 from scheduling.engine.batching import BatchWindow
 from scheduling.engine.world import TERMINAL_PHASES
@@ -31,6 +32,13 @@ from scheduling.models import Pod, WatchState
 log = logging.getLogger(__name__)
 LEASE = "kubernetes-watch"
 LEASE_TTL = datetime.timedelta(seconds=30)
+
+
+def per_cluster(name: str) -> str:
+    """A lease of the scope's cluster: `name` itself with no scope open (a fleet of one), else
+    `name:cluster-<id>`, so that each cluster of a fleet has its own watch process and full sync."""
+    cluster = current_cluster()
+    return name if cluster is None else f"{name}:cluster-{cluster.pk}"
 
 
 class WatchLoop:
@@ -57,6 +65,7 @@ class WatchLoop:
                                   max_seconds if max_seconds is not None else settings.KARPWEB_BATCH_MAX_SECONDS)
         self.clock = clock
         self.holder = leases.holder_id()
+        self.lease = per_cluster(LEASE)  # the scope's cluster's (built in the scope it runs in)
         self.batches = 0
         self.leading = False
 
@@ -65,12 +74,12 @@ class WatchLoop:
         stop = stop or threading.Event()
         deadline = None if duration is None else self.clock() + duration
         done = lambda: stop.is_set() or (deadline is not None and self.clock() >= deadline)  # noqa: E731
-        while not leases.acquire(LEASE, self.holder, self.lease_ttl):
+        while not leases.acquire(self.lease, self.holder, self.lease_ttl):
             if done():
                 return {"leading": False, "batches": 0, "lifecycles": 0}
             stop.wait(1.0)  # another replica watches: wait for its lease to lapse
         self.leading = True
-        log.info("watching the cluster (lease %s held by %s)", LEASE, self.holder)
+        log.info("watching the cluster (lease %s held by %s)", self.lease, self.holder)
         sync = ClusterSync(self.adapter)
         sync.start()
         renewed = self.clock()
@@ -107,14 +116,14 @@ class WatchLoop:
                     self.lifecycles += 1
                     self.lifecycle()
                 if now - renewed >= self.lease_ttl.total_seconds() / 3:
-                    if not leases.acquire(LEASE, self.holder, self.lease_ttl):
-                        log.warning("lost the %s lease; another replica watches now", LEASE)
+                    if not leases.acquire(self.lease, self.holder, self.lease_ttl):
+                        log.warning("lost the %s lease; another replica watches now", self.lease)
                         break
                     renewed = now
         finally:
             sync.stop()
             heartbeat.stop()
-            leases.release(LEASE, self.holder)
+            leases.release(self.lease, self.holder)
             self.leading = False
         return {"leading": True, "batches": self.batches, "lifecycles": self.lifecycles}
 
@@ -181,7 +190,7 @@ def full_sync_due(now) -> bool:
     if not watching(now):
         return True
     ttl = datetime.timedelta(seconds=settings.KARPWEB_KUBERNETES_RESYNC_SECONDS)
-    return leases.acquire(FULL_SYNC, leases.holder_id(), ttl)
+    return leases.acquire(per_cluster(FULL_SYNC), leases.holder_id(), ttl)
 
 
 DRIFT = "kubernetes_drift"  # EventCount name, label = the kind the periodic sync had to repair
@@ -191,7 +200,7 @@ def watching(now) -> bool:
     """Whether a watch process holds its lease now."""
     from scheduling.models import Lease
 
-    return Lease.objects.filter(name=LEASE, expires_at__gt=now).exclude(holder="").exists()
+    return Lease.objects.filter(name=per_cluster(LEASE), expires_at__gt=now).exclude(holder="").exists()
 
 
 def count_drift(stats, now) -> int:

@@ -155,7 +155,7 @@ def test_a_worker_killed_mid_launch_leaves_exactly_one_instance(world, provider,
     assert world.reservation(reservation)["AvailableInstanceCount"] == 1
     # The dead worker still holds the step's lease; it lapses after its TTL (five minutes). The test
     # lets that time pass for the lease only.
-    Lease.objects.filter(name="step:provision").update(expires_at=timezone.now() - timedelta(seconds=1))
+    Lease.objects.filter(name__startswith="step:provision").update(expires_at=timezone.now() - timedelta(seconds=1))
 
     workers.start()  # gets the unacknowledged provision task again after the visibility timeout
     wait_for(lambda: TaskRun.objects.filter(task="provision", status="succeeded").exists(),
@@ -172,3 +172,44 @@ def test_a_worker_killed_mid_launch_leaves_exactly_one_instance(world, provider,
     killed = TaskRun.objects.get(task="provision", status="failed")
     assert killed.finished_at and "worker stopped" in killed.error
     assert Decision.objects.get(subject=f"NodeClaim {claim.name}").outcome == Decision.Outcome.ACTED
+
+
+def test_a_cluster_step_of_a_fleet_killed_mid_launch_runs_again_and_acts_once(world, provider, raw_ec2, workers,
+                                                                                 producer):
+    """The same kill, in a fleet of two: the step runs as `karpweb.cluster_step` in its cluster's scope
+    under the (step, cluster) lease; the other cluster's rows are untouched."""
+    from fleet.models import AwsAccount, Cluster
+    from fleet.scope import default_cluster
+
+    reservation = worlds.build(world, provider, timezone.now(), units=2, pods=1)
+    home = default_cluster()
+    other = Cluster.objects.create(name="other", account=AwsAccount.objects.create(account_id="222222222222", name="other"),
+                                   region="us-west-2")
+    first = workers.start()
+    synced = producer.send_task("karpweb.cluster_step", args=("sync_ec2", home.pk)).get(timeout=WAIT)
+    assert synced["reservations_updated"] == 1
+
+    world.faults.delay("CreateFleet", seconds=WAIT)
+    producer.send_task("karpweb.cluster_step", args=("provision", home.pk))
+    wait_for(lambda: world.faults.held == ["CreateFleet"], "the launch reached EC2", workers)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    world.faults.release()
+
+    claim = NodeClaim.objects.get(labels__has_key=PROVISIONER_LABEL)
+    [instance] = running_instances(raw_ec2, claim.name)
+    [lease] = Lease.objects.filter(name=f"step:provision:cluster-{home.pk}").exclude(holder="")
+    lease.expires_at = timezone.now() - timedelta(seconds=1)  # its TTL passes, for the lease only
+    lease.save()
+
+    workers.start()  # gets the unacknowledged cluster_step again (acks late, the worker lost)
+    wait_for(lambda: TaskRun.objects.filter(task="provision", status="succeeded").exists(),
+             "the new worker ran the cluster's provision step", workers)
+    claim.refresh_from_db()
+    assert claim.provider_id == f"aws:///{worlds.ZONE}/{instance}" and claim.cluster_id == home.pk
+    assert running_instances(raw_ec2) == [instance], "exactly one instance, for this claim"
+    assert len(world.calls_of("CreateFleet")) == 1, "found by its tag, not launched again"
+    retried = TaskRun.objects.get(task="provision", status="succeeded")
+    assert retried.cluster_id == home.pk and retried.counts["relaunched"] == 1
+    assert TaskRun.objects.get(task="provision", status="failed").cluster_id == home.pk
+    assert not NodeClaim.objects.fleet().filter(cluster=other).exists()

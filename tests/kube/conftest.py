@@ -333,6 +333,23 @@ def kube_server(request, tmp_path_factory) -> KubeTestServer:
     return _servers[0]
 
 
+_second: list[KubeTestServer] = []
+
+
+@pytest.fixture(scope="session")
+def second_kube_server(request, tmp_path_factory) -> KubeTestServer:
+    """Another API server (its own etcd and CA, free ports): a second cluster for the fleet tests.
+    Started on first use only, stopped at the end of the session."""
+    if not _second:
+        _second.append(_start_kube_server(tmp_path_factory))
+
+        def stop() -> None:
+            _second.pop().stop()
+
+        request.config.add_cleanup(stop)
+    return _second[0]
+
+
 def _start_kube_server(tmp_path_factory) -> KubeTestServer:
     binary = apiserver_binary()
     if not (binary.is_file() and os.access(binary, os.X_OK)):

@@ -71,8 +71,11 @@ def test_the_manifests_build_into_every_object():
     objects = build(KUSTOMIZE, files={"secret.env": filled_secret_env()})
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
     assert kinds == [("ClusterRole", "karpweb"), ("ClusterRoleBinding", "karpweb"), ("ConfigMap", "karpweb"),
-                     ("Deployment", "karpweb-beat"), ("Deployment", "karpweb-watch"), ("Deployment", "karpweb-web"),
-                     ("Deployment", "karpweb-worker"), ("Namespace", "karpweb"), ("Secret", "karpweb"),
+                     ("Deployment", "karpweb-beat"), ("Deployment", "karpweb-watch"),
+                     ("Deployment", "karpweb-watch-shard-eu"), ("Deployment", "karpweb-web"),
+                     ("Deployment", "karpweb-worker"), ("Deployment", "karpweb-worker-shard-eu"),
+                     ("Namespace", "karpweb"), ("Role", "karpweb-cluster-kubeconfigs"),
+                     ("RoleBinding", "karpweb-cluster-kubeconfigs"), ("Secret", "karpweb"),
                      ("Service", "karpweb"), ("ServiceAccount", "karpweb")]
     for document in objects:
         if document["kind"] == "Deployment":

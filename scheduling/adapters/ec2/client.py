@@ -11,6 +11,7 @@ falling back to the environment:
 * ``KARPWEB_RESOURCE_GROUPS_ENDPOINT_URL``: for ``resourceGroupARN`` terms (default: the EC2 one)
 * ``KARPWEB_SSM_ENDPOINT_URL``, ``KARPWEB_IAM_ENDPOINT_URL``, ``KARPWEB_EKS_ENDPOINT_URL``: for launch
   resolution (AMI aliases, instance profiles, DescribeCluster); default: the EC2 one when it is set
+* ``KARPWEB_STS_ENDPOINT_URL``: for AssumeRole into a fleet account's ``role_arn`` (default: the EC2 one)
 * ``KARPWEB_FEATURE_RESERVED_CAPACITY`` (true): the ReservedCapacity feature gate
 * ``KARPWEB_PRICING_SOURCE``: ``api`` (the Pricing API, the default unless an EC2 endpoint URL is
   set) or ``bundled`` (the prices.json table only); ``KARPWEB_PRICING_REGION`` (``us-east-1``),
@@ -87,6 +88,7 @@ class EC2Config:
     ssm_endpoint_url: str | None = None
     iam_endpoint_url: str | None = None
     eks_endpoint_url: str | None = None
+    sts_endpoint_url: str | None = None
     reserved_capacity: bool = True  # the ReservedCapacity feature gate
 
     @classmethod
@@ -115,6 +117,7 @@ class EC2Config:
             "ssm_endpoint_url": setting("KARPWEB_SSM_ENDPOINT_URL", endpoint),
             "iam_endpoint_url": setting("KARPWEB_IAM_ENDPOINT_URL", endpoint),
             "eks_endpoint_url": setting("KARPWEB_EKS_ENDPOINT_URL", endpoint),
+            "sts_endpoint_url": setting("KARPWEB_STS_ENDPOINT_URL", endpoint),
             "reserved_capacity": _bool(setting("KARPWEB_FEATURE_RESERVED_CAPACITY", True)),
         }
         values.update(overrides)
@@ -129,6 +132,37 @@ def _bool(value: Any) -> bool:
 
 def make_session() -> boto3.session.Session:
     return boto3.session.Session()
+
+
+def assumed_role_session(role_arn: str, *, region: str, external_id: str = "", sts_endpoint_url: str | None = None,
+                         session_name: str = "karpweb", duration_seconds: int = 3600,
+                         base: boto3.session.Session | None = None) -> boto3.session.Session:
+    """A session working as ``role_arn`` (a fleet account's role), its credentials from STS
+    AssumeRole (with ``external_id`` when the role's trust policy asks for one) on karpweb's own
+    credentials (``base``: boto3's chain). Nothing is called until the first request; botocore then
+    refreshes them before they expire (15 minutes ahead, as its own assume-role provider does)."""
+    from botocore.credentials import DeferredRefreshableCredentials
+    from botocore.session import get_session
+
+    sts = (base or make_session()).client("sts", region_name=region, endpoint_url=sts_endpoint_url,
+                                          config=Config(retries={"mode": "standard", "total_max_attempts": 3},
+                                                        connect_timeout=5, read_timeout=30))
+
+    def refresh() -> dict[str, str]:
+        params: dict[str, Any] = {"RoleArn": role_arn, "RoleSessionName": session_name,
+                                  "DurationSeconds": duration_seconds}
+        if external_id:
+            params["ExternalId"] = external_id
+        try:
+            credentials = sts.assume_role(**params)["Credentials"]
+        except (BotoCoreError, ClientError) as exc:
+            raise CloudAPIError(error_code(exc), f"cannot assume {role_arn}: {error_message(exc)}", "assume_role") from exc
+        return {"access_key": credentials["AccessKeyId"], "secret_key": credentials["SecretAccessKey"],
+                "token": credentials["SessionToken"], "expiry_time": credentials["Expiration"].isoformat()}
+
+    botocore_session = get_session()
+    botocore_session._credentials = DeferredRefreshableCredentials(refresh_using=refresh, method="sts-assume-role")
+    return boto3.session.Session(botocore_session=botocore_session, region_name=region)
 
 
 def make_ec2_client(config: EC2Config, session: boto3.session.Session | None = None) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,8 +49,11 @@ KubeDNSLookup = Callable[[], str]
 
 class ClusterInfoProvider:
     def __init__(self, eks: Any, call: Caller, clock: Callable[[], datetime],
-                 kube_dns: KubeDNSLookup | None = None) -> None:
+                 kube_dns: KubeDNSLookup | None = None, cluster: Mapping[str, str] | None = None) -> None:
+        """`cluster`: the fleet cluster's own name and endpoint ({"name": ..., "endpoint": ...}); None
+        reads them, and the CA, CIDR and version, from the settings (a single-cluster install)."""
         self._eks = eks
+        self._cluster = cluster
         self._call = call
         self._clock = clock
         self._kube_dns = kube_dns
@@ -85,12 +88,16 @@ class ClusterInfoProvider:
         return address, f"the {KUBE_DNS_SERVICE} Service's ClusterIP", True
 
     def _resolve(self) -> ClusterInfo:
-        name = setting("KARPWEB_CLUSTER_NAME")
+        if self._cluster is not None:  # a fleet's cluster: its row names it; the rest from DescribeCluster
+            name = self._cluster.get("name") or ""
+            given = {"endpoint": self._cluster.get("endpoint") or None, "ca": None, "cidr": None, "version": None}
+        else:
+            name = setting("KARPWEB_CLUSTER_NAME")
+            given = {"endpoint": setting("KARPWEB_CLUSTER_ENDPOINT"), "ca": setting("KARPWEB_CLUSTER_CA_BUNDLE"),
+                     "cidr": setting("KARPWEB_CLUSTER_CIDR"), "version": setting("KARPWEB_KUBERNETES_VERSION")}
         if not name:
             raise CloudAPIError("ClusterNameNotSet", "set KARPWEB_CLUSTER_NAME to the EKS cluster's name: nodes "
                                 "cannot join a cluster karpweb cannot name", "config")
-        given = {"endpoint": setting("KARPWEB_CLUSTER_ENDPOINT"), "ca": setting("KARPWEB_CLUSTER_CA_BUNDLE"),
-                 "cidr": setting("KARPWEB_CLUSTER_CIDR"), "version": setting("KARPWEB_KUBERNETES_VERSION")}
         if not all(given.values()):
             cluster = self._call(self._eks, "describe_cluster", name=name)["cluster"]
             network = cluster.get("kubernetesNetworkConfig") or {}

@@ -68,6 +68,7 @@ class EC2CloudProvider:
         sleep: Callable[[float], None] = time.sleep,
         instance_type_patterns: Sequence[str] = (),
         kube_dns: KubeDNSLookup | None = None,
+        cluster: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config or EC2Config.from_settings()
         self.ec2 = ec2 or make_ec2_client(self.config)
@@ -88,6 +89,7 @@ class EC2CloudProvider:
         self._ssm, self._iam, self._eks = ssm, iam, eks
         self._resolvers: dict[str, Any] | None = None
         self._kube_dns = kube_dns  # reads the kube-dns Service's ClusterIP (no KARPWEB_CLUSTER_DNS)
+        self._cluster = cluster  # a fleet cluster's name and endpoint (None: the settings')
         self.instance_type_patterns = tuple(instance_type_patterns)
         self._catalogue: Catalogue | None = None
         self._catalogue_lock = threading.Lock()
@@ -189,7 +191,7 @@ class EC2CloudProvider:
                 "subnets": SubnetProvider(self.ec2, self.call, self.clock),
                 "security_groups": SecurityGroupProvider(self.ec2, self.call, self.clock),
                 "profiles": InstanceProfileProvider(iam, self.call, self.clock, self.config.region),
-                "cluster": ClusterInfoProvider(eks, self.call, self.clock, self._kube_dns),
+                "cluster": ClusterInfoProvider(eks, self.call, self.clock, self._kube_dns, self._cluster),
             }
         return self._resolvers
 

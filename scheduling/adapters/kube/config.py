@@ -14,7 +14,9 @@ kubernetes-client/python#2394). See :func:`cluster_tls_context`.
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import ssl
 from pathlib import Path
 
@@ -53,6 +55,44 @@ def client_from_kubeconfig(path: str, context: str | None = None) -> ApiClient:
                                      persist_config=False)
     except (ConfigException, OSError, ValueError) as exc:
         raise ClusterConfigError(f"cannot use kubeconfig {path}{' context ' + context if context else ''}: {exc}") from exc
+    return api_client(configuration)
+
+
+# A kubeconfig kept in a Secret of karpweb's own cluster: "secret:<namespace>/<name>[/<key>]".
+SECRET_REFERENCE = re.compile(r"^secret:([a-z0-9][-a-z0-9.]*)/([a-z0-9][-a-z0-9.]*)(?:/([-._a-zA-Z0-9]+))?$")
+SECRET_DEFAULT_KEY = "kubeconfig"
+
+
+def is_secret_reference(value: str) -> bool:
+    return value.startswith("secret:")
+
+
+def client_from_secret(reference: str, reader: ApiClient) -> ApiClient:
+    """An ApiClient from the kubeconfig in a Secret (`reference`: "secret:<namespace>/<name>[/<key>]",
+    key "kubeconfig" by default), read through `reader` (karpweb's own cluster)."""
+    from kubernetes.client import CoreV1Api
+    from kubernetes.client.exceptions import ApiException
+
+    match = SECRET_REFERENCE.match(reference)
+    if not match:
+        raise ClusterConfigError(f'kubeconfig: "{reference}" is not a Secret reference '
+                                 '("secret:<namespace>/<name>[/<key>]", e.g. secret:karpweb/prod-eu-kubeconfig)')
+    namespace, name, key = match.group(1), match.group(2), match.group(3) or SECRET_DEFAULT_KEY
+    try:
+        secret = CoreV1Api(reader).read_namespaced_secret(name, namespace)
+    except ApiException as exc:
+        raise ClusterConfigError(f"cannot read Secret {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    encoded = (secret.data or {}).get(key)
+    if not encoded:
+        raise ClusterConfigError(f"Secret {namespace}/{name} has no key {key!r} holding a kubeconfig")
+    import yaml
+
+    configuration = Configuration()
+    try:
+        kube_config.load_kube_config_from_dict(yaml.safe_load(base64.b64decode(encoded)), persist_config=False,
+                                               client_configuration=configuration)
+    except (ConfigException, ValueError, yaml.YAMLError) as exc:
+        raise ClusterConfigError(f"the kubeconfig in Secret {namespace}/{name} key {key!r} is unusable: {exc}") from exc
     return api_client(configuration)
 
 
