@@ -88,14 +88,17 @@ def _fresh_default_cluster(request):
     transactional test elsewhere may have flushed the one the migration made. A test with the
     database has it looked up before it starts, as a process that has run before has it cached, so
     that the queries a test counts are the same as before the fleet."""
+    from fleet.middleware import cluster_count, forget_count
     from fleet.scope import default_cluster, forget_default
 
     forget_default()
+    forget_count()  # the pages' count of clusters (fleet/middleware.py), cached per process too
     database = [name for name in ("transactional_db", "db") if name in request.fixturenames]
     if database or request.node.get_closest_marker("django_db"):
         if database:
             request.getfixturevalue(database[0])
         default_cluster()
+        cluster_count()
 
 
 @pytest.fixture
