@@ -10,10 +10,10 @@ with ?cluster= still shows the same cluster to whoever opens it.
 The API, /metrics, the admin and the health check are not scoped by the session: the API reads the
 whole fleet and filters with its own ?cluster=, the admin edits any cluster's rows.
 
-The fleet's clusters are read once per request, lazily (`request.fleet`): the scope and the header's
-picker share that one query. Whether the fleet has several clusters (the picker shows, the headings
-name the cluster) is cached per process for a minute and forgotten when a cluster is saved or
-deleted here, so a fleet of one pays no query on any page."""
+The fleet's clusters (a few rows) are read once and kept per process for a minute, forgotten when a
+cluster or an account is saved or deleted in this process; a name not in the kept list is looked up
+afresh once (a cluster another process just added). So the scope and the header's picker cost no
+query on most pages, and at most one."""
 
 import threading
 import time
@@ -23,7 +23,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils.functional import cached_property
 
-from fleet.models import Cluster
+from fleet.models import AwsAccount, Cluster
 from karpweb.jsonsafe import printable
 from fleet.scope import cluster_scope
 
@@ -32,35 +32,37 @@ PARAMETER = "cluster"
 ALL = "all"
 # Paths the session's choice does not scope: they read the whole fleet or filter for themselves.
 UNSCOPED_PREFIXES = ("/api/", "/metrics", "/admin/", "/healthz", "/static/", "/favicon.ico")
-# How long a process believes its count of clusters (another process's new cluster shows within it).
-COUNT_TTL_SECONDS = 60
-_count: tuple[float, int] | None = None
-_count_lock = threading.Lock()
+# How long a process keeps the list of clusters (another process's change shows within it).
+CLUSTERS_TTL_SECONDS = 60
+_kept: tuple[float, list[Cluster]] | None = None
+_kept_lock = threading.Lock()
 
 
-def cluster_count() -> int:
-    """How many clusters the fleet has: one query a minute per process at most."""
-    global _count
-    cached = _count
-    if cached is not None and time.monotonic() - cached[0] < COUNT_TTL_SECONDS:
-        return cached[1]
-    count = Cluster.objects.count()
-    with _count_lock:
-        _count = (time.monotonic(), count)
-    return count
+def fleet_clusters(fresh: bool = False) -> list[Cluster]:
+    """Every cluster with its account, by name: one query a minute per process at most (`fresh`: now)."""
+    global _kept
+    kept = _kept
+    if not fresh and kept is not None and time.monotonic() - kept[0] < CLUSTERS_TTL_SECONDS:
+        return kept[1]
+    clusters = list(Cluster.objects.select_related("account").order_by("name"))
+    with _kept_lock:
+        _kept = (time.monotonic(), clusters)
+    return clusters
 
 
 @receiver(post_save, sender=Cluster)
 @receiver(post_delete, sender=Cluster)
-def _cluster_changed(sender, **kwargs):
-    forget_count()
+@receiver(post_save, sender=AwsAccount)
+@receiver(post_delete, sender=AwsAccount)
+def _fleet_changed(sender, **kwargs):
+    forget_clusters()
 
 
-def forget_count() -> None:
-    """Forget the cached count (a cluster changed; a test rolled back the clusters it made)."""
-    global _count
-    with _count_lock:
-        _count = None
+def forget_clusters() -> None:
+    """Forget the kept list (a cluster changed; a test rolled back the clusters it made)."""
+    global _kept
+    with _kept_lock:
+        _kept = None
 
 
 class Fleet:
@@ -68,19 +70,24 @@ class Fleet:
 
     def __init__(self):
         self.shown: Cluster | None = None
+        self._fresh = False
 
     @cached_property
     def clusters(self) -> list[Cluster]:
-        return list(Cluster.objects.select_related("account").order_by("name"))
+        return fleet_clusters()
 
-    @cached_property
+    @property
     def several(self) -> bool:
-        if "clusters" in self.__dict__:  # read already: no need to ask
-            return len(self.clusters) > 1
-        return cluster_count() > 1
+        return len(self.clusters) > 1
 
     def named(self, name: str) -> Cluster | None:
-        return next((cluster for cluster in self.clusters if cluster.name == name), None)
+        found = next((cluster for cluster in self.clusters if cluster.name == name), None)
+        if found is None and not self._fresh:
+            # Perhaps added by another process since this one read the list: read it again, once.
+            self._fresh = True
+            self.__dict__["clusters"] = fleet_clusters(fresh=True)
+            found = next((cluster for cluster in self.clusters if cluster.name == name), None)
+        return found
 
 
 class ClusterChoice:

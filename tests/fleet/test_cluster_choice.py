@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from fleet.middleware import SESSION_KEY
+from fleet.models import Cluster
 from fleet.scope import cluster_scope
 from tests.factories.scheduling import NodeFactory
 
@@ -94,9 +95,24 @@ def test_the_api_and_admin_are_not_narrowed_by_the_session(client, admin_user, n
     assert "home-node-1" in admin and "east-node-1" in admin
 
 
-def test_the_clusters_are_read_once_per_page(viewer_client, nodes_in_two):
-    viewer_client.get(reverse("scheduling:nodes"), {"cluster": "east"})
+def cluster_reads(client, url, data=None):
     with CaptureQueriesContext(connection) as captured:
-        assert viewer_client.get(reverse("scheduling:nodes")).status_code == 200
-    cluster_reads = [q["sql"] for q in captured if 'FROM "fleet_cluster"' in q["sql"]]
-    assert len(cluster_reads) == 1, cluster_reads
+        assert client.get(url, data).status_code == 200
+    return [q["sql"] for q in captured if 'FROM "fleet_cluster"' in q["sql"]]
+
+
+def test_the_clusters_are_read_at_most_once_a_page_and_kept_by_the_process(viewer_client, nodes_in_two, make_cluster):
+    url = reverse("scheduling:nodes")
+    assert len(cluster_reads(viewer_client, url, {"cluster": "east"})) == 1  # the clusters just changed
+    assert cluster_reads(viewer_client, url) == []
+    # A cluster made elsewhere (another process) is found by its name, with one fresh read.
+    from fleet.middleware import fleet_clusters
+
+    fleet_clusters()
+    Cluster.objects.bulk_create([Cluster(name="elsewhere", account=east_account(nodes_in_two))])  # no signal
+    assert len(cluster_reads(viewer_client, url, {"cluster": "elsewhere"})) == 1
+    assert viewer_client.session[SESSION_KEY] == "elsewhere"
+
+
+def east_account(clusters):
+    return clusters[1].account
