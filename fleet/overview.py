@@ -22,6 +22,8 @@ from scheduling.modes import configured_mode
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
 
 BLOCKS_SHOWN = 5
+# The reservations listed: those idling the most money first (the totals count every one).
+RESERVATIONS_SHOWN = 25
 RECOMMENDATIONS_SHOWN = 5
 
 
@@ -81,11 +83,14 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
         for account in accounts:
             account.fleet_clusters = clusters_of[account.pk]
 
-        reservations = list(CapacityReservation.objects.usable(now).only(
+        usable = list(CapacityReservation.objects.usable(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
             "state", "end_date", "reservation_type", "owner_id", "region").order_by("reservation_id"))
-        prices = on_demand_prices({r.instance_type for r in reservations})
-        totals = capacity_totals(reservations, prices, now)
+        prices = on_demand_prices({r.instance_type for r in usable})
+        totals = capacity_totals(usable, prices, now)
+        for reservation in usable:
+            reservation.idle_cost = idle_cost_per_hour(reservation, prices, now)
+        reservations = sorted(usable, key=lambda r: -(r.idle_cost or 0.0))[:RESERVATIONS_SHOWN]
         seen_by = defaultdict(list)
         for visibility in ReservationVisibility.objects.filter(reservation__in=[r.pk for r in reservations]) \
                 .select_related("account").order_by("account__name"):
@@ -97,7 +102,6 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
                                                   .order_by()):
             used_by[reservation_id][names.get(cluster_id, "?")] = count
         for reservation in reservations:
-            reservation.idle_cost = idle_cost_per_hour(reservation, prices, now)
             reservation.owner = next((v.account for v in seen_by[reservation.pk] if not v.shared), None)
             reservation.shared_with = [v.account for v in seen_by[reservation.pk] if v.shared]
             reservation.nodes_by_cluster = sorted(used_by[reservation.pk].items())
@@ -107,6 +111,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
         failing = [step for step in loop_health(now) if step.problem]
         context.update(
             now=now, accounts=accounts, clusters=clusters, reservations=reservations,
+            more_reservations=len(usable) - len(reservations),
             used=totals["used"], idle=totals["idle"], total=totals["total"], idle_cost=totals["idle_cost"],
             unpriced=totals["unpriced"],
             blocks=upcoming_capacity_blocks(now, with_nodes=False)[:BLOCKS_SHOWN],

@@ -76,3 +76,15 @@ def test_its_queries_do_not_grow_with_the_fleet(viewer_client, demo_world, make_
     query_count(viewer_client)  # the process reads its list of clusters again once
     assert query_count(viewer_client) == before
     assert before <= 16, before
+
+
+def test_the_reservations_most_idle_cost_first_the_rest_linked(viewer_client, demo_world, monkeypatch):
+    from fleet import overview
+
+    monkeypatch.setattr(overview, "RESERVATIONS_SHOWN", 3)
+    page = viewer_client.get(URL).content.decode()
+    shown = [chunk.split('"', 1)[0] for chunk in page.split('id="fleet-cr-')[1:]]
+    # trn2 (2 idle x $44.70), p5 (1 x $55.04), then the m5.xlarge ODCR (4 x $0.192)
+    assert shown == ["0a1b2c3d4e5f60007", "0a1b2c3d4e5f60006", "0a1b2c3d4e5f60002"]
+    more = CapacityReservation.objects.usable().count() - 3
+    assert f"And {more} more" in page and "/reservations/?cluster=all" in page
