@@ -91,6 +91,7 @@ MIDDLEWARE = [
     "karpweb.middleware.NoStoreForSignedIn",  # Cache-Control: no-store for whatever a signed-in user sees
     "scheduling.api.throttling.FailedAuthenticationRateLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "fleet.middleware.ClusterChoice",  # the cluster a console page shows (?cluster=, the session): fleet/middleware.py
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: it answers a locked-out sign-in
@@ -183,6 +184,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "karpweb.roles.roles_context",
                 "scheduling.context_processors.cluster_freshness",
+                "fleet.context_processors.cluster_choice",
             ],
         },
     },

@@ -10,6 +10,7 @@ from accounts.oidc import CallbackView, SignInView
 from accounts.views import APITokensView, SignInPageView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from fleet.overview import FleetOverviewView
 from scheduling.metrics import metrics_view
 
 def favicon(request):
@@ -30,6 +31,7 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),
     path("metrics", metrics_view, name="metrics"),
+    path("fleet/", FleetOverviewView.as_view(), name="fleet_overview"),
     # Browsers ask for /favicon.ico whatever the page says: the console's icon, not a 404.
     path("favicon.ico", favicon),
     path("login/", SignInPageView.as_view(), name="login"),

@@ -29,6 +29,7 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
     filterset_class = None
     table_class = None
     title = ""
+    fleet_wide = False  # the same rows whichever cluster is shown (the EC2 catalogue): no "in <cluster>" heading
 
     def get(self, request, *args, **kwargs):
         if problem := page_size_problem(request.GET.get("per_page")):
@@ -49,5 +50,6 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
         filterset = self.filterset_class(self.request.GET or None, queryset=self.get_queryset(), request=self.request)
         table = self.table_class(filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset())
         RequestConfig(self.request, paginate={"per_page": PAGE_SIZE}).configure(table)
-        context.update(filterset=filterset, table=table, title=self.title, table_template=self.table_template)
+        context.update(filterset=filterset, table=table, title=self.title, table_template=self.table_template,
+                       fleet_wide=self.fleet_wide)
         return context

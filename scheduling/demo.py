@@ -1,8 +1,16 @@
-"""The demo world `seed_demo` writes: three AZs, real us-east-1 list prices, reservations of
-every kind (one capacity block ending within the hour, one idle ODCR, one expired, one no class
-selects beside on-demand nodes of its type, one ending in ten days), three NodePools and the nodes,
-node claims and pods that use them, 15 days of hourly use (the 14 the shrink window needs), and the
-recommendations computed from it: every kind appears (shrink, cancel, select, extend, end date).
+"""The demo world `seed_demo` writes: a small fleet of two AWS accounts and three clusters, three
+AZs, real us-east-1 list prices, reservations of every kind (one capacity block ending within the
+hour, one idle ODCR, one expired, one no class selects beside on-demand nodes of its type, one
+ending in ten days, one the first account shares with the second through RAM), NodePools and the
+nodes, node claims and pods that use them, 15 days of hourly use (the 14 the shrink window needs),
+and the recommendations computed from it: every kind appears (shrink, cancel, select, extend, end
+date).
+
+The fleet: the first cluster (the default one, named PROD_CLUSTER when it has no name of its own)
+holds the single-cluster world as it always was, in the first account; a second cluster in the same
+account and a third in the second account each run a small pool, and both run nodes in the shared
+reservation (seen by the second account through its ReservationVisibility). Each cluster's rows are
+written inside its scope (fleet/scope.py) and carry names no other cluster uses.
 
 Deterministic for a given `now`: every object has a fixed natural key and fixed values, so
 seeding twice gives the same world.
@@ -15,7 +23,11 @@ from pathlib import Path
 
 from django.db import transaction
 
-from reservations.models import CapacityReservation, EC2NodeClass, UtilizationHour, UtilizationSample
+from fleet.defaults import DEFAULT_NAME, UNKNOWN_ACCOUNT_ID
+from fleet.models import AwsAccount, Cluster
+from fleet.scope import cluster_scope, default_cluster, unscoped
+from reservations.models import (CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
+                                 UtilizationSample, record_visibility)
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.ec2.amis import variant_of
@@ -29,7 +41,15 @@ from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodeP
 from scheduling.world import node_allocatable
 
 ACCOUNT = "123456789012"
+SECOND_ACCOUNT = "210987654321"
+ACCOUNT_NAMES = {ACCOUNT: "demo-prod", SECOND_ACCOUNT: "demo-research"}
 REGION = "us-east-1"
+# The first cluster's name when the install gave it none (KARPWEB_CLUSTER_NAME unset: "default").
+PROD_CLUSTER = "prod-use1"
+# The fleet's other clusters: name -> account.
+OTHER_CLUSTERS = {"staging-use1": ACCOUNT, "research-use1": SECOND_ACCOUNT}
+# Owned by ACCOUNT, shared with SECOND_ACCOUNT, used by nodes of staging-use1 and research-use1.
+SHARED_RESERVATION = "0010"
 ZONES = {"us-east-1a": "use1-az1", "us-east-1b": "use1-az2", "us-east-1c": "use1-az4"}
 
 # name: (on-demand $/h in us-east-1, spot offered). Everything else about a type comes from EC2's
@@ -67,6 +87,10 @@ DAY = datetime.timedelta(days=1)
 MINUTE = datetime.timedelta(minutes=1)
 
 
+def reservation_id(suffix: str) -> str:
+    return f"cr-0a1b2c3d4e5f6{suffix}"
+
+
 def _reservations(now):
     """(id suffix, type, zone, kind, match, total, used, end, tags, ultraserver, state)."""
     return [
@@ -82,6 +106,8 @@ def _reservations(now):
         ("0008", "r5.large", "us-east-1c", "default", "targeted", 2, 1, now - DAY, {"team": "web"}, "", "expired"),
         # No class selects it while two on-demand m5.xlarge of the web pool run in its zone: select (or cancel) it.
         ("0009", "m5.xlarge", "us-east-1c", "default", "targeted", 3, 0, None, {"team": "data"}, "", "active"),
+        # Shared through RAM with the second account: two clusters in two accounts run in it.
+        (SHARED_RESERVATION, "m6i.large", "us-east-1b", "default", "targeted", 6, 4, None, {"team": "shared"}, "", "active"),
     ]
 
 
@@ -95,6 +121,36 @@ NODE_CLASSES = {
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
+# The other clusters' classes and pools (names no other cluster uses: the console's pages find an
+# object by its name across the fleet).
+OTHER_NODE_CLASSES = {
+    "staging-use1": {"staging": [{"id": reservation_id(SHARED_RESERVATION)}]},
+    "research-use1": {"research": [{"id": reservation_id(SHARED_RESERVATION)}]},
+}
+OTHER_NODE_POOLS = {
+    "staging-use1": {"staging-web": (10, "staging", ["reserved", "on-demand"], [
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}], {"cpu": "100"})},
+    "research-use1": {"research-batch": (10, "research", None, [], {"cpu": "200"})},
+}
+OTHER_NODE_PLANS = {
+    "staging-use1": [
+        ("staging-web", "m6i.large", "us-east-1b", "reserved", SHARED_RESERVATION, 2),
+        ("staging-web", "m5.large", "us-east-1a", "on-demand", "", 1),
+    ],
+    "research-use1": [
+        ("research-batch", "m6i.large", "us-east-1b", "reserved", SHARED_RESERVATION, 2),
+        ("research-batch", "c5.large", "us-east-1c", "spot", "", 1),
+    ],
+}
+# Each cluster's nodes on a network of their own: ip-10-<n>-... and i-<n>... (no name twice in the fleet).
+NETWORKS = {"staging-use1": 1, "research-use1": 2}
+APPS = {"web": "web", "general": "worker", "gpu-reserved": "trainer", "staging-web": "staging-api",
+        "research-batch": "notebook"}
+OTHER_PENDING = {
+    "staging-use1": [("staging-api-pending-0", {"cpu": 500, "memory": 1024}, "staging-api")],
+    "research-use1": [("notebook-pending-0", {"cpu": 2000, "memory": 4096}, "notebook")],
+}
+
 NODE_POOLS = {
     # name: (weight, node class, capacity types or None for all, extra requirements, limits)
     "gpu-reserved": (50, "ml", ["reserved"], [
@@ -106,21 +162,58 @@ NODE_POOLS = {
 }
 
 
-def reservation_id(suffix: str) -> str:
-    return f"cr-0a1b2c3d4e5f6{suffix}"
-
-
 @transaction.atomic
 def seed(now: datetime.datetime) -> None:
-    _seed_catalogue(now)
-    reservations = _seed_reservations(now)
-    node_classes = _seed_node_classes(now)
-    pools = _seed_node_pools(now, node_classes)
-    nodes = _seed_nodes(now, pools, node_classes, reservations)
-    _seed_pods(now, nodes)
-    _seed_samples(now, reservations)
-    refresh_node_class_status(now)
-    _seed_recommendations(now)
+    with unscoped():
+        first, others, accounts = _seed_fleet()
+        _seed_catalogue(now)
+        with cluster_scope(first):
+            reservations = _seed_reservations(now)
+        # The owner's account shares one with the second: RAM, as EC2 reports it to the second account.
+        ReservationVisibility.objects.update_or_create(
+            reservation=reservations[reservation_id(SHARED_RESERVATION)], account=accounts[SECOND_ACCOUNT],
+            defaults={"shared": True})
+        with cluster_scope(first):
+            node_classes = _seed_node_classes(now, NODE_CLASSES)
+            pools = _seed_node_pools(now, node_classes, NODE_POOLS)
+            nodes = _seed_nodes(now, pools, reservations, _node_plan())
+            _seed_pods(now, nodes, _pending_pods())
+            refresh_node_class_status(now)
+        for cluster in others:
+            with cluster_scope(cluster):
+                node_classes = _seed_node_classes(now, OTHER_NODE_CLASSES[cluster.name])
+                pools = _seed_node_pools(now, node_classes, OTHER_NODE_POOLS[cluster.name])
+                nodes = _seed_nodes(now, pools, reservations, OTHER_NODE_PLANS[cluster.name],
+                                    network=NETWORKS[cluster.name])
+                pending = [(name, _pod_spec(size["cpu"], size["memory"]), app)
+                           for name, size, app in OTHER_PENDING[cluster.name]]
+                _seed_pods(now, nodes, pending)
+                refresh_node_class_status(now)
+        _seed_samples(now, reservations)
+        _seed_recommendations(now)
+
+
+def _seed_fleet() -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:
+    """The two accounts and three clusters. The first cluster is the install's default one (its
+    world is the single-cluster demo), moved into the first account; an account nobody named (the
+    placeholder a fresh install starts with) goes once no cluster is in it."""
+    accounts = {}
+    for account_id, name in ACCOUNT_NAMES.items():
+        accounts[account_id], _ = AwsAccount.objects.get_or_create(
+            account_id=account_id, defaults={"name": name, "regions": [REGION]})
+    first = default_cluster()
+    changed = {"account": accounts[ACCOUNT], "region": REGION, "connection": Cluster.Connection.SIMULATED}
+    if first.name == DEFAULT_NAME:
+        changed["name"] = PROD_CLUSTER
+    if any(getattr(first, field) != value for field, value in changed.items()):
+        for field, value in changed.items():
+            setattr(first, field, value)
+        first.save()
+    AwsAccount.objects.filter(account_id=UNKNOWN_ACCOUNT_ID, clusters=None).delete()
+    others = [Cluster.objects.update_or_create(name=name, defaults={
+        "account": accounts[account_id], "region": REGION, "connection": Cluster.Connection.SIMULATED})[0]
+        for name, account_id in OTHER_CLUSTERS.items()]
+    return first, others, accounts
 
 
 def _seed_recommendations(now):
@@ -159,7 +252,7 @@ def _seed_reservations(now):
     reservations = {}
     for suffix, itype, zone, kind, match, total, used, end, tags, ultraserver, state in _reservations(now):
         rid = reservation_id(suffix)
-        reservations[rid], _ = CapacityReservation.objects.update_or_create(reservation_id=rid, defaults=dict(
+        reservations[rid], _ = CapacityReservation.objects.fleet().update_or_create(reservation_id=rid, defaults=dict(
             arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
             instance_type=itype, availability_zone=zone, availability_zone_id=ZONES[zone],
             total_instance_count=total, available_instance_count=total - used, state=state,
@@ -175,10 +268,12 @@ def _seed_reservations(now):
             price=od_price / 10_000_000, available=reservations[rid].is_usable(now) and total > used,
             updated_at=now,
         ))
+    # Seen by the first cluster's account (their owner): what its EC2 sync records.
+    record_visibility([r.pk for r in reservations.values()])
     return reservations
 
 
-def _seed_node_classes(now):
+def _seed_node_classes(now, classes):
     return {
         name: EC2NodeClass.objects.update_or_create(name=name, defaults=dict(
             uid=f"demo-nodeclass-{name}", capacity_reservation_selector_terms=terms,
@@ -187,13 +282,13 @@ def _seed_node_classes(now):
                   "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]},
             created_at=now - 90 * DAY, synced_at=now,
         ))[0]
-        for name, terms in NODE_CLASSES.items()
+        for name, terms in classes.items()
     }
 
 
-def _seed_node_pools(now, node_classes):
+def _seed_node_pools(now, node_classes, node_pools):
     pools = {}
-    for name, (weight, node_class, capacity_types, extra, limits) in NODE_POOLS.items():
+    for name, (weight, node_class, capacity_types, extra, limits) in node_pools.items():
         requirements = list(extra)
         if capacity_types:
             requirements.insert(0, {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types})
@@ -226,20 +321,20 @@ def _node_plan():
     ]
 
 
-def _seed_nodes(now, pools, node_classes, reservations):
-    rng = random.Random(7)
+def _seed_nodes(now, pools, reservations, plan, network=0):
+    rng = random.Random(7 + network)
     nodes = []
     sequence = 0
     types = {it.name: it for it in InstanceType.objects.all()}
     shapes = {it.name: (it.arch, variant_of(it.labels or {})) for it in types.values()}
-    for pool_name, itype, zone, capacity_type, suffix, count in _node_plan():
+    for pool_name, itype, zone, capacity_type, suffix, count in plan:
         room = node_allocatable(types[itype], pools[pool_name].node_class)
         reservation = reservations.get(reservation_id(suffix)) if suffix else None
         for _ in range(count):
             sequence += 1
             claim_name = f"{pool_name}-{''.join(rng.choice('abcdefghjkmnpqrstvwxz2456789') for _ in range(5))}"
-            node_name = f"ip-10-0-{sequence // 250}-{sequence % 250 + 4}.ec2.internal"
-            instance_id = f"i-0{sequence:016x}"
+            node_name = f"ip-10-{network}-{sequence // 250}-{sequence % 250 + 4}.ec2.internal"
+            instance_id = f"i-{network}{sequence:016x}"
             provider_id = f"aws:///{zone}/{instance_id}"
             # As Karpenter labels a node: every label of its type, then its offering and pool.
             labels = {
@@ -267,7 +362,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
             # karpweb runs the demo world in control mode: its loop launched these claims, as create_claim
             # writes them (its label, the hash annotations drift reads, expireAfter), not Karpenter.
             claim, _ = NodeClaim.objects.update_or_create(name=claim_name, defaults=dict(
-                uid=f"demo-claim-{sequence}", node_pool=pool, node_class=pool.node_class, instance_type=itype,
+                uid=f"demo-claim-{network}-{sequence}" if network else f"demo-claim-{sequence}", node_pool=pool, node_class=pool.node_class, instance_type=itype,
                 zone=zone, capacity_type=capacity_type, reservation=reservation,
                 reservation_label=reservation.reservation_id if reservation else "",
                 labels={**labels, PROVISIONER_LABEL: "karpweb"}, annotations=claim_annotations(pool),
@@ -281,7 +376,7 @@ def _seed_nodes(now, pools, node_classes, reservations):
                             for c in ("Initialized", "Launched", "Ready", "Registered")],
             ))
             node, _ = Node.objects.update_or_create(name=node_name, defaults=dict(
-                uid=f"demo-node-{sequence}", node_pool=pool, node_claim=claim, instance_type=itype, zone=zone,
+                uid=f"demo-node-{network}-{sequence}" if network else f"demo-node-{sequence}", node_pool=pool, node_claim=claim, instance_type=itype, zone=zone,
                 capacity_type=capacity_type, reservation=reservation,
                 reservation_label=reservation.reservation_id if reservation else "", labels=labels,
                 annotations={"karpenter.sh/nodepool-hash": "demo"}, taints=pool.taints,
@@ -314,12 +409,24 @@ def _pod_spec(cpu_m, mem_mi, node_selector=None, gpus=0, accelerator="nvidia.com
     return spec
 
 
-def _seed_pods(now, nodes):
+def _pending_pods():
+    """The first cluster's pending pods: (name, spec, app)."""
+    return [
+        ("web-pending-0", _pod_spec(1000, 2048, {"karpenter.sh/capacity-type": "reserved"}), "web"),
+        ("web-pending-1", _pod_spec(1000, 2048), "web"),
+        ("web-pending-2", _pod_spec(500, 1024), "web"),
+        ("worker-pending-0", _pod_spec(2000, 4096), "worker"),
+        ("worker-pending-1", _pod_spec(250, 512, {"kubernetes.io/arch": "arm64"}), "worker"),
+        ("trainer-pending-0", _pod_spec(96000, 1048576, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=8), "trainer"),
+    ]
+
+
+def _seed_pods(now, nodes, pending):
     rng = random.Random(11)
     wanted = set()
     for index, node in enumerate(nodes):
         pool = node.labels["karpenter.sh/nodepool"]
-        app = {"web": "web", "general": "worker", "gpu-reserved": "trainer"}[pool]
+        app = APPS[pool]
         per_node = 1 if pool == "gpu-reserved" else 3
         for slot in range(per_node):
             name = f"{app}-{index:03d}{slot}"
@@ -330,14 +437,6 @@ def _seed_pods(now, nodes):
             spec = _pod_spec(cpu, rng.choice([256, 512, 1024]), gpus=gpus, accelerator=accelerator)
             _upsert_pod(now, name, node, spec, {"app": app})
             wanted.add(("default", name))
-    pending = [
-        ("web-pending-0", _pod_spec(1000, 2048, {"karpenter.sh/capacity-type": "reserved"}), "web"),
-        ("web-pending-1", _pod_spec(1000, 2048), "web"),
-        ("web-pending-2", _pod_spec(500, 1024), "web"),
-        ("worker-pending-0", _pod_spec(2000, 4096), "worker"),
-        ("worker-pending-1", _pod_spec(250, 512, {"kubernetes.io/arch": "arm64"}), "worker"),
-        ("trainer-pending-0", _pod_spec(96000, 1048576, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=8), "trainer"),
-    ]
     for name, spec, app in pending:
         _upsert_pod(now, name, None, spec, {"app": app})
         wanted.add(("default", name))

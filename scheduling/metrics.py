@@ -1,7 +1,13 @@
 """Prometheus metrics at /metrics, read from the database at scrape time (so every web replica
 reports the same figures and nothing is lost when a worker restarts).
 
-Karpenter publishes nothing per reservation; these are the series operators ask for."""
+Karpenter publishes nothing per reservation; these are the series operators ask for.
+
+In a fleet (fleet/scope.py) every series about a cluster's objects carries `cluster` (the
+cluster's name: decisions, launch failures, the Karpenter audit, standing opportunities, the watch,
+Karpenter's presence), and every series per reservation carries `account` (its owner's AWS account
+ID: a reservation belongs to no cluster, and several accounts may see it). /metrics reads the whole
+fleet (no cluster scope). The loop's task runs, interruptions and recommendations are fleet-wide."""
 
 import hmac
 
@@ -12,6 +18,7 @@ from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from fleet.models import Cluster
 from reservations.alarms import with_running_nodes
 from reservations.models import CapacityReservation, Recommendation, ReservationContention
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES, QUEUE_ERRORS, STATUS_ERRORS
@@ -27,6 +34,7 @@ SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
 class KarpwebCollector:
     def collect(self):
         now = timezone.now()
+        self.cluster_names = dict(Cluster.objects.values_list("pk", "name"))
         yield from self.reservations(now)
         yield from self.decisions()
         yield from self.task_runs(now)
@@ -56,16 +64,26 @@ class KarpwebCollector:
         yield savings
 
     def watch(self, now):
-        state = WatchState.current()
-        yield GaugeMetricFamily("karpweb_watch_connected", "1 while a watch process beats (manage.py watch).",
-                                value=int(state.connected(now)))
-        for name, value, text in (("events", state.events, "Watch events applied to the models."),
-                                  ("relists", state.relists, "Lists after a 410 Gone."),
-                                  ("reconnects", state.reconnects, "Watches resumed after a lost connection."),
-                                  ("batches", state.batches, "Provisioning runs started by the batch window.")):
-            yield CounterMetricFamily(f"karpweb_watch_{name}", text, value=value)
-        yield GaugeMetricFamily("karpweb_watch_lag_seconds", "Longest wait from reading a watch event to writing "
-                                "it, over the last heartbeat.", value=state.lag_seconds)
+        """Per cluster: its watch process's row, or an empty one before any ran."""
+        rows = {state.cluster_id: state for state in WatchState.objects.fleet()}
+        states = [(name, rows.get(pk) or WatchState(cluster_id=pk)) for pk, name in sorted(self.cluster_names.items(),
+                                                                                        key=lambda item: item[1])]
+        connected = GaugeMetricFamily("karpweb_watch_connected", "1 while a watch process beats (manage.py watch).",
+                                      labels=["cluster"])
+        counters = [CounterMetricFamily(f"karpweb_watch_{name}", text, labels=["cluster"]) for name, text in (
+            ("events", "Watch events applied to the models."), ("relists", "Lists after a 410 Gone."),
+            ("reconnects", "Watches resumed after a lost connection."),
+            ("batches", "Provisioning runs started by the batch window."))]
+        lag = GaugeMetricFamily("karpweb_watch_lag_seconds", "Longest wait from reading a watch event to writing "
+                                "it, over the last heartbeat.", labels=["cluster"])
+        for name, state in states:
+            connected.add_metric([name], int(state.connected(now)))
+            for family, value in zip(counters, (state.events, state.relists, state.reconnects, state.batches)):
+                family.add_metric([name], value)
+            lag.add_metric([name], state.lag_seconds)
+        yield connected
+        yield from counters
+        yield lag
 
     def interruptions(self):
         for count, metric, text in (
@@ -86,7 +104,7 @@ class KarpwebCollector:
             yield family
 
     def reservations(self, now):
-        labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type"]
+        labels = ["reservation_id", "instance_type", "availability_zone", "reservation_type", "account"]
         used = GaugeMetricFamily("karpweb_reservation_used_instances", "Instances running in the reservation.", labels=labels)
         available = GaugeMetricFamily("karpweb_reservation_available_instances", "Free instances in the reservation.", labels=labels)
         total = GaugeMetricFamily("karpweb_reservation_total_instances", "Instances the reservation holds.", labels=labels)
@@ -101,7 +119,7 @@ class KarpwebCollector:
         reservations = list(with_running_nodes(CapacityReservation.objects.usable(now).with_recent_utilization(now)))
         prices = on_demand_prices({r.instance_type for r in reservations})
         for r in reservations:
-            values = [r.reservation_id, r.instance_type, r.availability_zone, r.reservation_type]
+            values = [r.reservation_id, r.instance_type, r.availability_zone, r.reservation_type, r.owner_id]
             used.add_metric(values, r.used_instance_count)
             available.add_metric(values, r.available_instance_count)
             total.add_metric(values, r.total_instance_count)
@@ -115,13 +133,20 @@ class KarpwebCollector:
         yield from (used, available, total, idle_cost, drain, alarm, low)
 
     def decisions(self):
-        decided = CounterMetricFamily("karpweb_decisions", "Decisions recorded, by kind and outcome.", labels=["kind", "outcome"])
-        for row in Decision.objects.values("kind", "outcome").annotate(n=Count("id")).order_by():
-            decided.add_metric([row["kind"], row["outcome"]], row["n"])
-        failures = CounterMetricFamily("karpweb_launch_failures", "Launches that failed, by error code.", labels=["code"])
+        names = self.cluster_names
+        decided = CounterMetricFamily("karpweb_decisions", "Decisions recorded, by cluster, kind and outcome.",
+                                      labels=["cluster", "kind", "outcome"])
+        for row in Decision.objects.values("cluster_id", "kind", "outcome").annotate(n=Count("id")).order_by():
+            decided.add_metric([names.get(row["cluster_id"], ""), row["kind"], row["outcome"]], row["n"])
+        failures = CounterMetricFamily("karpweb_launch_failures", "Launches that failed, by cluster and error code.",
+                                       labels=["cluster", "code"])
+        counted: dict[tuple[str, str], int] = {}
         for row in (Decision.objects.filter(kind=Decision.Kind.LAUNCH, outcome=Decision.Outcome.FAILED)
-                    .values("error").annotate(n=Count("id")).order_by()):
-            failures.add_metric([(row["error"] or "unknown").split(":", 1)[0]], row["n"])
+                    .values("cluster_id", "error").annotate(n=Count("id")).order_by()):
+            key = (names.get(row["cluster_id"], ""), (row["error"] or "unknown").split(":", 1)[0])
+            counted[key] = counted.get(key, 0) + row["n"]
+        for key, n in sorted(counted.items()):
+            failures.add_metric(list(key), n)
         yield from (decided, failures)
 
     def task_runs(self, now):
@@ -141,28 +166,33 @@ class KarpwebCollector:
 
 
     def karpenter(self):
+        names = self.cluster_names
         missed = CounterMetricFamily(
             "karpweb_missed_reservation_dollars",
             "List-price dollars Karpenter's paid nodes cost while a compatible reserved unit sat free (the audit).",
-            labels=["reservation_id", "nodepool"])
+            labels=["cluster", "reservation_id", "nodepool"])
         rows = (KarpenterLaunch.objects.filter(outcome=KarpenterLaunch.Outcome.MISSED)
-                .values("reservation_label", "node_pool_name").annotate(dollars=Sum("missed_dollars")))
+                .values("cluster_id", "reservation_label", "node_pool_name").annotate(dollars=Sum("missed_dollars"))
+                .order_by())
         for row in rows:
-            missed.add_metric([row["reservation_label"], row["node_pool_name"]], row["dollars"] or 0.0)
+            missed.add_metric([names.get(row["cluster_id"], ""), row["reservation_label"], row["node_pool_name"]],
+                              row["dollars"] or 0.0)
         yield missed
         standing = GaugeMetricFamily(
             "karpweb_standing_savings_dollars_per_hour",
             "List-price dollars per hour that moving paid nodes into free reserved units would save now.",
-            labels=["reservation_id", "nodepool"])
-        for row in StandingOpportunity.objects.values("reservation_label", "node_pool_name").annotate(
-                per_hour=Sum("savings_per_hour")):
-            standing.add_metric([row["reservation_label"], row["node_pool_name"]], row["per_hour"] or 0.0)
+            labels=["cluster", "reservation_id", "nodepool"])
+        for row in StandingOpportunity.objects.values("cluster_id", "reservation_label", "node_pool_name").annotate(
+                per_hour=Sum("savings_per_hour")).order_by():
+            standing.add_metric([names.get(row["cluster_id"], ""), row["reservation_label"], row["node_pool_name"]],
+                                row["per_hour"] or 0.0)
         yield standing
-        guard = ControllerGuard.found()
         live = GaugeMetricFamily("karpweb_karpenter_live",
-                                 "1 while Karpenter is the cluster's active controller (karpweb then only recommends).")
-        if guard is not None and guard.checked_at is not None:
-            live.add_metric([], int(guard.karpenter_live))
+                                 "1 while Karpenter is the cluster's active controller (karpweb then only recommends).",
+                                 labels=["cluster"])
+        for cluster_id, karpenter_live in (ControllerGuard.objects.fleet().filter(checked_at__isnull=False)
+                                           .values_list("cluster_id", "karpenter_live").order_by("cluster_id")):
+            live.add_metric([names.get(cluster_id, "")], int(karpenter_live))
         yield live
 
 

@@ -218,6 +218,7 @@ class NodeListView(ObjectListView):
 
 class InstanceTypeListView(ObjectListView):
     title = "Instance types"
+    fleet_wide = True
     filterset_class = InstanceTypeFilterSet
     table_class = InstanceTypeTable
 

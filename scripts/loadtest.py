@@ -42,7 +42,7 @@ os.environ.setdefault("KARPWEB_API_RATE", "off")
 
 PAGES = ["/", "/reservations/", "/reservations/?reservation_type=capacity-block", "/reservations/?q=cr-load0000000001",
          "/capacity-blocks/", "/nodepools/", "/nodes/", "/nodes/?capacity_type=reserved", "/nodeclaims/", "/pods/",
-         "/pods/?pending=true", "/decisions/", "/reservations/cr-load000000000001/"]
+         "/pods/?pending=true", "/decisions/", "/reservations/cr-load000000000001/", "/fleet/"]
 API = ["/api/v1/capacity-reservations/", "/api/v1/nodes/", "/api/v1/nodepools/", "/api/v1/decisions/", "/api/v1/pods/",
        "/api/v1/alarms/"]
 PODS_PER_NODE = 10

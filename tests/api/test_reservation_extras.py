@@ -110,8 +110,8 @@ def test_low_utilization_alarm_needs_24_hours_under_20_percent(as_viewer, viewer
         low = overview.split("Under 20 % for 24 hours")[1].split("</section>")[0]
         assert "cr-0idle" in low and "10% used" in low.replace("\u00a0", "") and "cr-0busy" not in low
         metrics = client.get("/metrics").content.decode()
-        assert 'karpweb_reservation_low_utilization{availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0idle",reservation_type="default"} 1.0' in metrics
-        assert 'karpweb_reservation_low_utilization{availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0busy",reservation_type="default"} 0.0' in metrics
+        assert 'karpweb_reservation_low_utilization{account="123456789012",availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0idle",reservation_type="default"} 1.0' in metrics
+        assert 'karpweb_reservation_low_utilization{account="123456789012",availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0busy",reservation_type="default"} 0.0' in metrics
 
         # It fills up: the next day's average is back over 20 %.
         for hours in range(13, 38):

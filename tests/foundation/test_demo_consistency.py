@@ -1,5 +1,6 @@
 """The demo world does not contradict itself: what seed_demo writes, and what the loop's first pass over it
-records, agree on when each reservation lived, who launched each NodeClaim, and how full each reservation was."""
+records, agree on when each reservation lived, who launched each NodeClaim, and how full each reservation was;
+and the demo fleet's clusters run only in reservations their accounts see."""
 
 import datetime
 
@@ -7,11 +8,14 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from reservations.models import CapacityReservation, Recommendation, UtilizationHour, UtilizationSample
+from fleet.models import AwsAccount, Cluster
+from fleet.scope import cluster_scope
+from reservations.models import CapacityReservation, Recommendation, ReservationVisibility, UtilizationHour, UtilizationSample
+from scheduling import demo
 from scheduling.claim_hashes import PROVISIONER_LABEL
 from scheduling.loop import steps
 from scheduling.loop.karpenter_audit import audit_launches
-from scheduling.models import Decision, KarpenterLaunch, Mode, Node, NodeClaim
+from scheduling.models import Decision, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.modes import control_refusal, global_mode
 
 pytestmark = pytest.mark.django_db
@@ -23,12 +27,15 @@ USES_A_RESERVATION = {Decision.Kind.LAUNCH, Decision.Kind.BIND, Decision.Kind.CO
 
 @pytest.fixture
 def demo_and_first_pass():
-    """The demo world, seeded now, and the loop's first pass over it (what a worker runs when it starts)."""
+    """The demo world, seeded now, and the loop's first pass over each of its clusters (what a worker runs
+    when it starts), each in its cluster's scope."""
     call_command("seed_demo")
     now = timezone.now()
-    steps.sync_kubernetes(now)
-    steps.provision(now)
-    steps.lifecycle(now)
+    for cluster in Cluster.objects.order_by("name"):
+        with cluster_scope(cluster):
+            steps.sync_kubernetes(now)
+            steps.provision(now)
+            steps.lifecycle(now)
     return now
 
 
@@ -102,3 +109,59 @@ def test_utilization_history_stays_within_each_reservation(demo_and_first_pass):
         running = sum(1 for rid, created in nodes if rid == sample.reservation_id and created <= sample.sampled_at)
         assert running <= sample.used, (
             f"{reservations[sample.reservation_id].reservation_id} at {sample.sampled_at}: {running} nodes, {sample.used} used")
+
+
+def test_the_demo_is_a_fleet_of_three_clusters_in_two_accounts(demo_and_first_pass):
+    clusters = {c.name: c.account.account_id for c in Cluster.objects.select_related("account")}
+    assert len(clusters) == 3 and set(clusters.values()) == {demo.ACCOUNT, demo.SECOND_ACCOUNT}
+    assert sorted(clusters.values()).count(demo.ACCOUNT) == 2
+    assert set(AwsAccount.objects.values_list("account_id", flat=True)) == {demo.ACCOUNT, demo.SECOND_ACCOUNT}
+    # Every cluster runs something of its own, and no name is used by two clusters.
+    for model in (Node, NodeClaim):
+        names = list(model.objects.fleet().values_list("name", flat=True))
+        assert len(names) == len(set(names)), f"a {model.__name__} name is used by two clusters"
+        assert set(model.objects.fleet().values_list("cluster__name", flat=True)) == set(clusters)
+
+
+def test_each_clusters_nodes_run_only_in_reservations_its_account_sees(demo_and_first_pass):
+    checked = 0
+    for cluster in Cluster.objects.select_related("account"):
+        visible = set(CapacityReservation.objects.fleet().filter(
+            visibilities__account=cluster.account).values_list("pk", flat=True))
+        with cluster_scope(cluster):
+            assert set(CapacityReservation.objects.values_list("pk", flat=True)) == visible
+            for model in (Node, NodeClaim):
+                for row in model.objects.filter(reservation__isnull=False):
+                    assert row.cluster_id == cluster.pk
+                    assert row.reservation_id in visible, (
+                        f"{model.__name__} {row.name} of {cluster.name} runs in {row.reservation.reservation_id}, "
+                        f"which {cluster.account} does not see")
+                    checked += 1
+    assert checked >= 20
+
+
+def test_the_shared_reservation_is_owned_by_one_account_and_used_by_two_clusters(demo_and_first_pass):
+    shared = CapacityReservation.objects.fleet().get(reservation_id=demo.reservation_id(demo.SHARED_RESERVATION))
+    seen = {(v.account.account_id, v.shared) for v in ReservationVisibility.objects.filter(reservation=shared)}
+    assert seen == {(demo.ACCOUNT, False), (demo.SECOND_ACCOUNT, True)}
+    assert shared.owner_account.account_id == demo.ACCOUNT == shared.owner_id
+    users = Node.objects.fleet().filter(reservation=shared).values_list("cluster__account__account_id", "cluster__name")
+    assert {account for account, _ in users} == {demo.ACCOUNT, demo.SECOND_ACCOUNT}
+    assert len({name for _, name in users}) == 2
+    # EC2's count of its used units is every cluster's nodes in it together.
+    assert shared.used_instance_count == len(users)
+    # The second account's cluster sees no other reservation of the first account's.
+    research = Cluster.objects.get(account__account_id=demo.SECOND_ACCOUNT)
+    with cluster_scope(research):
+        assert list(CapacityReservation.objects.values_list("reservation_id", flat=True)) == [shared.reservation_id]
+
+
+def test_seeding_twice_gives_the_same_fleet(demo_and_first_pass):
+    before = {model.__name__: model.objects.fleet().count() for model in (Node, NodeClaim, Pod, NodePool)}
+    clusters = sorted(Cluster.objects.values_list("name", "account__account_id"))
+    visibilities = ReservationVisibility.objects.count()
+    call_command("seed_demo")
+    assert sorted(Cluster.objects.values_list("name", "account__account_id")) == clusters
+    assert ReservationVisibility.objects.count() == visibilities
+    after = {model.__name__: model.objects.fleet().count() for model in (Node, NodeClaim, Pod, NodePool)}
+    assert after["NodePool"] == before["NodePool"]

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 from django.db.models import F
 
+from fleet.scope import cluster_scope, default_cluster
 from reservations.models import CapacityReservation, EC2NodeClass, UtilizationSample
 from scheduling.models import InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
 
@@ -43,7 +44,10 @@ def test_seed_demo_world_has_what_operators_look_at():
     assert CapacityReservation.objects.filter(
         state="active", available_instance_count=F("total_instance_count")
     ).exists(), "one reservation should sit idle"
-    assert NodePool.objects.count() == 3
+    # The first cluster's three pools, and one in each of the fleet's other two clusters.
+    with cluster_scope(default_cluster()):
+        assert NodePool.objects.count() == 3
+    assert NodePool.objects.count() == 5
     assert set(Node.objects.values_list("capacity_type", flat=True)) == {"reserved", "on-demand", "spot"}
     assert NodeClaim.objects.count() == Node.objects.count()
     assert Pod.objects.filter(node_name="").exists() and Pod.objects.exclude(node_name="").exists()

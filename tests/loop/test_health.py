@@ -129,9 +129,9 @@ def test_the_overview_shows_the_watch(viewer_client, settings):
     page = viewer_client.get(reverse("scheduling:pods")).content.decode()
     assert f'cluster as of {timezone.localtime(now - 4 * S):%Y-%m-%d %H:%M} UTC' in page  # every page's header
     metrics = viewer_client.get("/metrics").content.decode()
-    for sample in ("karpweb_watch_connected 1.0", "karpweb_watch_events_total 1520.0", "karpweb_watch_relists_total 1.0",
-                   "karpweb_watch_lag_seconds 0.031"):
+    for sample in ('karpweb_watch_connected{cluster="karpweb-test"} 1.0', 'karpweb_watch_events_total{cluster="karpweb-test"} 1520.0',
+                   'karpweb_watch_relists_total{cluster="karpweb-test"} 1.0', 'karpweb_watch_lag_seconds{cluster="karpweb-test"} 0.031'):
         assert sample in metrics, sample
     WatchState.record(heartbeat_at=now - 45 * S)
-    assert "karpweb_watch_connected 0.0" in viewer_client.get("/metrics").content.decode()
+    assert 'karpweb_watch_connected{cluster="karpweb-test"} 0.0' in viewer_client.get("/metrics").content.decode()
     assert "no heartbeat for 45 s" in watch_line()

@@ -26,11 +26,11 @@ def test_metrics_per_reservation_decisions_and_tasks(client):
                            finished_at=now - datetime.timedelta(seconds=48))
     status, body = scrape(client)
     assert status == 200
-    assert 'karpweb_reservation_used_instances{availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0abc",reservation_type="default"} 1.0' in body
-    assert 'karpweb_reservation_idle_cost_dollars_per_hour{availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0abc",reservation_type="default"} 0.288' in body
+    assert 'karpweb_reservation_used_instances{account="123456789012",availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0abc",reservation_type="default"} 1.0' in body
+    assert 'karpweb_reservation_idle_cost_dollars_per_hour{account="123456789012",availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0abc",reservation_type="default"} 0.288' in body
     drain_line = next(line for line in body.splitlines() if line.startswith("karpweb_capacity_block_seconds_to_drain{") and "cr-0blk" in line)
     assert 1700 < float(drain_line.rsplit(" ", 1)[1]) <= 1800  # 100 minutes - 70 for an UltraServer block
-    assert 'karpweb_launch_failures_total{code="ReservationCapacityExceeded"} 1.0' in body
+    assert 'karpweb_launch_failures_total{cluster="karpweb-test",code="ReservationCapacityExceeded"} 1.0' in body
     assert 'karpweb_task_last_duration_seconds{task="sync_ec2"} 2.0' in body
     lag = next(line for line in body.splitlines() if line.startswith('karpweb_sync_lag_seconds{task="sync_ec2"}'))
     assert 47 <= float(lag.rsplit(" ", 1)[1]) < 60
@@ -50,4 +50,4 @@ def test_block_alarm_metric(client):
     block = CapacityReservationFactory(reservation_id="cr-0late", capacity_block=True, end_date=now + datetime.timedelta(minutes=30))
     NodeFactory(reservation=block)
     body = scrape(client)[1]
-    assert 'karpweb_capacity_block_running_near_end{availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0late",reservation_type="capacity-block"} 1.0' in body
+    assert 'karpweb_capacity_block_running_near_end{account="123456789012",availability_zone="us-east-1a",instance_type="m5.large",reservation_id="cr-0late",reservation_type="capacity-block"} 1.0' in body

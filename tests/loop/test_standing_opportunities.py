@@ -41,7 +41,7 @@ def test_paid_nodes_that_fit_a_free_reserved_unit(viewer_client, client):
     page = viewer_client.get(reverse("scheduling:karpenter_audit")).content.decode()
     assert "1 paid node group could move into free reserved units, saving <strong>$0.19/h</strong>" in page
     metrics = client.get("/metrics").content.decode()
-    assert 'karpweb_standing_savings_dollars_per_hour{nodepool="web",reservation_id="cr-0free"} 0.192' in metrics
+    assert 'karpweb_standing_savings_dollars_per_hour{cluster="karpweb-test",nodepool="web",reservation_id="cr-0free"} 0.192' in metrics
     # The next pass replaces the list: an opportunity taken (or gone) leaves it.
     assert record_standing_opportunities({"disruptions": []}, now) == 0
     assert not StandingOpportunity.objects.exists()

@@ -60,7 +60,7 @@ def test_missed_dollars_metric(client, settings):
     launch("y", dollars=0.5, reservation=reservation)
     launch("z", outcome="used-reservation", dollars=9, reservation=reservation)
     text = client.get("/metrics").content.decode()
-    assert 'karpweb_missed_reservation_dollars_total{nodepool="web",reservation_id="cr-0audit3"} 1.75' in text
+    assert 'karpweb_missed_reservation_dollars_total{cluster="karpweb-test",nodepool="web",reservation_id="cr-0audit3"} 1.75' in text
 
 
 def test_plans_beside_karpenters_launches(viewer_client):

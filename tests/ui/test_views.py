@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from fleet.scope import cluster_scope, default_cluster
 from reservations.models import CapacityReservation
 from reservations.utilization import roll_up
 from scheduling.models import AuditEntry, Decision, InstanceType, Node, NodePool, Pod
@@ -58,14 +59,20 @@ def test_viewer_sees_every_detail_page(viewer_client, demo_world):
 
 
 def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
-    page = viewer_client.get(reverse("scheduling:overview")).content.decode()
-    active = CapacityReservation.objects.usable()
+    # The demo's first cluster (its single-cluster world), as the header's picker chooses it.
+    first = default_cluster()
+    page = viewer_client.get(reverse("scheduling:overview"), {"cluster": first.name}).content.decode()
+    with cluster_scope(first):
+        active = list(CapacityReservation.objects.usable())
     used = sum(r.used_instance_count for r in active)
     total = sum(r.total_instance_count for r in active)
     assert f"{used} / {total}" in page
+    # The second account's cluster sees only the reservation the first shares with it (m6i.large, 2 idle x $0.096).
+    research = viewer_client.get(reverse("scheduling:overview"), {"cluster": "research-use1"}).content.decode()
+    assert "$0.19/h" in research and "in research-use1" in research
     # Idle m5.xlarge (4 x $0.192, and 3 x $0.192 in the unselected one) + m5.large (4 x $0.096) + c6a.large
-    # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70)
-    assert "$146.40/h" in page
+    # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70), and the m6i.large its account owns and shares (2 x $0.096)
+    assert "$146.59/h" in page
     assert "cr-0a1b2c3d4e5f60005" in page  # the block that ends within the hour
     assert "cr-0a1b2c3d4e5f60002" in page  # idle under 20 % for 24 hours
     assert 'id="utilization-chart"' in page and "utilization-data" in page

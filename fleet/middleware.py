@@ -1,0 +1,129 @@
+"""Which cluster the console shows: one, or the whole fleet (fleet/scope.py).
+
+`?cluster=<name>` on any console page chooses a cluster and remembers it in the session,
+`?cluster=all` forgets it (the whole fleet again); an unknown name keeps what was shown and says so.
+While the request runs, the chosen cluster's scope is open: every page, written for one cluster,
+shows that cluster's rows and the reservations its account sees. The parameter is consumed here
+(taken out of request.GET), so a list's own filters never read "all" as a cluster's name; a link
+with ?cluster= still shows the same cluster to whoever opens it.
+
+The API, /metrics, the admin and the health check are not scoped by the session: the API reads the
+whole fleet and filters with its own ?cluster=, the admin edits any cluster's rows.
+
+The fleet's clusters (a few rows) are read once and kept per process for a minute, forgotten when a
+cluster or an account is saved or deleted in this process; a name not in the kept list is looked up
+afresh once (a cluster another process just added). So the scope and the header's picker cost no
+query on most pages, and at most one."""
+
+import threading
+import time
+
+from django.contrib import messages
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+from django.utils.functional import cached_property
+
+from fleet.models import AwsAccount, Cluster
+from karpweb.jsonsafe import printable
+from fleet.scope import cluster_scope
+
+SESSION_KEY = "karpweb_cluster"
+PARAMETER = "cluster"
+ALL = "all"
+# Paths the session's choice does not scope: they read the whole fleet or filter for themselves.
+UNSCOPED_PREFIXES = ("/api/", "/metrics", "/admin/", "/healthz", "/static/", "/favicon.ico")
+# How long a process keeps the list of clusters (another process's change shows within it).
+CLUSTERS_TTL_SECONDS = 60
+_kept: tuple[float, list[Cluster]] | None = None
+_kept_lock = threading.Lock()
+
+
+def fleet_clusters(fresh: bool = False) -> list[Cluster]:
+    """Every cluster with its account, by name: one query a minute per process at most (`fresh`: now)."""
+    global _kept
+    kept = _kept
+    if not fresh and kept is not None and time.monotonic() - kept[0] < CLUSTERS_TTL_SECONDS:
+        return kept[1]
+    clusters = list(Cluster.objects.select_related("account").order_by("name"))
+    with _kept_lock:
+        _kept = (time.monotonic(), clusters)
+    return clusters
+
+
+@receiver(post_save, sender=Cluster)
+@receiver(post_delete, sender=Cluster)
+@receiver(post_save, sender=AwsAccount)
+@receiver(post_delete, sender=AwsAccount)
+def _fleet_changed(sender, **kwargs):
+    forget_clusters()
+
+
+def forget_clusters() -> None:
+    """Forget the kept list (a cluster changed; a test rolled back the clusters it made)."""
+    global _kept
+    with _kept_lock:
+        _kept = None
+
+
+class Fleet:
+    """The fleet's clusters as this request sees them, and the one it shows (None: all)."""
+
+    def __init__(self):
+        self.shown: Cluster | None = None
+        self._fresh = False
+
+    @cached_property
+    def clusters(self) -> list[Cluster]:
+        return fleet_clusters()
+
+    @property
+    def several(self) -> bool:
+        return len(self.clusters) > 1
+
+    def named(self, name: str) -> Cluster | None:
+        found = next((cluster for cluster in self.clusters if cluster.name == name), None)
+        if found is None and not self._fresh:
+            # Perhaps added by another process since this one read the list: read it again, once.
+            self._fresh = True
+            self.__dict__["clusters"] = fleet_clusters(fresh=True)
+            found = next((cluster for cluster in self.clusters if cluster.name == name), None)
+        return found
+
+
+class ClusterChoice:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.fleet = fleet = Fleet()
+        if request.path.startswith(UNSCOPED_PREFIXES) or not hasattr(request, "session"):
+            return self.get_response(request)
+        asked = request.GET.get(PARAMETER)
+        if asked is not None:
+            query = request.GET.copy()
+            del query[PARAMETER]
+            request.GET = query
+            self.choose(request, fleet, asked.strip())
+        name = request.session.get(SESSION_KEY)
+        if name:
+            fleet.shown = fleet.named(name)
+            if fleet.shown is None:
+                # Renamed or deleted since it was chosen: the whole fleet, said once.
+                del request.session[SESSION_KEY]
+                messages.warning(request, f'cluster: "{name}" no longer exists; showing all clusters.')
+        if fleet.shown is None:
+            return self.get_response(request)
+        with cluster_scope(fleet.shown):
+            return self.get_response(request)
+
+    def choose(self, request, fleet: Fleet, asked: str) -> None:
+        if asked == ALL or asked == "":
+            request.session.pop(SESSION_KEY, None)
+            return
+        if fleet.named(asked) is None:
+            current = request.session.get(SESSION_KEY) or "all clusters"
+            names = ", ".join(cluster.name for cluster in fleet.clusters[:10])
+            messages.error(request, f'cluster: no cluster is named "{printable(asked, 63)}" (the fleet has: {names}); '
+                                    f"still showing {current}.")
+            return
+        request.session[SESSION_KEY] = asked

@@ -1,0 +1,123 @@
+"""The fleet overview (/fleet/): every account and cluster on one page, whatever cluster the header
+shows. Its accounts, its clusters (mode, Karpenter, nodes, pending pods, when each was last synced),
+every reservation with the accounts that see it and the clusters whose nodes run in it, idle prepaid
+cost per hour, the Capacity Blocks that end soonest, the loop's failing steps and the top
+recommendations. A fixed number of queries whatever the fleet's size (tests/fleet/test_overview.py)."""
+
+from collections import defaultdict
+
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.views.generic import TemplateView
+
+from fleet.models import AwsAccount, Cluster
+from fleet.scope import unscoped
+from karpweb.roles import ViewerRequiredMixin
+from reservations.models import CapacityReservation, Recommendation, ReservationVisibility
+from reservations.views import upcoming_capacity_blocks
+from scheduling.loop.health import loop_health
+from scheduling.models import ControllerGuard, Node, Pod, WatchState
+from scheduling.modes import configured_mode
+from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
+
+BLOCKS_SHOWN = 5
+# The reservations listed: those idling the most money first (the totals count every one).
+RESERVATIONS_SHOWN = 25
+RECOMMENDATIONS_SHOWN = 5
+
+
+def _per_cluster(queryset, value=None):
+    """A correlated subquery over one of the fleet's Kubernetes-side rows per cluster: their count, or a
+    field of the cluster's one row (`value`)."""
+    rows = queryset.filter(cluster=OuterRef("pk")).order_by()
+    if value is not None:
+        return Subquery(rows.values(value)[:1])
+    return Coalesce(Subquery(rows.values("cluster").annotate(n=Count("pk")).values("n"), output_field=IntegerField()), 0)
+
+
+def fleet_clusters():
+    """Every cluster with its account, node count, pending pods, last sync and Karpenter check; one query."""
+    return list(Cluster.objects.select_related("account").annotate(
+        node_count=_per_cluster(Node.objects.fleet()),
+        pending_pods=_per_cluster(Pod.objects.fleet().filter(node_name="", phase="Pending")),
+        world_as_of=_per_cluster(WatchState.objects.fleet(), "world_as_of"),
+        karpenter_live=_per_cluster(ControllerGuard.objects.fleet(), "karpenter_live"),
+        karpenter_checked_at=_per_cluster(ControllerGuard.objects.fleet(), "checked_at"),
+    ).order_by("name"))
+
+
+def karpenter_presence(cluster) -> str:
+    """Whether Karpenter runs in it, in words: as declared, else as the last check found it."""
+    if cluster.karpenter != Cluster.Karpenter.AUTO:
+        return f"{cluster.karpenter} (declared)"
+    if cluster.karpenter_checked_at is None:
+        return "not checked yet"
+    return "running" if cluster.karpenter_live else "not running"
+
+
+class FleetOverviewView(ViewerRequiredMixin, TemplateView):
+    template_name = "fleet/overview.html"
+
+    def get(self, request, *args, **kwargs):
+        # The whole fleet whatever the header's choice: rendered inside the fleet-wide scope, so a
+        # lazy read in the template is not narrowed to the chosen cluster either.
+        with unscoped():
+            response = super().get(request, *args, **kwargs)
+            return response.render()
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        now = timezone.now()
+        clusters = fleet_clusters()
+        for cluster in clusters:
+            cluster.karpenter_text = karpenter_presence(cluster)
+            cluster.shown_mode = cluster.mode or configured_mode()
+        accounts = list(AwsAccount.objects.annotate(
+            owned=Count("visible_reservations", filter=Q(visible_reservations__shared=False), distinct=True),
+            shared_in=Count("visible_reservations", filter=Q(visible_reservations__shared=True), distinct=True),
+        ).order_by("name"))
+        clusters_of = defaultdict(list)
+        for cluster in clusters:
+            clusters_of[cluster.account_id].append(cluster)
+        for account in accounts:
+            account.fleet_clusters = clusters_of[account.pk]
+
+        usable = list(CapacityReservation.objects.usable(now).only(
+            "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
+            "state", "end_date", "reservation_type", "owner_id", "region").order_by("reservation_id"))
+        prices = on_demand_prices({r.instance_type for r in usable})
+        totals = capacity_totals(usable, prices, now)
+        for reservation in usable:
+            reservation.idle_cost = idle_cost_per_hour(reservation, prices, now)
+        reservations = sorted(usable, key=lambda r: -(r.idle_cost or 0.0))[:RESERVATIONS_SHOWN]
+        seen_by = defaultdict(list)
+        for visibility in ReservationVisibility.objects.filter(reservation__in=[r.pk for r in reservations]) \
+                .select_related("account").order_by("account__name"):
+            seen_by[visibility.reservation_id].append(visibility)
+        names = {cluster.pk: cluster.name for cluster in clusters}
+        used_by = defaultdict(dict)
+        for reservation_id, cluster_id, count in (Node.objects.fleet().filter(reservation__in=[r.pk for r in reservations])
+                                                  .values_list("reservation_id", "cluster_id").annotate(n=Count("pk"))
+                                                  .order_by()):
+            used_by[reservation_id][names.get(cluster_id, "?")] = count
+        for reservation in reservations:
+            reservation.owner = next((v.account for v in seen_by[reservation.pk] if not v.shared), None)
+            reservation.shared_with = [v.account for v in seen_by[reservation.pk] if v.shared]
+            reservation.nodes_by_cluster = sorted(used_by[reservation.pk].items())
+
+        open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN)
+                                    .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
+        failing = [step for step in loop_health(now) if step.problem]
+        context.update(
+            now=now, accounts=accounts, clusters=clusters, reservations=reservations,
+            more_reservations=len(usable) - len(reservations),
+            used=totals["used"], idle=totals["idle"], total=totals["total"], idle_cost=totals["idle_cost"],
+            unpriced=totals["unpriced"],
+            blocks=upcoming_capacity_blocks(now, with_nodes=False)[:BLOCKS_SHOWN],
+            failing_steps=failing,
+            # The one money rule: monthly savings ranked, one-off extensions counted apart, never summed.
+            top_recommendations=[rec for rec in open_recommendations if rec.is_monthly][:RECOMMENDATIONS_SHOWN],
+            one_off_recommendations=sum(1 for rec in open_recommendations if rec.money == "one-off"),
+        )
+        return context
