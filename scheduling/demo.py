@@ -163,16 +163,18 @@ NODE_POOLS = {
 
 
 @transaction.atomic
-def seed(now: datetime.datetime) -> None:
+def seed(now: datetime.datetime, fleet: bool = True) -> None:
+    """The demo fleet; `fleet=False`: its first cluster and account only (a single-cluster install)."""
     with unscoped():
-        first, others, accounts = _seed_fleet()
+        first, others, accounts = _seed_fleet(fleet)
         _seed_catalogue(now)
         with cluster_scope(first):
             reservations = _seed_reservations(now)
         # The owner's account shares one with the second: RAM, as EC2 reports it to the second account.
-        ReservationVisibility.objects.update_or_create(
-            reservation=reservations[reservation_id(SHARED_RESERVATION)], account=accounts[SECOND_ACCOUNT],
-            defaults={"shared": True})
+        if fleet:
+            ReservationVisibility.objects.update_or_create(
+                reservation=reservations[reservation_id(SHARED_RESERVATION)], account=accounts[SECOND_ACCOUNT],
+                defaults={"shared": True})
         with cluster_scope(first):
             node_classes = _seed_node_classes(now, NODE_CLASSES)
             pools = _seed_node_pools(now, node_classes, NODE_POOLS)
@@ -193,12 +195,12 @@ def seed(now: datetime.datetime) -> None:
         _seed_recommendations(now)
 
 
-def _seed_fleet() -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:
+def _seed_fleet(fleet: bool = True) -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:
     """The two accounts and three clusters. The first cluster is the install's default one (its
     world is the single-cluster demo), moved into the first account; an account nobody named (the
     placeholder a fresh install starts with) goes once no cluster is in it."""
     accounts = {}
-    for account_id, name in ACCOUNT_NAMES.items():
+    for account_id, name in ACCOUNT_NAMES.items() if fleet else [(ACCOUNT, ACCOUNT_NAMES[ACCOUNT])]:
         accounts[account_id], _ = AwsAccount.objects.get_or_create(
             account_id=account_id, defaults={"name": name, "regions": [REGION]})
     first = default_cluster()
@@ -212,7 +214,7 @@ def _seed_fleet() -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:
     AwsAccount.objects.filter(account_id=UNKNOWN_ACCOUNT_ID, clusters=None).delete()
     others = [Cluster.objects.update_or_create(name=name, defaults={
         "account": accounts[account_id], "region": REGION, "connection": Cluster.Connection.SIMULATED})[0]
-        for name, account_id in OTHER_CLUSTERS.items()]
+        for name, account_id in OTHER_CLUSTERS.items()] if fleet else []
     return first, others, accounts
 
 

@@ -36,7 +36,8 @@ IMPLIED = {
 # A read that still belongs with acting: the interruption queue's URL is looked up only to consume
 # it, and a message received there is taken from every other consumer (Karpenter's, beside Karpenter).
 WITH_ACTING = {"sqs:GetQueueUrl"}
-READ = re.compile(r"^[a-z0-9-]+:(Describe|Get|List)[A-Za-z]+$")
+# Reads, and assuming the role karpweb reads another account of the fleet through: it changes nothing.
+READ = re.compile(r"^([a-z0-9-]+:(Describe|Get|List)[A-Za-z]+|sts:AssumeRole)$")
 PLACEHOLDERS = {"AWS_PARTITION", "AWS_REGION", "AWS_ACCOUNT_ID", "CLUSTER_NAME", "NODE_ROLE_NAME", "INTERRUPTION_QUEUE"}
 SAMPLE = {"AWS_PARTITION": "aws", "AWS_REGION": "eu-west-1", "AWS_ACCOUNT_ID": "111122223333", "CLUSTER_NAME": "prod",
           "NODE_ROLE_NAME": "KarpenterNodeRole-prod", "INTERRUPTION_QUEUE": "prod"}

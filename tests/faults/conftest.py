@@ -16,4 +16,5 @@ def aws(aws_test_credentials) -> None:
 @pytest.fixture
 def demo(transactional_db):
     """The simulated demo world, committed (workers in other threads and processes read it)."""
-    call_command("seed_demo")
+    # One cluster: these tests follow each task's own run (a fleet's tasks dispatch: tests/fleet).
+    call_command("seed_demo", "--one-cluster")

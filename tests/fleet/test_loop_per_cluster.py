@@ -19,6 +19,7 @@ from scheduling.adapters.kube.config import client_from_kubeconfig
 from scheduling.loop import backends
 from scheduling.models import NodePool, TaskRun
 from tests.kube import helpers as h
+from tests.support.celery_results import results_through
 from tests.support.logging_state import logging_left_as_found
 
 pytestmark = [pytest.mark.kube]
@@ -69,7 +70,7 @@ def fleet_worker(transactional_db, fleet):
     Cluster.objects.filter(pk=default_cluster().pk).update(shard=first.shard)
     # The queue tests/loop's celery_worker uses: the app keeps the queues it first made (amqp.queues).
     own = f"karpweb-test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
-    celery_app.conf.update(result_backend=settings.CELERY_BROKER_URL, task_ignore_result=False, task_default_queue=own)
+    results_through(celery_app, settings.CELERY_BROKER_URL, task_default_queue=own)
     # A worker given queues narrows the app's own list of queues to consume (Queues.select); the
     # next test's worker must consume its queues again, so that list is put back afterwards.
     consumed = celery_app.amqp.queues._consume_from
@@ -79,7 +80,7 @@ def fleet_worker(transactional_db, fleet):
             yield celery_app
     finally:
         celery_app.amqp.queues._consume_from = consumed
-        celery_app.conf.update(result_backend=None, task_ignore_result=True, task_default_queue="celery")
+        results_through(celery_app, None, task_default_queue="celery")
 
 
 def wait_for(condition, what: str, seconds: float = 60):

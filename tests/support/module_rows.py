@@ -28,6 +28,7 @@ def rolled_back_at_the_end(django_db_blocker, build: Callable[[], T]) -> Iterato
     """``build()`` once, in a transaction that stays open (the tests nest in it) until the block ends,
     then is rolled back; the block gets what ``build`` returned."""
     outer = transaction.atomic()
+    forget_fleet()  # what the process kept of the clusters may be gone (a transactional test flushed them)
     with django_db_blocker.unblock():
         outer.__enter__()
         try:
@@ -41,3 +42,14 @@ def rolled_back_at_the_end(django_db_blocker, build: Callable[[], T]) -> Iterato
         with django_db_blocker.unblock():
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)
+        forget_fleet()  # the clusters the rows made or changed are rolled back with them
+
+
+def forget_fleet() -> None:
+    """Forget the default cluster and the pages' cluster list the process keeps (fleet/scope.py,
+    fleet/middleware.py): rows written or rolled back here send no signal that would."""
+    from fleet.middleware import forget_clusters
+    from fleet.scope import forget_default
+
+    forget_default()
+    forget_clusters()

@@ -23,8 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--now", help="Pretend it is this time (ISO 8601, UTC); default: the current time.")
         parser.add_argument("--skip-if-real", action="store_true",
                             help="With a real cluster or account, say so and write nothing (exit 0): what `./karpweb.sh run` uses.")
+        parser.add_argument("--one-cluster", action="store_true",
+                            help="Only the fleet's first cluster and its account: the world a single-cluster install sees.")
 
-    def handle(self, *args, now=None, skip_if_real=False, **options):
+    def handle(self, *args, now=None, skip_if_real=False, one_cluster=False, **options):
         if real := real_world():
             message = (f"Not seeding the demo world: karpweb is set up for a real cluster or account ({real}), and its "
                        "database holds what the sync reads from them; demo reservations, NodePools and nodes would mix with them.")
@@ -40,5 +42,5 @@ class Command(BaseCommand):
                 raise CommandError(f'--now: "{now}" is not an ISO 8601 time') from None
             if moment.tzinfo is None:
                 raise CommandError(f'--now: "{now}" has no time zone; add Z for UTC')
-        seed(moment)
+        seed(moment, fleet=not one_cluster)
         self.stdout.write(self.style.SUCCESS("Demo world written."))
