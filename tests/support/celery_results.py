@@ -14,6 +14,10 @@ def results_through(app, url: str | None, **conf) -> None:
     one, such as the disabled one, is kept in `_backend_cache` for good) and its queues and task
     sender (an earlier test that sent a task would leave this one's tasks on the old default queue)."""
     app.conf.update(result_backend=url, task_ignore_result=url is None, **conf)
+    # A task reads task_ignore_result once, when it is first bound: one used by an earlier test (the
+    # front page's, say) would keep ignoring its results, and its result's get() answer None at once.
+    for task in app.tasks.values():
+        task.ignore_result = url is None
     app._backend_cache = None
     app._local.__dict__.pop("backend", None)
     for name in KEPT_BY_AMQP:
