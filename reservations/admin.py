@@ -74,9 +74,11 @@ class CapacityReservationAdmin(MirroredAdmin):
                 "interruptible", "ultraserver_type")
     CAPACITY = ("instance_type", "instance_platform", "tenancy", "availability_zone", "availability_zone_id",
                 "total_instance_count", "available_instance_count", "capacity_allocations")
-    DATES = ("create_date", "start_date", "end_date", "end_date_type", "last_seen")
+    DATES = ("create_date", "start_date", "end_date", "end_date_type", "committed_instance_count",
+             "commitment_end_date", "delivery_preference", "last_seen")
     MORE = ("ebs_optimized", "ephemeral_storage", "placement_group_arn", "outpost_arn",
-            "unused_reservation_billing_owner_id", "tags")
+            "unused_reservation_billing_owner_id", "capacity_reservation_fleet_id", "interruptible_allocation",
+            "interruption_source_id", "tags")
     mirrored = (*IDENTITY, *CAPACITY, *DATES, *MORE, "samples_link")
     readonly_fields = ("planning_excluded_by", "planning_excluded_at")
     fieldsets = (

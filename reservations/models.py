@@ -135,6 +135,20 @@ class CapacityReservation(models.Model):
     outpost_arn = models.CharField(max_length=255, blank=True)
     unused_reservation_billing_owner_id = models.CharField(max_length=12, blank=True)
     capacity_allocations = models.JSONField(default=list, blank=True)
+    # A future-dated reservation's commitment (CommitmentInfo): no shrink below the committed count and
+    # no cancel before its end (EC2 refuses both).
+    committed_instance_count = models.PositiveIntegerField("committed", null=True, blank=True)
+    commitment_end_date = models.DateTimeField("commitment ends", null=True, blank=True)
+    delivery_preference = models.CharField(max_length=16, blank=True, help_text="fixed or incremental (future-dated).")
+    capacity_reservation_fleet_id = models.CharField(
+        "Capacity Reservation Fleet", max_length=64, blank=True,
+        help_text="Created by a Capacity Reservation Fleet: open matching only.")
+    interruptible_allocation = models.JSONField(
+        default=dict, blank=True,
+        help_text="InterruptibleCapacityAllocation: units this reservation lends as an interruptible reservation.")
+    interruption_source_id = models.CharField(
+        "lent by", max_length=64, blank=True,
+        help_text="InterruptionInfo.SourceCapacityReservationId: the reservation that lends this interruptible one.")
     tags = models.JSONField(default=dict, blank=True, help_text="EC2 tags as a {key: value} object.")
     last_seen = models.DateTimeField(null=True, blank=True, help_text="When EC2 last reported this reservation.")
     # karpweb's own override (the EC2 sync never writes these): keep karpweb from planning into it.
@@ -206,6 +220,18 @@ class CapacityReservation(models.Model):
     def is_usable(self, now=None) -> bool:
         now = now or timezone.now()
         return self.state == self.State.ACTIVE and (self.end_date is None or self.end_date > now)
+
+    def is_committed(self, now=None) -> bool:
+        """Under a commitment (CommitmentInfo) now: EC2 refuses a cancel, or a shrink below the
+        committed count, before commitment_end_date."""
+        now = now or timezone.now()
+        return self.commitment_end_date is not None and self.commitment_end_date > now
+
+    @property
+    def lends_interruptible_capacity(self) -> bool:
+        """The source of an interruptible allocation: shrinking or cancelling it reclaims a borrower's units."""
+        return bool((self.interruptible_allocation or {}).get("InstanceCount")
+                    or (self.interruptible_allocation or {}).get("TargetInstanceCount"))
 
     @property
     def planning_exclusion(self) -> str:

@@ -36,7 +36,9 @@ RESERVATION_FIELDS = [
     "availability_zone_id", "tenancy", "total_instance_count", "available_instance_count", "state",
     "instance_match_criteria", "reservation_type", "interruptible", "ebs_optimized", "ephemeral_storage",
     "create_date", "start_date", "end_date", "end_date_type", "ultraserver_type", "placement_group_arn",
-    "outpost_arn", "unused_reservation_billing_owner_id", "capacity_allocations", "tags", "last_seen",
+    "outpost_arn", "unused_reservation_billing_owner_id", "capacity_allocations", "committed_instance_count",
+    "commitment_end_date", "delivery_preference", "capacity_reservation_fleet_id", "interruptible_allocation",
+    "interruption_source_id", "tags", "last_seen",
 ]  # fmt: skip
 
 
@@ -67,6 +69,7 @@ def reservation_row(r: Mapping[str, Any], region: str, now: datetime) -> dict[st
     def when(key: str) -> datetime | None:
         return parse_time(r[key]) if r.get(key) else None
 
+    commitment = r.get("CommitmentInfo") or {}
     return {
         "reservation_id": r["CapacityReservationId"],
         "arn": r.get("CapacityReservationArn") or "",
@@ -96,6 +99,14 @@ def reservation_row(r: Mapping[str, Any], region: str, now: datetime) -> dict[st
         "capacity_allocations": [
             {"AllocationType": a.get("AllocationType"), "Count": a.get("Count")} for a in r.get("CapacityAllocations") or []
         ],
+        "committed_instance_count": commitment.get("CommittedInstanceCount"),
+        "commitment_end_date": parse_time(commitment["CommitmentEndDate"]) if commitment.get("CommitmentEndDate") else None,
+        "delivery_preference": r.get("DeliveryPreference") or "",
+        "capacity_reservation_fleet_id": r.get("CapacityReservationFleetId") or "",
+        "interruptible_allocation": {k: v for k, v in (r.get("InterruptibleCapacityAllocation") or {}).items()
+                                     if k in ("InstanceCount", "TargetInstanceCount", "Status",
+                                              "InterruptibleCapacityReservationId", "InterruptionType")},
+        "interruption_source_id": (r.get("InterruptionInfo") or {}).get("SourceCapacityReservationId") or "",
         "tags": {t["Key"]: t["Value"] for t in r.get("Tags") or []},
         "last_seen": now,
     }
