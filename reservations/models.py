@@ -438,6 +438,8 @@ class Recommendation(models.Model):
         SELECT = "select", "select it"
         EXTEND = "extend", "extend the Capacity Block"
         END_DATE = "end-date", "end date ahead"
+        SPLIT = "split", "split off and share"
+        MOVE = "move", "move units"
 
     class State(models.TextChoices):
         OPEN = "open", "open"
