@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from fleet.defaults import UNKNOWN_ACCOUNT_ID
 from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.interface import CloudAPIError, InstanceMembership, LaunchResult, TerminateResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
@@ -506,7 +507,10 @@ def _relocatable(reservation_id, role, operation) -> CapacityReservation:
     if reservation is None:
         raise CloudAPIError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{reservation_id}' "
                             "does not exist", operation)
-    if reservation.owner_account_id is None and reservation.visibilities.filter(shared=True).exists():
+    # Not the fleet's (as the recommendations tell it): no owner account of ours, and seen by accounts of
+    # ours other than the placeholder (a fleet of one unnamed account cannot tell, and owns what it sees).
+    seen_by = set(reservation.visibilities.values_list("account__account_id", flat=True))
+    if reservation.owner_account_id is None and seen_by and UNKNOWN_ACCOUNT_ID not in seen_by:
         raise CloudAPIError("InvalidParameterValue", f"The {role} Capacity Reservation {reservation_id} is not owned by "
                             "your account", operation)
     if reservation.is_capacity_block:
