@@ -1133,7 +1133,7 @@ def _relocation_tokens(backend: Any) -> dict[str, dict[str, Any]]:
 def _own_active(resp: EC2Response, rid: str, role: str) -> dict[str, Any]:
     backend = resp.ec2_backend
     r = _state(backend).reservations.get(rid)
-    if r is None and rid in _shared_with(backend):
+    if (r is None and rid in _shared_with(backend)) or (r is not None and r["OwnerId"] != resp.current_account):
         raise EC2ClientError("InvalidParameterValue",
                              f"The {role} Capacity Reservation {rid} is not owned by your account {resp.current_account}")
     if r is None:
