@@ -370,7 +370,8 @@ def relocate(facts: list[ReservationFacts], now: datetime.datetime, policy: Poli
             need[destination.reservation_id] -= moved
             found.append(_move(reservation, destination, moved, idle, needed, now))
         if idle - moved > 0:
-            found.append(_split(reservation, idle - moved, idle, needed, now))
+            found.append(_split(reservation, idle - moved, idle, needed, now,
+                                after_move=destinations[0].reservation_id if moved else ""))
     return found
 
 
@@ -399,7 +400,8 @@ def _move(reservation: ReservationFacts, destination: ReservationFacts, count: i
                 f": that saves ${saved:,.2f} a month"))
 
 
-def _split(reservation: ReservationFacts, count: int, idle: int, needed: int, now: datetime.datetime) -> Recommendation:
+def _split(reservation: ReservationFacts, count: int, idle: int, needed: int, now: datetime.datetime,
+           after_move: str = "") -> Recommendation:
     by_account: dict[str, int] = {}
     clusters: dict[str, list[str]] = {}
     for account, cluster, nodes in reservation.share_candidates:
@@ -423,6 +425,9 @@ def _split(reservation: ReservationFacts, count: int, idle: int, needed: int, no
         SPLIT, reservation.reservation_id, savings_per_month=saved, details=details,
         reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) is "
                 f"{_commitment_words(reservation, now)}, so it may not be cancelled or shrunk below that, yet its use needs "
-                f"{needed}: {count} idle instance{'s' if count != 1 else ''} cost ${_money(count, reservation):,.2f} a month "
-                f"and no reservation of the same shape that a cluster uses needs them (Capacity Blocks can be neither split "
-                f"nor moved into). Split {count} off into a reservation of their own and {whom}"))
+                f"{needed}: {idle} idle instance{'s' if idle != 1 else ''}. "
+                + (f"Beyond the {idle - count} that {after_move} takes (the move), " if after_move else
+                   "No reservation of the same shape that a cluster uses needs them (Capacity Blocks can be neither split "
+                   "nor moved into): ")
+                + f"{count} idle instance{'s' if count != 1 else ''} {'cost' if count != 1 else 'costs'} "
+                f"${_money(count, reservation):,.2f} a month. Split {count} off into a new reservation and {whom}"))
