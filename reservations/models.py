@@ -438,6 +438,8 @@ class Recommendation(models.Model):
         SELECT = "select", "select it"
         EXTEND = "extend", "extend the Capacity Block"
         END_DATE = "end-date", "end date ahead"
+        SPLIT = "split", "split off and share"
+        MOVE = "move", "move units"
 
     class State(models.TextChoices):
         OPEN = "open", "open"
@@ -488,6 +490,9 @@ class Recommendation(models.Model):
             return f"one-off: {buy}, against a one-off loss of about ${lost:,.2f} of work"
         if self.is_monthly:
             return f"saves ${self.savings_per_month:,.2f} a month (recurring, at list price)"
+        idle = (self.details or {}).get("idleCostPerMonth")
+        if idle is not None:  # a split nobody in the fleet would use yet: what its idle units cost
+            return f"a warning: nothing saved yet; its {(self.details or {}).get('count')} idle units cost ${idle:,.2f} a month"
         return "a warning: nothing saved"
 
     @property

@@ -1,5 +1,7 @@
 """Applying a recommendation (control mode, an operator): ModifyCapacityReservation (shrink, end
-date), CancelCapacityReservation, PurchaseCapacityBlockExtension, and for select the EC2NodeClass's
+date), CancelCapacityReservation, PurchaseCapacityBlockExtension, CreateCapacityReservationBySplitting
+(split: the new reservation's id is kept in the recommendation's details, and the page gives the AWS
+RAM command that shares it; karpweb creates no share), MoveCapacityReservationInstances (move), and for select the EC2NodeClass's
 capacityReservationSelectorTerms gaining an id term (through the selector-term editor's save). Each apply is claimed with a
 conditional UPDATE (two clicks or two workers act once), refused when the recommendation or the
 reservation changed since the page was read, and recorded in the audit log. Observe mode applies
@@ -10,6 +12,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
@@ -20,7 +24,7 @@ from scheduling.models import AuditEntry, Mode
 from scheduling.modes import control_refusal, global_mode
 
 APPLICABLE = (Recommendation.Kind.SHRINK, Recommendation.Kind.CANCEL, Recommendation.Kind.EXTEND,
-              Recommendation.Kind.END_DATE, Recommendation.Kind.SELECT)
+              Recommendation.Kind.END_DATE, Recommendation.Kind.SELECT, Recommendation.Kind.SPLIT, Recommendation.Kind.MOVE)
 
 
 class ApplyRefused(Exception):
@@ -44,6 +48,13 @@ def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date
         return f"aws ec2 modify-capacity-reservation --capacity-reservation-id {rid} --instance-count {rec.target_count}"
     if rec.kind == Recommendation.Kind.CANCEL:
         return f"aws ec2 cancel-capacity-reservation --capacity-reservation-id {rid}"
+    if rec.kind == Recommendation.Kind.SPLIT:
+        return (f"aws ec2 create-capacity-reservation-by-splitting --source-capacity-reservation-id {rid} "
+                f"--instance-count {rec.details.get('count')}")
+    if rec.kind == Recommendation.Kind.MOVE:
+        return (f"aws ec2 move-capacity-reservation-instances --source-capacity-reservation-id {rid} "
+                f"--destination-capacity-reservation-id {shlex.quote(rec.details.get('destination') or '')} "
+                f"--instance-count {rec.details.get('count')}")
     if rec.kind == Recommendation.Kind.END_DATE:
         when = (end_date or "YYYY-MM-DDTHH:MM:SSZ")
         when = when.strftime("%Y-%m-%dT%H:%M:%SZ") if hasattr(when, "strftime") else when
@@ -57,6 +68,14 @@ def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date
     patch = [{"op": "add", "path": "/spec/capacityReservationSelectorTerms/-", "value": _select_term(rec)}]
     return (f"kubectl patch ec2nodeclass {shlex.quote(rec.details.get('nodeClass') or 'NAME')} --type json "
             f"-p {shlex.quote(json.dumps(patch, separators=(',', ':')))}")
+
+
+def share_command(rec: Recommendation) -> str:
+    """After a split: the AWS RAM command that shares the new reservation (karpweb creates no share)."""
+    arn = rec.details.get("newReservationArn") or "NEW-RESERVATION-ARN"
+    name = f"karpweb-{rec.details.get('newReservationId') or rec.reservation.reservation_id}-split"
+    return (f"aws ram create-resource-share --name {shlex.quote(name)} --resource-arns {shlex.quote(arn)} "
+            f"--principals {shlex.quote(rec.details.get('shareWith') or 'ACCOUNT-ID')}")
 
 
 def _select_term(rec: Recommendation) -> dict:
@@ -107,6 +126,12 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
                                                     applied_by=user.get_username() if user else "")
     record_change(user=user, source=source, obj=reservation, action=AuditEntry.Action.CHANGE,
                   changes=_changes(rec, offering_id, end_date))
+    destination = CapacityReservation.objects.fleet().filter(reservation_id=rec.details.get("destination") or "").first()
+    if rec.kind == Recommendation.Kind.MOVE and destination is not None:
+        seen = rec.details.get("destinationSeenTotal")
+        record_change(user=user, source=source, obj=destination, action=AuditEntry.Action.CHANGE,
+                      changes={"total_instance_count": [seen, seen + rec.details["count"]],
+                               "moved_from": [None, f"{reservation.reservation_id} ({rec.details['count']} instances)"]})
     rec.refresh_from_db()
     return rec
 
@@ -120,6 +145,14 @@ def _check_unchanged(cloud, rec: Recommendation) -> None:
     if total != rec.seen_total or _second(end) != _second(rec.seen_end_date):
         raise ApplyRefused("reservation", f"{rec.reservation.reservation_id} changed since this was computed "
                                           f"(from {rec.seen_total} to {total} instances); reload the page")
+    if rec.kind == Recommendation.Kind.MOVE:
+        destination = rec.details.get("destination") or ""
+        there = cloud.reservations_by_id([destination]) if destination else []
+        seen = rec.details.get("destinationSeenTotal")
+        if not there or there[0].get("State", "active") != "active" or int(there[0].get("TotalInstanceCount") or 0) != seen:
+            now = f"{int(there[0].get('TotalInstanceCount') or 0)} instances, {there[0].get('State', 'active')}" if there else "gone"
+            raise ApplyRefused("reservation", f"the destination {destination} changed since this was computed "
+                                              f"(from {seen} instances to {now}); reload the page")
 
 
 def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_id, end_date, *, user, source) -> None:
@@ -134,8 +167,34 @@ def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_
         CapacityReservation.objects.filter(pk=reservation.pk).update(end_date=end_date)
     elif rec.kind == Recommendation.Kind.SELECT:
         _select(rec, user, source)
+    elif rec.kind == Recommendation.Kind.SPLIT:
+        count = rec.details["count"]
+        new = cloud.split_reservation(reservation.reservation_id, count, client_token=_client_token(rec))
+        _resize(cloud, reservation.reservation_id, -count)
+        rec.details.update(newReservationId=new.get("CapacityReservationId", ""), newReservationArn=new.get("CapacityReservationArn", ""))
+        Recommendation.objects.filter(pk=rec.pk).update(details=rec.details)
+    elif rec.kind == Recommendation.Kind.MOVE:
+        count = rec.details["count"]
+        cloud.move_reservation_instances(reservation.reservation_id, rec.details["destination"], count,
+                                         client_token=_client_token(rec))
+        _resize(cloud, reservation.reservation_id, -count)
+        _resize(cloud, rec.details["destination"], count)
     else:
         cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
+
+
+def _client_token(rec: Recommendation) -> str:
+    """One per recommendation: EC2 answers a retried split or move with the first one's result."""
+    return f"karpweb-{rec.kind}-{rec.pk}-{rec.computed_at:%Y%m%d%H%M%S}"
+
+
+def _resize(cloud, reservation_id: str, delta: int) -> None:
+    """The mirror follows at once (the next EC2 sync confirms it); the simulated EC2 has changed the rows already."""
+    if getattr(cloud, "keeps_reservations_in_database", False):
+        return
+    CapacityReservation.objects.fleet().filter(reservation_id=reservation_id).update(
+        total_instance_count=Greatest(F("total_instance_count") + delta, 0),
+        available_instance_count=Greatest(F("available_instance_count") + delta, 0))
 
 
 def _select(rec: Recommendation, user, source) -> None:
@@ -160,6 +219,14 @@ def _changes(rec: Recommendation, offering_id, end_date) -> dict:
         return {"end_date": [rec.seen_end_date.isoformat() if rec.seen_end_date else None, end_date.isoformat()]}
     if rec.kind == Recommendation.Kind.SELECT:
         return {"selected_by": [None, rec.details.get("nodeClass")], "recommendation": [None, rec.reason]}
+    if rec.kind == Recommendation.Kind.SPLIT:
+        return {"total_instance_count": [rec.seen_total, rec.seen_total - rec.details["count"]],
+                "split_off": [None, f"{rec.details.get('newReservationId')} ({rec.details['count']} instances)"],
+                "recommendation": [None, rec.reason]}
+    if rec.kind == Recommendation.Kind.MOVE:
+        return {"total_instance_count": [rec.seen_total, rec.seen_total - rec.details["count"]],
+                "moved_to": [None, f"{rec.details['destination']} ({rec.details['count']} instances)"],
+                "recommendation": [None, rec.reason]}
     return {"capacity_block_extension": [None, offering_id], "recommendation": [None, rec.reason]}
 
 

@@ -53,7 +53,7 @@ def recompute(now=None, policy: Policy | None = None, extension_offerings=None) 
     `extension_offerings(reservation_id) -> [ExtensionOffering]` asks EC2 (None: none known)."""
     now = now or timezone.now()
     policy = policy or policy_from_settings()
-    reservations = list(CapacityReservation.objects.filter(state__in=ACTIVE_STATES).prefetch_related("node_classes"))
+    reservations = list(CapacityReservation.objects.filter(state__in=ACTIVE_STATES).prefetch_related("node_classes__cluster"))
     found = recommend(facts(reservations, now, policy, extension_offerings), now, policy)
     by_id = {r.reservation_id: r for r in reservations}
     rows = [Recommendation(kind=r.kind, reservation=by_id[r.reservation_id], reason=r.reason,
@@ -80,9 +80,12 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
     # The whole fleet's nodes (every cluster's), each with its cluster and account: which cluster could
     # use an idle unit is advice across the fleet.
     nodes = list(Node.objects.fleet().filter(instance_type__in={r.instance_type for r in reservations})
-                 .select_related("node_pool__node_class", "cluster").only(
+                 .select_related("node_pool__node_class", "cluster__account").only(
                      "name", "instance_type", "zone", "capacity_type", "reservation_id", "node_pool__name",
-                     "node_pool__node_class__name", "cluster__name", "cluster__account_id"))
+                     "node_pool__node_class__name", "cluster__name", "cluster__account_id", "cluster__account__account_id"))
+    # On-demand nodes per (cluster, type, zone): the need a move meets, whom a split could be shared with.
+    paid_where = Counter((n.cluster.name, n.instance_type, n.zone) for n in nodes if n.capacity_type == CapacityType.ON_DEMAND)
+    cluster_account = {n.cluster.name: (n.cluster.account_id, n.cluster.account.account_id) for n in nodes}
     seen_by = defaultdict(set)  # reservation pk -> our accounts that see it
     shared_with = defaultdict(set)  # reservation pk -> our accounts that see it through a share
     for pk, account_pk, account_id, shared in ReservationVisibility.objects.filter(reservation__in=reservations) \
@@ -133,8 +136,28 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
             extension_offerings=tuple(extension_offerings(r.reservation_id)) if extension_offerings and work else (),
             owned_by_us=r.owner_account_id is not None or bool(seen_by[r.pk] & unknown), fleet_used=use.used if use is not None else 0,
             other_accounts=tuple(sorted(others)), paid_nodes_by_cluster=tuple(sorted(by_cluster.items())),
+            committed_count=r.committed_instance_count, commitment_end=r.commitment_end_date,
+            lends_interruptible=r.lends_interruptible_capacity, owner=r.owner_id, platform=r.instance_platform,
+            tenancy=r.tenancy, placement_group=r.placement_group_arn,
+            cluster_demand=tuple(sorted({(nc.cluster.name, paid_where[(nc.cluster.name, r.instance_type, r.availability_zone)])
+                                         for nc in r.node_classes.all()})),
+            share_candidates=_share_candidates(r, seen_by[r.pk], paid_where, cluster_account),
         ))
     return result
+
+
+def _share_candidates(r: CapacityReservation, seen_by: set, paid_where: Counter, cluster_account: dict) -> tuple:
+    """(account, cluster, on-demand nodes of its type and zone) for the fleet's clusters whose account does
+    not see it: whom splitting units off and sharing them would serve. None when visibility is unknown."""
+    if not seen_by:
+        return ()
+    found = []
+    for (cluster, kind, zone), count in paid_where.items():
+        account_pk, account_id = cluster_account[cluster]
+        if (kind, zone) == (r.instance_type, r.availability_zone) and count and account_pk not in seen_by \
+                and account_id not in ("", UNKNOWN_ACCOUNT_ID):
+            found.append((account_id, cluster, count))
+    return tuple(sorted(found))
 
 
 def _block_work(blocks: list[CapacityReservation], now) -> dict[int, tuple[tuple, int]]:

@@ -1,5 +1,6 @@
 import datetime
 import json
+from collections import defaultdict
 
 from django.db.models import Count, Prefetch, Sum
 from django.contrib import messages
@@ -25,7 +26,7 @@ from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFi
 from reservations.models import (
     CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, Recommendation, hour_of,
 )
-from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command
+from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command, share_command
 from reservations.recommendations import policy_from_settings
 from reservations.utilization import hourly_span
 from scheduling.engine.recommendations import Hour, history_days, needed_days
@@ -323,12 +324,17 @@ def monthly_and_one_off(open_recommendations) -> dict:
     """The list's money, by the one rule: recurring savings a month (each reservation counted once, at its
     largest: cancel and select are alternatives) apart from one-off extensions (fees and losses, never summed in)."""
     best = {}
+    relocated = defaultdict(float)  # a move and a split of one reservation take different units: they add up
     one_off = []
     for rec in open_recommendations.select_related(None).only("kind", "reservation_id", "savings_per_month", "details"):
         if rec.money == "one-off":
             one_off.append(rec)
+        elif rec.is_monthly and rec.kind in (Recommendation.Kind.SPLIT, Recommendation.Kind.MOVE):
+            relocated[rec.reservation_id] += rec.savings_per_month
         elif rec.is_monthly:
             best[rec.reservation_id] = max(best.get(rec.reservation_id, 0.0), rec.savings_per_month)
+    for reservation_id, saved in relocated.items():
+        best[reservation_id] = max(best.get(reservation_id, 0.0), saved)
     return {"total_per_month": round(sum(best.values()), 2), "monthly_reservations": len(best),
             "one_off_count": len(one_off),
             "one_off_cost": round(sum((r.details or {}).get("oneOffCost") or 0.0 for r in one_off), 2),
@@ -356,6 +362,8 @@ class RecommendationDetailView(ViewerRequiredMixin, TemplateView):
             cli=cli_command(rec), observe=global_mode() != Mode.CONTROL, control_refusal=control_refusal(),
             applicable=rec.kind in APPLICABLE and rec.can_apply[0], not_applicable=rec.can_apply[1],
             offerings=rec.details.get("offerings") or [],
+            share_cli=share_command(rec) if rec.kind == Recommendation.Kind.SPLIT else "",
+            after_total=rec.seen_total - int(rec.details.get("count") or 0),
         )
         return context
 

@@ -417,11 +417,14 @@ class RecommendationSerializer(serializers.ModelSerializer):
     appliedAt = serializers.DateTimeField(source="applied_at", read_only=True, allow_null=True)
     appliedBy = serializers.CharField(source="applied_by", read_only=True)
     awsCli = serializers.SerializerMethodField(help_text="The AWS CLI command that applies it.")
+    awsRamShare = serializers.SerializerMethodField(
+        help_text="For a split: the AWS RAM command that shares the new reservation once split (karpweb creates no "
+                  "share; details.newReservationId names it after the apply); empty for the other kinds.")
 
     class Meta:
         model = Recommendation
         fields = ["id", "kind", "reservationID", "reason", "savingsPerMonth", "money", "moneyText", "moneyBasis", "targetCount", "endDate", "details",
-                  "computedAt", "state", "appliedAt", "appliedBy", "error", "awsCli"]
+                  "computedAt", "state", "appliedAt", "appliedBy", "error", "awsCli", "awsRamShare"]
         read_only_fields = fields
 
     @extend_schema_field(OpenApiTypes.STR)
@@ -429,6 +432,12 @@ class RecommendationSerializer(serializers.ModelSerializer):
         from reservations.recommendation_actions import cli_command
 
         return cli_command(obj)
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_awsRamShare(self, obj):
+        from reservations.recommendation_actions import share_command
+
+        return share_command(obj) if obj.kind == Recommendation.Kind.SPLIT else ""
 
 
 class RecommendationApplySerializer(StrictInputMixin, serializers.Serializer):

@@ -20,6 +20,27 @@ or ``warning``) and where the figure comes from (``details["moneyBasis"]``).
   extension's upfront fee against the one-off loss of work; it saves nothing a month.
 * ``end-date``: an ODCR ending within the warning window (14 days) whose recent use says it is still
   needed: a warning (nothing saved; the money is what the used instances cost per month).
+
+Commitments and ownership rule some of these out. No cancel, and no shrink below the committed
+count, before a commitment's end (CommitmentInfo: EC2 refuses both); neither on a reservation another
+account shares with us (only its owner may), on the source of an interruptible allocation (it would
+reclaim a borrower's units), nor below what the fleet uses (the ledger: any cluster or account; a
+cancel only where the fleet uses none of it). Where a commitment keeps idle units that the use says
+are not needed, two kinds move them to where they are used instead (never a Capacity Block: EC2 can
+neither split nor move one):
+
+* ``move``: N of those units go to reservation Y of the same shape (instance type, platform, zone,
+  tenancy, placement group and end time: EC2's rule for MoveCapacityReservationInstances, and the
+  same owner) that a cluster uses while it runs on-demand nodes of that type and zone beyond Y's
+  free units. Saves what those nodes cost a month (each destination's need is given out once).
+* ``split``: the rest are split off into a reservation of their own
+  (CreateCapacityReservationBySplitting) to share through AWS RAM with an account of the fleet that
+  does not see the reservation; it saves what that account's on-demand nodes of the type and zone cost
+  a month when there are such nodes, else it is a warning whose money is what the idle units cost.
+
+Both say what their units cost a month now (``idleCostPerMonth``), what is saved
+(``savings_per_month``) and what stays idle (``stillIdleCostPerMonth``): the first is the sum of the
+other two.
 """
 
 from __future__ import annotations
@@ -29,7 +50,8 @@ import math
 from dataclasses import dataclass, field
 
 SHRINK, CANCEL, SELECT, EXTEND, END_DATE = "shrink", "cancel", "select", "extend", "end-date"
-KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE)
+SPLIT, MOVE = "split", "move"
+KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE, SPLIT, MOVE)
 HOURS_PER_MONTH = 730
 MONTHLY, ONE_OFF, WARNING = "monthly", "one-off", "warning"
 
@@ -93,6 +115,19 @@ class ReservationFacts:
     fleet_used: int = 0
     other_accounts: tuple[str, ...] = ()
     paid_nodes_by_cluster: tuple[tuple[str, int], ...] = ()  # (cluster, its on-demand nodes of the type and zone)
+    # Commitment (CommitmentInfo): no cancel, no shrink below committed_count, before commitment_end.
+    committed_count: int | None = None
+    commitment_end: datetime.datetime | None = None
+    lends_interruptible: bool = False  # the source of an interruptible allocation
+    # The shape MoveCapacityReservationInstances compares (with instance_type, zone and end), and its owner.
+    owner: str = ""
+    platform: str = "Linux/UNIX"
+    tenancy: str = "default"
+    placement_group: str = ""
+    # (cluster whose EC2NodeClass selects it, that cluster's on-demand nodes of its type and zone): the need a move meets.
+    cluster_demand: tuple[tuple[str, int], ...] = ()
+    # (account, cluster, on-demand nodes of its type and zone) of fleet accounts that do not see it: whom a split serves.
+    share_candidates: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +151,7 @@ def recommend(facts: list[ReservationFacts], now: datetime.datetime, policy: Pol
         if not any(r.kind == CANCEL for r in per_reservation):
             per_reservation.append(shrink(reservation, now, policy))
         found += [r for r in per_reservation if r is not None]
+    found += relocate(facts, now, policy)
     return sorted(found, key=lambda r: (-r.savings_per_month, r.kind, r.reservation_id))
 
 
@@ -156,28 +192,59 @@ def headroom(k: int, policy: Policy) -> int:
     return max(policy.headroom_instances, math.ceil(k * policy.headroom_percent / 100))
 
 
-def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
-    if reservation.reservation_type == "capacity-block" or not reservation.owned_by_us:
+def committed(reservation: ReservationFacts, now: datetime.datetime) -> int | None:
+    """The committed count while the commitment runs (None: no commitment now)."""
+    if reservation.commitment_end is None or reservation.commitment_end <= now:
         return None
+    return reservation.committed_count or 0
+
+
+def _commitment_words(reservation: ReservationFacts, now: datetime.datetime) -> str:
+    return (f"committed until {reservation.commitment_end:%Y-%m-%d %H:%M} UTC for {committed(reservation, now)} "
+            f"instance{'s' if committed(reservation, now) != 1 else ''}")
+
+
+def _needed(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> tuple[int, int] | None:
+    """(the window's peak k, what the use needs: k plus the headroom, never below what runs in it now or
+    what the fleet uses), or None without enough history."""
     hours = _window(reservation, now, policy.shrink_window_days, policy.coverage)
     if hours is None:
         return None
     k = math.ceil(max(h.high for h in hours) - 1e-9)
-    target = max(k + headroom(k, policy), reservation.used_now, reservation.fleet_used)
+    return k, max(k + headroom(k, policy), reservation.used_now, reservation.fleet_used)
+
+
+def _changeable(reservation: ReservationFacts) -> bool:
+    """Ours to modify at all: an ODCR of ours that lends no interruptible capacity."""
+    return reservation.reservation_type != "capacity-block" and reservation.owned_by_us and not reservation.lends_interruptible
+
+
+def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
+    if not _changeable(reservation):
+        return None
+    use = _needed(reservation, now, policy)
+    if use is None:
+        return None
+    k, needed = use
+    floor = committed(reservation, now) or 0
+    target = max(needed, floor)
     if target >= reservation.total:
         return None
     freed = reservation.total - target
+    held = (f"; the commitment ({_commitment_words(reservation, now)}) keeps {target - needed} more"
+            if floor > needed else "")
     return Recommendation(
         SHRINK, reservation.reservation_id, savings_per_month=_money(freed, reservation), target_count=target,
         reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) used "
-                f"at most {k} instance{'s' if k != 1 else ''} in the last {policy.shrink_window_days} days; {target} "
-                f"({k} plus a headroom of {target - k}) would do, freeing {freed} idle instance{'s' if freed != 1 else ''}"),
+                f"at most {k} instance{'s' if k != 1 else ''} in the last {policy.shrink_window_days} days; {needed} "
+                f"({k} plus a headroom of {needed - k}) would do{held}, freeing {freed} idle instance{'s' if freed != 1 else ''}"),
         details={"peak": k, "from": reservation.total, "money": MONTHLY,
                  "moneyBasis": _monthly_basis(freed, "idle", reservation)})
 
 
 def cancel(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
-    if reservation.reservation_type == "capacity-block" or not reservation.owned_by_us or reservation.other_accounts:
+    if not _changeable(reservation) or reservation.other_accounts or reservation.fleet_used > 0 \
+            or committed(reservation, now) is not None:
         return None
     hours = _window(reservation, now, policy.cancel_window_days, policy.coverage)
     if hours is None:
@@ -261,3 +328,106 @@ def end_date(reservation: ReservationFacts, now: datetime.datetime, policy: Poli
                 f"lose their prepaid capacity (${_money(reservation.used_now, reservation):,.2f} a month at list price)"),
         details={"utilization": round(share, 4), "money": WARNING,
                  "moneyBasis": "a warning, nothing saved; at stake: " + _monthly_basis(reservation.used_now, "running", reservation)})
+
+
+def _same_shape(a: ReservationFacts, b: ReservationFacts) -> bool:
+    """EC2's rule for MoveCapacityReservationInstances: both ours (one owner), active ODCRs of one instance
+    type, platform, zone, tenancy, placement group and end time."""
+    return (a.reservation_id != b.reservation_id and a.owner == b.owner and b.owned_by_us and b.state == "active"
+            and b.reservation_type != "capacity-block"
+            and (a.instance_type, a.platform, a.zone, a.tenancy, a.placement_group, a.end)
+            == (b.instance_type, b.platform, b.zone, b.tenancy, b.placement_group, b.end))
+
+
+def _need(destination: ReservationFacts) -> int:
+    """On-demand nodes of its type and zone in the clusters that select it, beyond its free units."""
+    return max(sum(n for _, n in destination.cluster_demand) - (destination.total - destination.used_now), 0)
+
+
+def relocate(facts: list[ReservationFacts], now: datetime.datetime, policy: Policy) -> list[Recommendation]:
+    """Move and split for the idle units a commitment keeps; each destination's need is given out once
+    (sources in id order), so two moves never claim the same on-demand nodes."""
+    need = {f.reservation_id: _need(f) for f in facts}
+    found = []
+    for reservation in sorted(facts, key=lambda f: f.reservation_id):
+        floor = committed(reservation, now)
+        if reservation.state != "active" or not _changeable(reservation) or floor is None:
+            continue
+        use = _needed(reservation, now, policy)
+        if use is None:
+            continue
+        _, needed = use
+        # What the use does not need and the commitment keeps; EC2 splits at most total - 1 units.
+        idle = min(min(floor, reservation.total) - needed, reservation.total - 1)
+        if idle <= 0:
+            continue
+        destinations = sorted((f for f in facts if _same_shape(reservation, f) and need[f.reservation_id] > 0),
+                              key=lambda f: (-need[f.reservation_id], f.reservation_id))
+        moved = 0
+        if destinations:
+            destination = destinations[0]
+            moved = min(idle, need[destination.reservation_id])
+            need[destination.reservation_id] -= moved
+            found.append(_move(reservation, destination, moved, idle, needed, now))
+        if idle - moved > 0:
+            found.append(_split(reservation, idle - moved, idle, needed, now,
+                                after_move=destinations[0].reservation_id if moved else ""))
+    return found
+
+
+def _relocation_money(reservation: ReservationFacts, count: int, covered: int, basis: str) -> tuple[float, dict]:
+    cost, saved = _money(count, reservation), _money(covered, reservation)
+    return saved, {"count": count, "coveredUnits": covered, "idleCostPerMonth": cost,
+                   "stillIdleCostPerMonth": round(cost - saved, 2), "money": MONTHLY if covered else WARNING,
+                   "moneyBasis": basis}
+
+
+def _move(reservation: ReservationFacts, destination: ReservationFacts, count: int, idle: int, needed: int,
+          now: datetime.datetime) -> Recommendation:
+    cluster = min(destination.cluster_demand, key=lambda c: (-c[1], c[0]))[0]
+    saved, details = _relocation_money(reservation, count, count, _monthly_basis(count, "on-demand", reservation)
+                                       + f" that cluster {cluster} pays for today and the moved units cover")
+    details.update(destination=destination.reservation_id, cluster=cluster, idleUnits=idle, needed=needed,
+                   destinationNeed=_need(destination), destinationSeenTotal=destination.total)
+    return Recommendation(
+        MOVE, reservation.reservation_id, savings_per_month=saved, details=details,
+        reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) is "
+                f"{_commitment_words(reservation, now)}, so it may not be cancelled or shrunk below that, yet its use needs "
+                f"{needed}: {idle} idle instance{'s' if idle != 1 else ''} cost ${_money(idle, reservation):,.2f} a month. "
+                f"Move {count} to {destination.reservation_id} (the same shape), which cluster {cluster} uses while it runs "
+                f"{sum(n for _, n in destination.cluster_demand)} on-demand {reservation.instance_type} there beside its "
+                f"{destination.total - destination.used_now} free unit{'s' if destination.total - destination.used_now != 1 else ''}"
+                f": that saves ${saved:,.2f} a month"))
+
+
+def _split(reservation: ReservationFacts, count: int, idle: int, needed: int, now: datetime.datetime,
+           after_move: str = "") -> Recommendation:
+    by_account: dict[str, int] = {}
+    clusters: dict[str, list[str]] = {}
+    for account, cluster, nodes in reservation.share_candidates:
+        by_account[account] = by_account.get(account, 0) + nodes
+        clusters.setdefault(account, []).append(cluster)
+    account = min(by_account, key=lambda a: (-by_account[a], a)) if by_account else ""
+    covered = min(count, by_account.get(account, 0))
+    if covered:
+        basis = (_monthly_basis(covered, "on-demand", reservation) + f" that account {account} (cluster "
+                 f"{', '.join(sorted(clusters[account]))}) pays for today and the shared units cover")
+        whom = (f"share it with account {account}, whose cluster{'s' if len(clusters[account]) != 1 else ''} "
+                f"{', '.join(sorted(clusters[account]))} run{'' if len(clusters[account]) != 1 else 's'} {by_account[account]} "
+                f"on-demand {reservation.instance_type} there: that saves ${_money(covered, reservation):,.2f} a month")
+    else:
+        basis = "a warning, nothing saved until another account uses them; at stake: " + _monthly_basis(count, "idle", reservation)
+        whom = ("share it (AWS RAM) with an account that can use it; no account of the fleet that lacks it runs "
+                f"on-demand {reservation.instance_type} in {reservation.zone} now, so nothing is saved yet")
+    saved, details = _relocation_money(reservation, count, covered, basis)
+    details.update(shareWith=account, idleUnits=idle, needed=needed)
+    return Recommendation(
+        SPLIT, reservation.reservation_id, savings_per_month=saved, details=details,
+        reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) is "
+                f"{_commitment_words(reservation, now)}, so it may not be cancelled or shrunk below that, yet its use needs "
+                f"{needed}: {idle} idle instance{'s' if idle != 1 else ''}. "
+                + (f"Beyond the {idle - count} that {after_move} takes (the move), " if after_move else
+                   "No reservation of the same shape that a cluster uses needs them (Capacity Blocks can be neither split "
+                   "nor moved into): ")
+                + f"{count} idle instance{'s' if count != 1 else ''} {'cost' if count != 1 else 'costs'} "
+                f"${_money(count, reservation):,.2f} a month. Split {count} off into a new reservation and {whom}"))

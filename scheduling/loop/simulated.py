@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from fleet.defaults import UNKNOWN_ACCOUNT_ID
 from reservations.models import CapacityReservation
 from scheduling.adapters.ec2.interface import CloudAPIError, InstanceMembership, LaunchResult, TerminateResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
@@ -32,6 +33,7 @@ from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodeP
 from scheduling.world import node_allocatable
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SPLIT_TOKEN_TAG = "karpweb.io/split-client-token"  # a split's client token, kept on the reservation it made
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 RESERVATION_ID_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 
@@ -75,7 +77,8 @@ class SimulatedCloud:
         from reservations.models import CapacityReservation
 
         return [{"CapacityReservationId": r.reservation_id, "TotalInstanceCount": r.total_instance_count,
-                 "EndDate": r.end_date} for r in CapacityReservation.objects.filter(reservation_id__in=list(reservation_ids))]
+                 "EndDate": r.end_date, "State": r.state}
+                for r in CapacityReservation.objects.filter(reservation_id__in=list(reservation_ids))]
 
     def modify_reservation(self, reservation_id, *, instance_count=None, end_date=None) -> None:
         from reservations.models import CapacityReservation
@@ -96,6 +99,47 @@ class SimulatedCloud:
         from reservations.models import CapacityReservation
 
         CapacityReservation.objects.filter(reservation_id=reservation_id).update(state=CapacityReservation.State.CANCELLED)
+
+    def split_reservation(self, reservation_id, instance_count, *, client_token) -> dict:
+        """CreateCapacityReservationBySplitting on the rows, with EC2's rules (see _relocatable)."""
+        from reservations.models import ReservationVisibility
+
+        with transaction.atomic():
+            done = CapacityReservation.objects.fleet().filter(tags__contains={SPLIT_TOKEN_TAG: client_token}).first()
+            if done is not None:  # a retry: the first split's reservation
+                return _described(done)
+            source = _relocatable(reservation_id, "source", "create_capacity_reservation_by_splitting")
+            _check_count(source, instance_count, min(source.available_instance_count, source.total_instance_count - 1),
+                         "create_capacity_reservation_by_splitting")
+            new = CapacityReservation.objects.fleet().get(pk=source.pk)
+            new.pk = new.id = None
+            new._state.adding = True
+            new.reservation_id = f"cr-{random.getrandbits(68):017x}"
+            new.arn = source.arn.rsplit("/", 1)[0] + "/" + new.reservation_id if source.arn else ""
+            new.total_instance_count = new.available_instance_count = instance_count
+            new.committed_instance_count, new.commitment_end_date = None, None
+            new.tags, new.create_date = {SPLIT_TOKEN_TAG: client_token}, timezone.now()
+            new.save()
+            ReservationVisibility.objects.bulk_create([ReservationVisibility(reservation=new, account_id=v.account_id, shared=False)
+                                                       for v in source.visibilities.filter(shared=False)])
+            _resize(source, -instance_count)
+        return _described(new)
+
+    def move_reservation_instances(self, reservation_id, destination_id, instance_count, *, client_token) -> dict:
+        """MoveCapacityReservationInstances on the rows: one shape, only available units (see _relocatable)."""
+        operation = "move_capacity_reservation_instances"
+        with transaction.atomic():
+            source = _relocatable(reservation_id, "source", operation)
+            destination = _relocatable(destination_id, "destination", operation)
+            for field in ("owner_id", "instance_type", "instance_platform", "availability_zone", "tenancy",
+                          "placement_group_arn", "end_date"):
+                if getattr(source, field) != getattr(destination, field) or source.pk == destination.pk:
+                    raise CloudAPIError("InvalidParameterValue", f"The destination Capacity Reservation must have the "
+                                        f"source's {field.replace('_', ' ')} and be another reservation", operation)
+            _check_count(source, instance_count, source.available_instance_count, operation)
+            _resize(source, -instance_count)
+            _resize(destination, instance_count)
+        return {"InstanceCount": instance_count}
 
     def capacity_block_extension_offerings(self, reservation_id) -> list:
         from scheduling.simulated_extensions import extension_offerings
@@ -453,3 +497,44 @@ def sample_utilization(now=None) -> int:
     ]
     UtilizationSample.objects.bulk_create(samples)
     return len(samples)
+
+
+# --- splitting and moving capacity on the rows (EC2's rules, as the EC2 test server has them) ---------
+
+def _relocatable(reservation_id, role, operation) -> CapacityReservation:
+    """An active ODCR the fleet owns, locked for the change."""
+    reservation = CapacityReservation.objects.fleet().select_for_update().filter(reservation_id=reservation_id).first()
+    if reservation is None:
+        raise CloudAPIError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{reservation_id}' "
+                            "does not exist", operation)
+    # Not the fleet's (as the recommendations tell it): no owner account of ours, and seen by accounts of
+    # ours other than the placeholder (a fleet of one unnamed account cannot tell, and owns what it sees).
+    seen_by = set(reservation.visibilities.values_list("account__account_id", flat=True))
+    if reservation.owner_account_id is None and seen_by and UNKNOWN_ACCOUNT_ID not in seen_by:
+        raise CloudAPIError("InvalidParameterValue", f"The {role} Capacity Reservation {reservation_id} is not owned by "
+                            "your account", operation)
+    if reservation.is_capacity_block:
+        raise CloudAPIError("UnsupportedOperation", f"Capacity Block {reservation_id} cannot be split or moved", operation)
+    if reservation.state != CapacityReservation.State.ACTIVE:
+        raise CloudAPIError("IncorrectState", f"The {role} Capacity Reservation {reservation_id} is {reservation.state}, "
+                            "not active", operation)
+    return reservation
+
+
+def _check_count(source, count, most, operation) -> None:
+    if not 1 <= count <= most:
+        raise CloudAPIError("InvalidParameterValue", f"InstanceCount {count} must be between 1 and {most} (the available "
+                            f"instances of {source.reservation_id})", operation)
+
+
+def _resize(reservation, delta) -> None:
+    CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(
+        total_instance_count=F("total_instance_count") + delta, available_instance_count=F("available_instance_count") + delta)
+    reservation.refresh_from_db()
+    if reservation.total_instance_count == 0:  # all of it moved and nothing ran in it: EC2 cancels it
+        CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(state=CapacityReservation.State.CANCELLED)
+
+
+def _described(reservation) -> dict:
+    return {"CapacityReservationId": reservation.reservation_id, "CapacityReservationArn": reservation.arn,
+            "OwnerId": reservation.owner_id, "TotalInstanceCount": reservation.total_instance_count}

@@ -149,3 +149,113 @@ def test_select_names_the_cluster_whose_on_demand_nodes_could_use_an_idle_unit()
                                         paid_nodes_by_cluster=(("alpha", 1), ("beta", 2)))], NOW)
              if r.kind == "select"]
     assert rec.details["cluster"] == "beta" and "run beside it in cluster beta" in rec.reason
+
+
+# --- commitments and ownership: no cancel or shrink they rule out; move and split instead --------
+
+COMMIT_END = NOW + datetime.timedelta(days=60)
+
+
+def committed_odcr(rid="cr-com", **changes):
+    # 10 units committed until COMMIT_END; the use needs 4 (peak 3 plus one of headroom), 6 idle.
+    facts = dict(total=10, used_now=2, hours=hours(14, 2, peak=3), committed_count=10, commitment_end=COMMIT_END,
+                 owner="111111111111")
+    facts.update(changes)
+    return odcr(rid, **facts)
+
+
+def destination(rid="cr-dst", **changes):
+    # Same shape, 4 units all used, selected by cluster beta, which runs 5 on-demand m5.large there.
+    facts = dict(total=4, used_now=4, hours=hours(14, 4, peak=4), owner="111111111111",
+                 cluster_demand=(("beta", 5),))
+    facts.update(changes)
+    return odcr(rid, **facts)
+
+
+def test_a_committed_reservation_gets_no_cancel_and_no_shrink_below_its_commitment():
+    quiet = dict(selected_by=(), hours=hours(14, 1, peak=1), used_now=1)
+    assert {r.kind for r in recommend([committed_odcr(**quiet)], NOW)} == {"split"}  # neither cancel nor shrink
+    # Committed to 6 of 10: shrinking to 6 is allowed (not to the 4 the use needs), the 2 between are split off.
+    found = kinds(recommend([committed_odcr(committed_count=6)], NOW))
+    assert found[("shrink", "cr-com")].target_count == 6 and "the commitment (committed until" in found[("shrink", "cr-com")].reason
+    assert found[("split", "cr-com")].details["count"] == 2
+    # After the commitment's end, the usual shrink to the use.
+    ended = committed_odcr(commitment_end=NOW - datetime.timedelta(hours=1))
+    assert [(r.kind, r.target_count) for r in recommend([ended], NOW)] == [("shrink", 4)]
+
+
+def test_move_to_a_same_shape_reservation_a_cluster_pays_on_demand_beside_with_money_that_adds_up():
+    found = kinds(recommend([committed_odcr(), destination()], NOW))
+    move = found[("move", "cr-com")]
+    # 6 idle, the destination's cluster runs 5 on-demand beside 0 free units: move 5, split the sixth.
+    assert (move.details["count"], move.details["destination"], move.details["cluster"]) == (5, "cr-dst", "beta")
+    assert move.savings_per_month == 5 * 730.0 and move.details["money"] == "monthly"
+    assert move.details["idleCostPerMonth"] == move.savings_per_month + move.details["stillIdleCostPerMonth"]
+    assert "committed until 2027-01-24 12:00 UTC for 10 instances" in move.reason and "Move 5 to cr-dst" in move.reason
+    split = found[("split", "cr-com")]
+    assert split.details["count"] == 1 and split.savings_per_month == 0.0 and split.details["money"] == "warning"
+    assert split.details["idleCostPerMonth"] == 730.0 == split.details["stillIdleCostPerMonth"]
+    assert ("shrink", "cr-com") not in found and ("cancel", "cr-com") not in found
+
+
+def test_a_move_needs_the_same_shape_owner_and_a_need():
+    for other in (destination(platform="Windows"), destination(tenancy="dedicated"), destination(placement_group="pg-1"),
+                  destination(end=NOW + datetime.timedelta(days=9)), destination(zone="us-east-1b"),
+                  destination(owner="222222222222"), destination(owned_by_us=False), destination(cluster_demand=()),
+                  destination(used_now=0, cluster_demand=(("beta", 4),)), destination(reservation_type="capacity-block"), destination(state="expired")):
+        assert "move" not in {r.kind for r in recommend([committed_odcr(), other], NOW)}, other
+    # Two committed sources share one destination's need of 5: given out once.
+    found = kinds(recommend([committed_odcr("cr-a"), committed_odcr("cr-b"), destination()], NOW))
+    assert found[("move", "cr-a")].details["count"] == 5 and ("move", "cr-b") not in found
+    assert found[("split", "cr-b")].details["count"] == 6
+
+
+def test_a_split_to_share_with_an_account_that_runs_on_demand_saves_money():
+    found = kinds(recommend([committed_odcr(share_candidates=(("333333333333", "gamma", 4),))], NOW))
+    split = found[("split", "cr-com")]
+    assert (split.details["shareWith"], split.details["coveredUnits"], split.savings_per_month) == ("333333333333", 4, 4 * 730.0)
+    assert split.details["stillIdleCostPerMonth"] == 2 * 730.0 and split.details["money"] == "monthly"
+    assert "share it with account 333333333333, whose cluster gamma runs 4 on-demand m5.large" in split.reason
+
+
+def test_no_cancel_shrink_split_or_move_on_a_shared_to_us_reservation_or_an_interruptible_source():
+    quiet = dict(selected_by=(), hours=hours(14, 1, peak=1), used_now=1)
+    assert recommend([committed_odcr(owned_by_us=False, **quiet), destination()], NOW) == []
+    assert recommend([odcr(owned_by_us=False, **quiet)], NOW) == []
+    assert recommend([odcr(lends_interruptible=True, **quiet)], NOW) == []
+    assert recommend([odcr(lends_interruptible=True)], NOW) == []  # no shrink either
+    assert recommend([committed_odcr(lends_interruptible=True), destination()], NOW) == []
+
+
+def test_no_cancel_while_the_fleet_uses_any_of_it():
+    quiet = dict(selected_by=(), hours=hours(14, 1, peak=1), used_now=1)
+    assert [(r.kind, r.target_count) for r in recommend([odcr(fleet_used=2, **quiet)], NOW)] == [("shrink", 2)]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(total=st.integers(1, 40), used=st.integers(0, 40), peak=st.integers(0, 40), fleet=st.integers(0, 40),
+       committed_count=st.integers(0, 40), committed_now=st.booleans(), owned=st.booleans(), lends=st.booleans(),
+       selected=st.booleans(), demand=st.integers(0, 20), candidates=st.integers(0, 20))
+def test_advice_never_goes_below_the_commitment_or_what_the_fleet_uses(total, used, peak, fleet, committed_count,
+                                                                       committed_now, owned, lends, selected, demand,
+                                                                       candidates):
+    used, peak, fleet = min(used, total), min(max(peak, used), total), min(fleet, total)
+    source = odcr("cr-src", total=total, used_now=used, fleet_used=fleet, hours=hours(14, used, total=total, peak=peak),
+                  committed_count=committed_count, owned_by_us=owned, lends_interruptible=lends,
+                  selected_by=("default",) if selected else (), pools_could_use=selected,
+                  commitment_end=NOW + datetime.timedelta(days=1 if committed_now else -1),
+                  share_candidates=(("333333333333", "gamma", candidates),) if candidates else ())
+    found = recommend([source, destination(cluster_demand=(("beta", demand),))], NOW)
+    mine = [r for r in found if r.reservation_id == "cr-src"]
+    floor = max(used, fleet, committed_count if committed_now else 0)
+    for rec in mine:
+        assert owned and not lends, rec  # nothing on what is not ours to change
+        assert rec.kind != "cancel" or (not committed_now and fleet == 0)
+        if rec.kind == "shrink":
+            assert floor <= rec.target_count < total
+        if rec.kind in ("move", "split"):
+            assert committed_now
+            assert 1 <= rec.details["count"] and total - rec.details["count"] >= max(used, fleet, 1)
+            assert rec.details["idleCostPerMonth"] == round(rec.savings_per_month + rec.details["stillIdleCostPerMonth"], 2)
+    relocated = sum(r.details["count"] for r in mine if r.kind in ("move", "split"))
+    assert total - relocated >= max(used, fleet, 1)

@@ -45,6 +45,8 @@ What the server adds (see ``docs/ec2.md`` for the full list):
   to the next N calls is held back for a while after the action took effect (a slow EC2: the
   caller can be killed between the launch and its answer).
 * A call log (:attr:`EC2TestServer.calls`) of every EC2 action with its parsed parameters.
+* ``CreateCapacityReservationBySplitting`` and ``MoveCapacityReservationInstances`` with EC2's
+  validations (their own block below).
 
 Everything here is test support, not product code.
 """
@@ -1112,6 +1114,110 @@ def _list_group_resources(self: ResourceGroupsResponse) -> Any:
 
 ResourceGroupsResponse.list_group_resources = _list_group_resources
 resourcegroups_urls.url_paths["{0}/list-group-resources$"] = ResourceGroupsResponse.dispatch
+
+
+# --------------------------------------------------------------------------------------------
+# Splitting and moving capacity (CreateCapacityReservationBySplitting, MoveCapacityReservationInstances)
+# --------------------------------------------------------------------------------------------
+# EC2's rules: the source (and a move's destination) active and owned by the caller's account, never
+# a Capacity Block; only available units (1..AvailableInstanceCount; a split leaves at least one);
+# a move's two reservations of one instance type, platform, zone, tenancy, placement group and end
+# time. A split's new reservation copies the source but its tags (TagSpecifications give them) and
+# its commitment; a move that empties an unused source cancels it. ClientToken makes a retry return
+# the first answer.
+
+def _relocation_tokens(backend: Any) -> dict[str, dict[str, Any]]:
+    return backend.__dict__.setdefault("_karpweb_relocation_tokens", {})
+
+
+def _own_active(resp: EC2Response, rid: str, role: str) -> dict[str, Any]:
+    backend = resp.ec2_backend
+    r = _state(backend).reservations.get(rid)
+    if (r is None and rid in _shared_with(backend)) or (r is not None and r["OwnerId"] != resp.current_account):
+        raise EC2ClientError("InvalidParameterValue",
+                             f"The {role} Capacity Reservation {rid} is not owned by your account {resp.current_account}")
+    if r is None:
+        raise EC2ClientError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist")
+    if r["ReservationType"] == "capacity-block":
+        raise EC2ClientError("UnsupportedOperation", f"Capacity Block {rid} cannot be split or moved")
+    if r["State"] != "active":
+        raise EC2ClientError("IncorrectState", f"The {role} Capacity Reservation {rid} is {r['State']}, not active")
+    return r
+
+
+def _relocated_count(resp: EC2Response, source: dict[str, Any], most: int) -> int:
+    raw = resp._get_param("InstanceCount")
+    count = int(raw) if raw is not None else 0
+    if not 1 <= count <= most:
+        raise EC2ClientError("InvalidParameterValue",
+                             f"InstanceCount {count} must be between 1 and {most} (the available instances of "
+                             f"{source['CapacityReservationId']}{' less one' if most < source['AvailableInstanceCount'] else ''})")
+    return count
+
+
+_SHAPE = {"InstanceType": "instance type", "InstancePlatform": "platform", "AvailabilityZone": "Availability Zone",
+          "Tenancy": "tenancy", "PlacementGroupArn": "placement group", "EndDate": "end time",
+          "EndDateType": "end time"}
+
+
+class _RelocationActions(EC2Response):
+    def create_capacity_reservation_by_splitting(self) -> ActionResult:
+        self.error_on_dryrun()
+        backend, token = self.ec2_backend, self._get_param("ClientToken")
+        with _LOCK:
+            if token and ("split", token) in _relocation_tokens(backend):
+                return ActionResult(copy.deepcopy(_relocation_tokens(backend)[("split", token)]))
+            source = _own_active(self, self._get_param("SourceCapacityReservationId"), "source")
+            count = _relocated_count(self, source, min(source["AvailableInstanceCount"], source["TotalInstanceCount"] - 1))
+            new = copy.deepcopy(source)
+            for key in ("CommitmentInfo", "CapacityAllocations", "CapacityReservationFleetId"):
+                new.pop(key, None)
+            rid = "cr-" + secrets.token_hex(9)[:17]
+            new.update(CapacityReservationId=rid, CapacityReservationArn=source["CapacityReservationArn"].rsplit("/", 1)[0] + "/" + rid,
+                       TotalInstanceCount=count, AvailableInstanceCount=count, CreateDate=CLOCK.now(),
+                       Tags=[{"Key": k, "Value": v} for k, v in
+                             self._parse_tag_specification().get("capacity-reservation", {}).items()])
+            source["TotalInstanceCount"] -= count
+            source["AvailableInstanceCount"] -= count
+            st = _state(backend)
+            st.reservations[rid], st.members[rid] = new, set()
+            answer = {"SourceCapacityReservation": copy.deepcopy(source), "DestinationCapacityReservation": copy.deepcopy(new),
+                      "InstanceCount": count}
+            if token:
+                _relocation_tokens(backend)[("split", token)] = answer
+            return ActionResult(answer)
+
+    def move_capacity_reservation_instances(self) -> ActionResult:
+        self.error_on_dryrun()
+        backend, token = self.ec2_backend, self._get_param("ClientToken")
+        with _LOCK:
+            if token and ("move", token) in _relocation_tokens(backend):
+                return ActionResult(copy.deepcopy(_relocation_tokens(backend)[("move", token)]))
+            source = _own_active(self, self._get_param("SourceCapacityReservationId"), "source")
+            destination = _own_active(self, self._get_param("DestinationCapacityReservationId"), "destination")
+            if source is destination:
+                raise EC2ClientError("InvalidParameterValue", "The source and destination Capacity Reservations are the same")
+            for key, words in _SHAPE.items():
+                if source.get(key) != destination.get(key):
+                    raise EC2ClientError("InvalidParameterValue",
+                                         f"The destination Capacity Reservation must have the source's {words} "
+                                         f"({source.get(key)}, not {destination.get(key)})")
+            count = _relocated_count(self, source, source["AvailableInstanceCount"])
+            source["TotalInstanceCount"] -= count
+            source["AvailableInstanceCount"] -= count
+            destination["TotalInstanceCount"] += count
+            destination["AvailableInstanceCount"] += count
+            if source["TotalInstanceCount"] == 0:
+                source["State"] = "cancelled"  # all of it moved and nothing ran in it: EC2 cancels it
+            answer = {"SourceCapacityReservation": copy.deepcopy(source),
+                      "DestinationCapacityReservation": copy.deepcopy(destination), "InstanceCount": count}
+            if token:
+                _relocation_tokens(backend)[("move", token)] = answer
+            return ActionResult(answer)
+
+
+for _name in ("create_capacity_reservation_by_splitting", "move_capacity_reservation_instances"):
+    setattr(EC2Response, _name, _RelocationActions.__dict__[_name])
 
 
 # --------------------------------------------------------------------------------------------

@@ -165,6 +165,23 @@ class EC2CloudProvider:
     def cancel_reservation(self, reservation_id: str) -> None:
         self.call(self.ec2, "cancel_capacity_reservation", CapacityReservationId=reservation_id)
 
+    def split_reservation(self, reservation_id: str, instance_count: int, *, client_token: str) -> dict[str, Any]:
+        """Splits idle units off into a new reservation (CreateCapacityReservationBySplitting); returns the new one.
+        The client token makes a retried call (the Caller retries throttling) split once."""
+        answer = self.call(self.ec2, "create_capacity_reservation_by_splitting", SourceCapacityReservationId=reservation_id,
+                           InstanceCount=instance_count, ClientToken=client_token)
+        self.discovery.invalidate()
+        return answer.get("DestinationCapacityReservation") or {}
+
+    def move_reservation_instances(self, reservation_id: str, destination_id: str, instance_count: int, *,
+                                   client_token: str) -> dict[str, Any]:
+        """Moves idle units to a reservation of the same shape (MoveCapacityReservationInstances)."""
+        answer = self.call(self.ec2, "move_capacity_reservation_instances", SourceCapacityReservationId=reservation_id,
+                           DestinationCapacityReservationId=destination_id, InstanceCount=instance_count,
+                           ClientToken=client_token)
+        self.discovery.invalidate()
+        return answer
+
     def capacity_block_extension_offerings(self, reservation_id: str) -> list[ExtensionOffering]:
         """What EC2 sells to extend a Capacity Block by a day, two days or a week (the duration is required)."""
         offers = []
