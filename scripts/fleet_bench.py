@@ -8,8 +8,10 @@ It empties the scratch database DATABASE_URL names, then grows a simulated fleet
 accounts in one region, `--reservations` reservations (half owned by each account, a third of each
 account's shared with the other through RAM), and clusters of `--nodes` nodes each (alternating
 between the accounts), each with 3 EC2NodeClasses, 3 NodePools, a NodeClaim and a simulated instance
-per node, `--pods-per-node` running pods per node and 20 pending pods (6 vCPU: no node of theirs fits them, so every provisioning run plans new ones); 30 % of the nodes run in the
-reservations their account sees. Rows are written with bulk_create (not the demo's per-object path).
+per node, `--pods-per-node` running pods per node and 20 pending pods (6 vCPU: no node of theirs
+fits them, so every provisioning run plans new ones); 30 % of the nodes run in the reservations
+their account sees. Rows are written with bulk_create (not the demo's per-object path); the first
+cluster is the fleet's default.
 
 At each fleet size it runs the loop as the Celery worker runs it, through the same task function
 (scheduling.tasks.cluster_step: the cluster's scope, its lease, its TaskRun): `sync_ec2` once per
@@ -17,8 +19,10 @@ At each fleet size it runs the loop as the Celery worker runs it, through the sa
 each cluster (or on `--sample` of them), in observe mode (recorded, nothing acted on: the world stays
 the same size). It prints per step kind the median and p95 of the wall-clock time, of the worker's
 CPU time (this process's: time.process_time) and, when PostgreSQL runs on this machine, of the
-database backend's CPU time; and the median database queries per step. Flat per-cluster figures
-from 1 to 50 clusters mean a cluster's step reads only its own rows.
+database backend's CPU time; and the median database queries and rows (returned or written) per
+step. Flat per-cluster figures from 1 to 50 clusters mean a cluster's step reads only its own rows
+(tests/fleet/test_scale_bench.py checks that in the SQL). The EC2 sync's run serves every cluster of
+its (account, region): its time grows with them, and is printed per cluster served too.
 
 `--measure-only` skips the seeding and measures the fleet already in the database (after a run).
 """
@@ -124,7 +128,8 @@ def seed_clusters(now: datetime.datetime, first: int, last: int, nodes: int, pod
     for index in range(first, last):
         with transaction.atomic():
             cluster = Cluster.objects.create(name=f"fleet-{index:03d}", account=accounts[index % 2], region=REGION,
-                                             mode="observe", karpenter=Cluster.Karpenter.ABSENT)
+                                             mode="observe", karpenter=Cluster.Karpenter.ABSENT,
+                                             is_default=index == 0)  # as an install that grew from one cluster
             visible = list(CapacityReservation.objects.fleet().visible_to(cluster).order_by("reservation_id"))
             _seed_cluster(now, cluster, index, visible, nodes, pods_per_node)
     with transaction.atomic():
@@ -398,6 +403,11 @@ def main(argv=None) -> int:
         print(f"measured {size} cluster(s) in {time.perf_counter() - started:.1f} s")
         rows += report(size, figures, args.nodes)
         print_table(HEADER, rows[-len(figures):])
+        ec2 = figures.get(EC2_STEP, [])
+        if ec2:  # one run per (account, region) serves that pair's clusters
+            served = size / len(ec2)
+            print(f"{EC2_STEP}: {len(ec2)} run(s), each for {served:,.1f} clusters: "
+                  f"{statistics.median(r['cpu'] for r in ec2) * 1000 / served:,.0f} ms worker CPU per cluster served")
     print()
     print_table(HEADER, rows)
     print(f"\nthis process's CPU (the worker's side, seeding included): {time.process_time() - cpu_started:,.1f} s; "
