@@ -120,3 +120,18 @@ def test_a_read_of_every_clusters_rows_is_told_apart():
                       '(SELECT U0."instance_type" FROM "scheduling_node" U0)') == ["scheduling_node"]
     assert unnarrowed('SELECT "scheduling_instancetype"."id" FROM "scheduling_instancetype" WHERE "scheduling_instancetype"'
                       '."name" IN (SELECT U0."instance_type" FROM "scheduling_node" U0 WHERE U0."cluster_id" = 3)') == []
+
+
+def test_a_consolidation_of_many_nodes_names_them_within_the_subject_column():
+    """At 1,000 nodes a multi-node consolidation named 40 nodes in its decision's subject: longer than
+    the column, and the lifecycle step failed writing it."""
+    from scheduling.loop.recording import SUBJECT_LENGTH, nodes_subject
+
+    names = [f"ip-10-1-{i}-4.ec2.internal" for i in range(40)]
+    subject = nodes_subject(names)
+    assert len(subject) <= SUBJECT_LENGTH == 255
+    assert subject.startswith("nodes ip-10-1-0-4.ec2.internal, ip-10-1-1-4.ec2.internal, ")
+    shown = subject.split(" and ")[0].removeprefix("nodes ").split(", ")
+    assert subject.endswith(f" and {40 - len(shown)} more") and shown == names[:len(shown)]
+    assert nodes_subject(names[:2]) == "nodes ip-10-1-0-4.ec2.internal, ip-10-1-1-4.ec2.internal"
+    assert nodes_subject(names[:1]) == "node ip-10-1-0-4.ec2.internal"
