@@ -129,7 +129,8 @@ def seed_clusters(now: datetime.datetime, first: int, last: int, nodes: int, pod
         with transaction.atomic():
             cluster = Cluster.objects.create(name=f"fleet-{index:03d}", account=accounts[index % 2], region=REGION,
                                              mode="observe", karpenter=Cluster.Karpenter.ABSENT,
-                                             is_default=index == 0)  # as an install that grew from one cluster
+                                             # As an install that grew from one cluster (unless one is already).
+                                             is_default=index == 0 and not Cluster.objects.filter(is_default=True).exists())
             visible = list(CapacityReservation.objects.fleet().visible_to(cluster).order_by("reservation_id"))
             _seed_cluster(now, cluster, index, visible, nodes, pods_per_node)
     with transaction.atomic():
