@@ -194,6 +194,8 @@ class NodeClaim(ConditionsMixin, models.Model):
         ordering = ["name"]
         verbose_name = "NodeClaim"
         constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_nodeclaim_name_per_cluster")]
+        # The all-clusters list's order: its first page is read from the index, not sorted from the fleet's rows.
+        indexes = [models.Index(fields=["name"], name="nodeclaim_fleet_list_order")]
 
     @property
     def instance_id(self) -> str:
@@ -243,6 +245,8 @@ class Node(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_node_name_per_cluster")]
+        # The all-clusters list's order: its first page is read from the index, not sorted from the fleet's rows.
+        indexes = [models.Index(fields=["name"], name="node_fleet_list_order")]
 
     def get_absolute_url(self):
         return detail_url("scheduling:node", self.name)
@@ -286,6 +290,11 @@ class Pod(models.Model):
         ordering = ["namespace", "name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"],
                                                name="unique_pod_per_cluster_namespace")]
+        # The all-clusters list's order: its first page is read from the index, not sorted from the fleet's rows;
+        # the pending pods' own (without it, that first page walked the whole order past every bound pod).
+        indexes = [models.Index(fields=["namespace", "name"], name="pod_fleet_list_order"),
+                   models.Index(fields=["namespace", "name"], condition=models.Q(node_name=""),
+                                name="pod_pending_list_order")]
 
     def get_absolute_url(self):
         return detail_url("scheduling:pod", self.namespace, self.name)

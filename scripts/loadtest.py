@@ -4,6 +4,10 @@ clients on the main pages and the API for a bounded time; prints p50 / p95 / p99
     createdb -h 127.0.0.1 -U postgres karpweb_load
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/karpweb_load .venv/bin/python scripts/loadtest.py \
         [--nodes 5000] [--reservations 500] [--clients 8] [--seconds 30] [--workers 3]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/karpweb_fleet .venv/bin/python scripts/loadtest.py --fleet
+
+`--fleet` builds nothing: it drives the fleet pages and the all-clusters lists (no cluster chosen)
+on the fleet scripts/fleet_bench.py left in its database (50 clusters of 1,000 nodes by default).
 
 It builds the world once in the (empty, PostgreSQL) database DATABASE_URL names and reuses it after:
 the demo world, the reservations with a day of raw samples at the loop's 30 s rate (1.44 M rows) and
@@ -43,6 +47,13 @@ os.environ.setdefault("KARPWEB_API_RATE", "off")
 PAGES = ["/", "/reservations/", "/reservations/?reservation_type=capacity-block", "/reservations/?q=cr-load0000000001",
          "/capacity-blocks/", "/nodepools/", "/nodes/", "/nodes/?capacity_type=reserved", "/nodeclaims/", "/pods/",
          "/pods/?pending=true", "/decisions/", "/reservations/cr-load000000000001/", "/fleet/"]
+# The fleet's own pages and every list with no cluster chosen (the whole fleet's rows), on the fleet
+# scripts/fleet_bench.py seeds (its clusters are named fleet-000, fleet-001, ...).
+FLEET_PAGES = ["/fleet/", "/fleet/clusters/", "/fleet/accounts/", "/fleet/clusters/fleet-000/",
+               "/fleet/accounts/111111111111/", "/", "/nodes/", "/nodes/?capacity_type=reserved", "/nodeclaims/", "/pods/",
+               "/pods/?pending=true", "/nodepools/", "/nodeclasses/", "/reservations/", "/decisions/"]
+FLEET_API = ["/api/v1/clusters/", "/api/v1/accounts/", "/api/v1/nodes/", "/api/v1/pods/", "/api/v1/nodepools/",
+             "/api/v1/capacity-reservations/", "/api/v1/decisions/"]
 API = ["/api/v1/capacity-reservations/", "/api/v1/nodes/", "/api/v1/nodepools/", "/api/v1/decisions/", "/api/v1/pods/",
        "/api/v1/alarms/"]
 PODS_PER_NODE = 10
@@ -202,6 +213,23 @@ def _decisions(made):
     ], batch_size=2000)
 
 
+def fleet_world() -> tuple[int, int]:
+    """The fleet scripts/fleet_bench.py left in the database: (nodes, reservations); refused without one."""
+    import django
+
+    django.setup()
+    from fleet.models import Cluster
+    from reservations.models import CapacityReservation
+    from scheduling.models import Node
+
+    clusters = Cluster.objects.count()
+    if clusters < 2 or not Cluster.objects.filter(name="fleet-000").exists():
+        sys.exit("loadtest.py --fleet: DATABASE_URL holds no fleet; run scripts/fleet_bench.py on it first")
+    nodes, reservations = Node.objects.fleet().count(), CapacityReservation.objects.fleet().count()
+    print(f"the fleet: {clusters} clusters, {nodes:,} nodes, {reservations} reservations")
+    return nodes, reservations
+
+
 def time_loop_steps(rounds: int) -> None:
     """Each loop step on this world in observe mode (nothing acted on), best of `rounds`; every timed
     run rolled back so the world stays as built."""
@@ -315,8 +343,15 @@ def main():
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--loop-steps", type=int, default=0, metavar="ROUNDS",
                         help="time each loop step on the world (best of ROUNDS) instead of the HTTP load")
+    parser.add_argument("--fleet", action="store_true", help="the fleet pages and all-clusters lists on the fleet "
+                        "scripts/fleet_bench.py seeded in DATABASE_URL (builds nothing)")
     args = parser.parse_args()
-    build_world(args.nodes, args.reservations)
+    pages, api = PAGES, API
+    if args.fleet:
+        args.nodes, args.reservations = fleet_world()
+        pages, api = FLEET_PAGES, FLEET_API
+    else:
+        build_world(args.nodes, args.reservations)
     if args.loop_steps:
         time_loop_steps(args.loop_steps)
         return
@@ -340,14 +375,14 @@ def main():
         # Warm-up, not measured: every path a few times, so each worker has imported and connected.
         warm_deadline = time.monotonic() + 3600
         for _ in range(args.workers * 2):
-            for paths, headers in ((PAGES, page_headers), (API, api_headers)):
+            for paths, headers in ((pages, page_headers), (api, api_headers)):
                 for path in paths:
                     client(args.port, [path], headers, warm_deadline, {}, [], once=True)
         warm_lines = len(Path(access_log.name).read_text().splitlines())
         warm_cpu_lines = len(Path(cpu_log).read_text().splitlines())
         results, errors = {}, []
         deadline = time.monotonic() + args.seconds
-        threads = [threading.Thread(target=client, args=(args.port, PAGES if i % 2 == 0 else API,
+        threads = [threading.Thread(target=client, args=(args.port, pages if i % 2 == 0 else api,
                                                           page_headers if i % 2 == 0 else api_headers, deadline, results, errors))
                    for i in range(args.clients)]
         for thread in threads:
@@ -376,7 +411,7 @@ def main():
               f"{percentile(values, .99):8.1f} {statistics.median(server):8.1f} {percentile(server, .95):8.1f} "
               f"{percentile(server, .99):8.1f} {statistics.fmean(cpu):8.1f} {percentile(cpu, .95):8.1f} "
               f"{statistics.median(faults.get(path) or [float('nan')]):7.0f}")
-    page_p95 = {path: percentile(server_times[path], .95) for path in PAGES if path in server_times}
+    page_p95 = {path: percentile(server_times[path], .95) for path in pages if path in server_times}
     if page_p95:
         worst = max(page_p95, key=page_p95.get)
         print(f"pages: worst server p95 {page_p95[worst]:.1f} ms ({worst}); goal under 100 ms")

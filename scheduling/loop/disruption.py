@@ -13,7 +13,7 @@ from scheduling.engine.refresh import drifted_claims
 from scheduling.loop.nodes import disrupt
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
 from scheduling.loop.refresh import drifted_claim_objects
-from scheduling.loop.recording import PendingDecision, record
+from scheduling.loop.recording import PendingDecision, nodes_subject, record
 from scheduling.models import Decision, Mode, Node, NodePool
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import current_world
@@ -70,7 +70,7 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
         members = [nodes[name] for name in disruption["nodes"] if name in nodes]
         pool = members[0].node_pool if members else None
         decision = PendingDecision(
-            kind=_kind(disruption), subject=f"node{'s' if len(members) > 1 else ''} {', '.join(disruption['nodes'])}",
+            kind=_kind(disruption), subject=nodes_subject(disruption["nodes"]),
             reason=disruption_reason(disruption, members, now), mode=effective_mode(pool, refusal), node_pool=pool,
             reservation=members[0].reservation if members else None, details=disruption,
             objects_involved={"nodes": disruption["nodes"]},

@@ -9,6 +9,21 @@ from django.utils import timezone
 from scheduling.models import Decision
 
 QUIET_PERIOD = datetime.timedelta(minutes=10)
+SUBJECT_LENGTH = Decision._meta.get_field("subject").max_length
+
+
+def nodes_subject(names: list[str]) -> str:
+    """"node a" or "nodes a, b, c": as many names as fit the subject's column, then "and N more" (a
+    multi-node consolidation of a 1,000-node cluster names dozens; every name is in objects_involved)."""
+    text = f"node{'s' if len(names) > 1 else ''} "
+    for index, name in enumerate(names):
+        rest = len(names) - index - 1
+        more = f" and {rest} more" if rest else ""
+        part = f"{', ' if index else ''}{name}"
+        if len(text) + len(part) + len(more) > SUBJECT_LENGTH:
+            return f"{text} and {len(names) - index} more" if index else text + names[0][:SUBJECT_LENGTH - len(text)]
+        text += part
+    return text
 
 
 @dataclass
