@@ -77,6 +77,14 @@ def unscoped() -> Iterator[None]:
         _active.reset(token)
 
 
+def scope_of(row) -> contextlib.AbstractContextManager:
+    """The scope of a Kubernetes-side row's own cluster (what its cluster sees: the reservations of its
+    account and region), whatever scope is open; no scope in a fleet of one (as its loop runs)."""
+    if not several_clusters() or row.cluster_id == current_cluster_id():
+        return contextlib.nullcontext()
+    return cluster_scope(row.cluster)
+
+
 def current_cluster() -> Cluster | None:
     """The cluster of the innermost open scope; None when the code works on the whole fleet."""
     return _active.get()

@@ -8,7 +8,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
 from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
-from karpweb.urlcache import detail_url
+from karpweb.urlcache import cluster_detail_url, detail_url
 
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
@@ -24,7 +24,7 @@ def _reservation_url(record):
 
 
 def _node_url(record):
-    return detail_url("scheduling:node", record.node_name) if record.node_name else None
+    return cluster_detail_url("scheduling:node", record.cluster_id, record.node_name) if record.node_name else None
 
 
 class NodePoolTable(tables.Table):
@@ -250,7 +250,7 @@ class InstanceTypeTable(tables.Table):
 
 
 def _claim_url(record):
-    return detail_url("scheduling:nodeclaim", record.claim_name) if record.node_claim_id else None
+    return cluster_detail_url("scheduling:nodeclaim", record.cluster_id, record.claim_name) if record.node_claim_id else None
 
 
 def _launch_reservation_url(record):

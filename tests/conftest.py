@@ -135,6 +135,28 @@ def nobody(db):
 
 
 @pytest.fixture
+def as_viewer(viewer):
+    """The API as a viewer, through a token (tests/support/api_clients.py)."""
+    from tests.support.api_clients import token_client
+
+    return token_client(viewer)
+
+
+@pytest.fixture
+def as_operator(operator):
+    from tests.support.api_clients import token_client
+
+    return token_client(operator)
+
+
+@pytest.fixture
+def as_nobody(nobody):
+    from tests.support.api_clients import token_client
+
+    return token_client(nobody)
+
+
+@pytest.fixture
 def viewer_client(client, viewer):
     client.force_login(viewer)
     return client

@@ -21,9 +21,10 @@ from django.conf import settings
 
 from fleet.connection import is_aws, is_kubernetes  # noqa: F401 - the loop asks them here too
 from fleet.scope import NoClusterScope, current_cluster, default_cluster
+from scheduling.adapters.ec2.client import account_session, cluster_ec2_config
+from scheduling.adapters.kube import clusters as kube_clusters
 
 _lock = threading.Lock()
-_adapters: dict[tuple, object] = {}
 _providers: dict[tuple, object] = {}
 
 
@@ -50,14 +51,14 @@ def cluster():
         from scheduling.loop.simulated import SimulatedCluster
 
         return SimulatedCluster()
-    return _cached(_adapters, _adapter_key(scoped), lambda: _cluster_adapter(scoped))
+    return kube_clusters.adapter_for(scoped)
 
 
 def forget() -> None:
     """Drop every cached adapter and provider (a test that changed the fleet's rows)."""
     with _lock:
-        _adapters.clear()
         _providers.clear()
+    kube_clusters.forget()
     _ec2_provider.cache_clear()
     _dns_reader.cache_clear()
 
@@ -77,49 +78,10 @@ def _cached(cache: dict, key: tuple, make):
 
 def _settings_cluster():
     if settings.KARPWEB_CLUSTER == "kubernetes":
-        from scheduling.adapters.kube.adapter import KubeClusterAdapter
-        from scheduling.adapters.kube.config import load_api_client
-
-        return KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
+        return kube_clusters.settings_adapter()
     from scheduling.loop.simulated import SimulatedCluster
 
     return SimulatedCluster()
-
-
-def _adapter_key(cluster) -> tuple:
-    account = cluster.account
-    return (cluster.pk, cluster.connection, cluster.kubeconfig, cluster.endpoint, cluster.name, cluster.region,
-            account.role_arn, account.external_id)
-
-
-def _cluster_adapter(cluster):
-    """The Kubernetes adapter for a fleet cluster, from its connection."""
-    from scheduling.adapters.kube.adapter import KubeClusterAdapter
-    from scheduling.adapters.kube import config
-
-    connection = cluster.Connection
-    if cluster.connection == connection.IN_CLUSTER:
-        client = config.client_in_cluster()
-    elif cluster.connection == connection.KUBECONFIG:
-        if config.is_secret_reference(cluster.kubeconfig):
-            # The Secret is in karpweb's own cluster: the one the settings name.
-            reader = config.load_api_client(settings.KARPWEB_KUBECONFIG or None)
-            try:
-                client = config.client_from_secret(cluster.kubeconfig, reader)
-            finally:
-                reader.close()
-        else:
-            client = config.client_from_kubeconfig(cluster.kubeconfig)
-    elif cluster.connection == connection.EKS:
-        from scheduling.adapters.kube.eks import eks_api_client
-
-        ec2_config = _ec2_config(cluster)
-        client = eks_api_client(_session(cluster.account, ec2_config), cluster.name, ec2_config.region,
-                                endpoint=cluster.endpoint, eks_endpoint_url=ec2_config.eks_endpoint_url,
-                                sts_endpoint_url=ec2_config.sts_endpoint_url)
-    else:
-        raise ValueError(f"connection: {cluster.connection!r} is not a Kubernetes connection")
-    return KubeClusterAdapter(client)
 
 
 def _as_the_settings_say(cluster) -> bool:
@@ -139,22 +101,8 @@ def _provider_key(cluster) -> tuple:
             account.role_arn, account.external_id, tuple(account.regions or ()))
 
 
-def _ec2_config(cluster):
-    from scheduling.adapters.ec2.client import EC2Config
-
-    region = cluster.region or next(iter(cluster.account.regions or ()), "")
-    return EC2Config.from_settings(**({"region": region} if region else {}))
-
-
-def _session(account, ec2_config):
-    """The account's session: its role assumed through STS, else karpweb's own credentials."""
-    from scheduling.adapters.ec2.client import assumed_role_session, make_session
-
-    if not account.role_arn:
-        return make_session()
-    return assumed_role_session(account.role_arn, external_id=account.external_id, region=ec2_config.region,
-                                sts_endpoint_url=ec2_config.sts_endpoint_url,
-                                session_name=f"karpweb-{account.account_id}")
+_ec2_config = cluster_ec2_config
+_session = account_session
 
 
 def _cluster_provider(cluster):

@@ -7,21 +7,10 @@ from django.urls import reverse
 from fleet import scope
 from fleet.models import AwsAccount, Cluster
 from scheduling.models import AuditEntry
-from tests.api.conftest import token_client
 from tests.factories.reservations import CapacityReservationFactory
 from tests.factories.scheduling import NodeFactory, NodePoolFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def as_viewer(viewer):
-    return token_client(viewer)
-
-
-@pytest.fixture
-def as_operator(operator):
-    return token_client(operator)
 
 
 def test_the_api_lists_and_shows_accounts_and_clusters(as_viewer, two_clusters):
