@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
+from fleet.scope import current_cluster
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
@@ -309,7 +310,11 @@ class RecommendationListView(ObjectListView):
     table_class = RecommendationTable
 
     def get_queryset(self):
-        return Recommendation.objects.select_related("reservation")
+        rows = Recommendation.objects.select_related("reservation")
+        if current_cluster() is not None:
+            # The header's chosen cluster: the recommendations about the reservations it sees (the scoped manager).
+            rows = rows.filter(reservation__in=CapacityReservation.objects.all())
+        return rows
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
