@@ -8,7 +8,7 @@ from urllib.parse import quote
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import get_script_prefix, path
 from django.views.generic import TemplateView
 
@@ -96,9 +96,9 @@ def in_cluster(view):
 def by_name(view, model, *fields):
     """`view` at its route without a cluster (the links before the fleet, bookmarks): in a fleet of one
     it answers as it always did. With several clusters the object is looked for by `fields` in the
-    chosen cluster (or all): one found, a GET is redirected to its cluster's URL and any other method
-    runs in its cluster; several found, 300 with a link to each cluster's; none, 404 naming the clusters
-    that do have one."""
+    chosen cluster (or all): one found, the view answers in its cluster (old links and bookmarks keep
+    working, whatever the method); several found, 300 with a link to each cluster's; none, 404 naming
+    the clusters that do have one."""
 
     @functools.wraps(view)
     def wrapped(request, **kwargs):
@@ -108,9 +108,9 @@ def by_name(view, model, *fields):
         label = "/".join(kwargs[field] for field in fields)
         kind = model._meta.verbose_name
         clusters = sorted({cluster_name(pk) for pk in model.objects.filter(**lookup).values_list("cluster_id", flat=True)})
-        if len(clusters) == 1:
-            if request.method in ("GET", "HEAD"):
-                return redirect(_in_cluster_path(request, clusters[0]))
+        if len(clusters) == 1:  # the only one of that name: its page, as the link always showed
+            if (fleet := getattr(request, "fleet", None)) is not None:
+                fleet.shown = cluster_named(clusters[0])
             with cluster_scope(clusters[0]):
                 return view(request, **kwargs)
         shown = current_cluster()

@@ -119,7 +119,7 @@ def upcoming_capacity_blocks(now, *, with_nodes=True):
     )
     if with_nodes:
         # Only what the page shows: the first names of each block's nodes (the rest are on its page).
-        shown = Node.objects.only("pk", "name", "reservation_id").order_by("name")[:BLOCK_NODES_SHOWN]
+        shown = Node.objects.only("pk", "name", "reservation_id", "cluster_id").order_by("name")[:BLOCK_NODES_SHOWN]
         blocks = blocks.prefetch_related(Prefetch("nodes", queryset=shown, to_attr="shown_nodes"))  # sliced: needs to_attr
     blocks = list(blocks)
     for block in blocks:

@@ -203,11 +203,11 @@ class DecisionTable(PlainRowsTable):
 
         def cells(record):
             pool = record.node_pool
-            if pool is not None and pool.name not in pool_links:
-                pool_links[pool.name] = link(pool.get_absolute_url(), pool)
+            if pool is not None and pool.pk not in pool_links:  # by pk: two clusters may each have a pool "default"
+                pool_links[pool.pk] = link(pool.get_absolute_url(), pool)
             return (when(record.created_at), self.KINDS.get(record.kind, record.kind),
                     self.OUTCOMES.get(record.outcome, record.outcome), self.MODES.get(record.mode, record.mode),
-                    record.subject, record.reason, pool and pool_links[pool.name])
+                    record.subject, record.reason, pool and pool_links[pool.pk])
 
         return cells
 

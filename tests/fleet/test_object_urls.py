@@ -1,6 +1,6 @@
 """A Kubernetes-side object's pages and API endpoints carry its cluster: two clusters may both have a
 NodePool "default" (unique per cluster and name). /clusters/<cluster>/nodepools/<name>/ is each one's
-page; the route without a cluster still answers (a fleet of one, old links): redirected when one
+page; the route without a cluster still answers (a fleet of one, old links): the page itself when one
 cluster has the name, a choice when several do. The API's details take ?cluster=."""
 
 import pytest
@@ -75,18 +75,20 @@ def test_the_route_without_a_cluster_redirects_or_asks_which(viewer_client, twin
     text = ambiguous.content.decode()
     assert "2 clusters have a NodePool &quot;default&quot; (east, west)" in text
     assert 'href="/clusters/east/nodepools/default/"' in text and 'href="/clusters/west/nodepools/default/"' in text
-    # The header's choice narrows it to one: redirected to that cluster's page, the query kept.
+    # The header's choice narrows it to one: that cluster's page, at the old address.
     viewer_client.get(reverse("scheduling:nodepools"), {"cluster": "west"})
-    chosen = viewer_client.get("/nodepools/default/?tab=nodes")
-    assert (chosen.status_code, chosen["Location"]) == (302, "/clusters/west/nodepools/default/?tab=nodes")
+    chosen = viewer_client.get("/nodepools/default/")
+    assert chosen.status_code == 200 and chosen.context["pool"].weight == 20
     # Only east has it: the chosen cluster (west) has none, and the page says where it is.
     with scope.cluster_scope(east):
-        NodePoolFactory(name="east-only")
+        NodePoolFactory(name="east-only", weight=30)
     missing = viewer_client.get("/nodepools/east-only/")
     assert missing.status_code == 404
     assert "cluster &quot;west&quot; has no NodePool &quot;east-only&quot;; east has one" in missing.content.decode()
+    assert 'href="/clusters/east/nodepools/east-only/"' in missing.content.decode()
     viewer_client.get(reverse("scheduling:nodepools"), {"cluster": "all"})
-    assert viewer_client.get("/nodepools/east-only/")["Location"] == "/clusters/east/nodepools/east-only/"
+    found = viewer_client.get("/nodepools/east-only/")  # the fleet's only one: shown in its cluster
+    assert found.status_code == 200 and found.context["pool"].weight == 30 and "in east" in found.content.decode()
     assert viewer_client.get("/nodepools/nowhere/").status_code == 404
 
 
