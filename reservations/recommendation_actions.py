@@ -139,14 +139,6 @@ def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_
         cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
 
 
-def _node_classes(rec: Recommendation):
-    """The EC2NodeClass a *select* names, in the cluster it names (two clusters may each have one of that
-    name); in the scope's cluster, or the only one, when it names none."""
-    found = EC2NodeClass.objects.filter(name=rec.details.get("nodeClass") or "")
-    cluster = rec.details.get("cluster")
-    return found.filter(cluster__name=cluster) if cluster and several_clusters() else found
-
-
 def _select(rec: Recommendation, user, source) -> None:
     """The id term added to the class's terms (kept if already there), saved as the editor saves: validated,
     conflict-safe on the class's version, audited on the class."""
@@ -174,3 +166,11 @@ def _changes(rec: Recommendation, offering_id, end_date) -> dict:
 
 def _second(moment):
     return moment.replace(microsecond=0) if moment else None
+
+
+def _node_classes(rec: Recommendation):
+    """The EC2NodeClass a *select* names, in the cluster it names (two clusters may each have one of that
+    name); in the scope's cluster, or the only one, when it names none."""
+    found = EC2NodeClass.objects.filter(name=rec.details.get("nodeClass") or "")
+    cluster = rec.details.get("cluster")
+    return found.filter(cluster__name=cluster) if cluster and several_clusters() else found
