@@ -68,7 +68,7 @@ def test_every_list_links_to_the_right_clusters_object(viewer_client, twins):
     assert 'href="/clusters/west/nodepools/default/"' in node_class_page
 
 
-def test_the_route_without_a_cluster_redirects_or_asks_which(viewer_client, twins):
+def test_the_route_without_a_cluster_answers_in_the_only_cluster_or_asks_which(viewer_client, twins):
     east, west, made = twins
     ambiguous = viewer_client.get("/nodepools/default/")
     assert ambiguous.status_code == 300
