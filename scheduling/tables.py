@@ -203,11 +203,12 @@ class DecisionTable(PlainRowsTable):
 
         def cells(record):
             pool = record.node_pool
-            if pool is not None and pool.pk not in pool_links:  # by pk: two clusters may each have a pool "default"
-                pool_links[pool.pk] = link(pool.get_absolute_url(), pool)
+            key = pool and (pool.pk, pool.name)  # not by name alone: two clusters may each have a pool "default"
+            if pool is not None and key not in pool_links:
+                pool_links[key] = link(pool.get_absolute_url(), pool)
             return (when(record.created_at), self.KINDS.get(record.kind, record.kind),
                     self.OUTCOMES.get(record.outcome, record.outcome), self.MODES.get(record.mode, record.mode),
-                    record.subject, record.reason, pool and pool_links[pool.pk])
+                    record.subject, record.reason, pool and pool_links[key])
 
         return cells
 

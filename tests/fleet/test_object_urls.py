@@ -9,7 +9,7 @@ from django.urls import reverse
 from fleet import scope
 from fleet.middleware import SESSION_KEY
 from tests.factories.reservations import EC2NodeClassFactory
-from tests.factories.scheduling import NodeClaimFactory, NodeFactory, NodePoolFactory, PodFactory
+from tests.factories.scheduling import DecisionFactory, NodeClaimFactory, NodeFactory, NodePoolFactory, PodFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +27,7 @@ def twins(two_clusters):
             node = NodeFactory(name="twin-node", node_pool=pool)
             claim = NodeClaimFactory(name="twin-claim", node_pool=pool)
             pod = PodFactory(namespace="ns", name="twin-pod", node=node, node_name=node.name)
+            DecisionFactory(node_pool=pool, subject=f"twin decision {cluster.name}")
             made[cluster.name] = dict(pool=pool, node=node, claim=claim, pod=pod, node_class=node_class)
     return east, west, made
 
@@ -64,6 +65,8 @@ def test_every_list_links_to_the_right_clusters_object(viewer_client, twins):
     assert 'href="/clusters/west/nodes/twin-node/"' in pods and 'href="/clusters/west/pods/ns/twin-pod/"' in pods
     classes = viewer_client.get(reverse("reservations:nodeclasses")).content.decode()
     assert 'href="/clusters/east/nodeclasses/twin-class/"' in classes
+    decisions = viewer_client.get(reverse("scheduling:decisions"), {"q": "twin decision"}).content.decode()
+    assert 'href="/clusters/east/nodepools/default/"' in decisions and 'href="/clusters/west/nodepools/default/"' in decisions
     node_class_page = viewer_client.get("/clusters/west/nodeclasses/twin-class/").content.decode()
     assert 'href="/clusters/west/nodepools/default/"' in node_class_page
 
