@@ -54,7 +54,12 @@ class ClusterAdmin(AuditedAdmin):
     readonly_fields = ("queue", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "account", "region", "is_default")}),
-        ("Connection", {"fields": ("connection", "kubeconfig", "endpoint")}),
+        ("Connection", {"fields": ("connection", "kubeconfig")}),
+        ("Nodes join it with", {
+            "description": "What a launched node needs to join the cluster, and where its interruption events arrive. "
+                           "Blank: asked of EKS (DescribeCluster), and no queue; the default cluster's blanks take "
+                           "the KARPWEB_CLUSTER_* settings and KARPWEB_INTERRUPTION_QUEUE as before the fleet.",
+            "fields": ("endpoint", "ca_bundle", "service_cidr", "interruption_queue")}),
         ("Control", {"fields": ("mode", "karpenter", "shard", "queue")}),
         ("Recorded", {"fields": ("created_at", "updated_at")}),
     )

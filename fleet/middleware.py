@@ -10,59 +10,23 @@ with ?cluster= still shows the same cluster to whoever opens it.
 The API, /metrics, the admin and the health check are not scoped by the session: the API reads the
 whole fleet and filters with its own ?cluster=, the admin edits any cluster's rows.
 
-The fleet's clusters (a few rows) are read once and kept per process for a minute, forgotten when a
-cluster or an account is saved or deleted in this process; a name not in the kept list is looked up
-afresh once (a cluster another process just added). So the scope and the header's picker cost no
-query on most pages, and at most one."""
-
-import threading
-import time
+The fleet's clusters are the process's one kept list (fleet.scope.fleet_clusters: a minute, forgotten
+when a cluster or an account is saved or deleted in this process); a name not in the kept list is
+looked up afresh once (a cluster another process just added). So the scope and the header's picker
+cost no query on most pages, and at most one."""
 
 from django.contrib import messages
-from django.db.models.signals import post_delete, post_save
-from django.dispatch import receiver
 from django.utils.functional import cached_property
 
-from fleet.models import AwsAccount, Cluster
+from fleet.models import Cluster
+from fleet.scope import cluster_scope, fleet_clusters
 from karpweb.jsonsafe import printable
-from fleet.scope import cluster_scope
 
 SESSION_KEY = "karpweb_cluster"
 PARAMETER = "cluster"
 ALL = "all"
 # Paths the session's choice does not scope: they read the whole fleet or filter for themselves.
 UNSCOPED_PREFIXES = ("/api/", "/metrics", "/admin/", "/healthz", "/static/", "/favicon.ico")
-# How long a process keeps the list of clusters (another process's change shows within it).
-CLUSTERS_TTL_SECONDS = 60
-_kept: tuple[float, list[Cluster]] | None = None
-_kept_lock = threading.Lock()
-
-
-def fleet_clusters(fresh: bool = False) -> list[Cluster]:
-    """Every cluster with its account, by name: one query a minute per process at most (`fresh`: now)."""
-    global _kept
-    kept = _kept
-    if not fresh and kept is not None and time.monotonic() - kept[0] < CLUSTERS_TTL_SECONDS:
-        return kept[1]
-    clusters = list(Cluster.objects.select_related("account").order_by("name"))
-    with _kept_lock:
-        _kept = (time.monotonic(), clusters)
-    return clusters
-
-
-@receiver(post_save, sender=Cluster)
-@receiver(post_delete, sender=Cluster)
-@receiver(post_save, sender=AwsAccount)
-@receiver(post_delete, sender=AwsAccount)
-def _fleet_changed(sender, **kwargs):
-    forget_clusters()
-
-
-def forget_clusters() -> None:
-    """Forget the kept list (a cluster changed; a test rolled back the clusters it made)."""
-    global _kept
-    with _kept_lock:
-        _kept = None
 
 
 class Fleet:

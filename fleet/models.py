@@ -4,6 +4,9 @@ Every Kubernetes-side row (NodePools, NodeClaims, nodes, pods, EC2NodeClasses, d
 belongs to one Cluster; every capacity reservation is seen by one or more AwsAccounts
 (reservations.models.ReservationVisibility). fleet/scope.py says which cluster code works on."""
 
+import base64
+import binascii
+import ipaddress
 import re
 
 from django.core.exceptions import ValidationError
@@ -20,6 +23,11 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
 SHARD = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
+# An SQS queue's name (1 to 80 letters, digits, "-" and "_"; ".fifo" for a FIFO queue) or its URL.
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+QUEUE_URL = re.compile(r"^https?://[^\s/]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+ENDPOINT = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 # The Celery queue the default shard's clusters are served on: Celery's own default, the one every
 # worker consumes today, so a single-cluster install runs exactly as before.
 DEFAULT_SHARD = "default"
@@ -66,6 +74,42 @@ def validate_shard(value: str) -> None:
     if not SHARD.match(value or ""):
         raise ValidationError('"%(value)s" is not a shard name (lower-case letters, digits and "-", '
                               "at most 32 characters, e.g. default or eu)", code="invalid_shard", params={"value": value})
+
+
+def validate_queue(value: str) -> None:
+    if value and not (QUEUE_NAME.match(value) or QUEUE_URL.match(value)):
+        raise ValidationError('"%(value)s" is neither an SQS queue name (letters, digits, "-" and "_", at most 80) nor '
+                              "its URL (https://sqs.us-east-1.amazonaws.com/123456789012/karpweb-interruptions)",
+                              code="invalid_queue", params={"value": value[:200]})
+
+
+def validate_endpoint(value: str) -> None:
+    if value and not ENDPOINT.match(value):
+        raise ValidationError('"%(value)s" is not an API server URL (e.g. https://0123456789ABCDEF.gr7.us-east-1.eks.'
+                              "amazonaws.com)", code="invalid_endpoint", params={"value": value[:200]})
+
+
+def validate_ca_bundle(value: str) -> None:
+    """Base64 of a PEM certificate bundle, as EKS's certificateAuthority.data and Karpenter's CLUSTER_CA_BUNDLE."""
+    if not value:
+        return
+    try:
+        pem = base64.b64decode("".join(value.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValidationError("is not base64: give the PEM bundle base64-encoded, as EKS's certificateAuthority.data",
+                              code="invalid_ca_bundle") from None
+    if PEM_CERTIFICATE not in pem:
+        raise ValidationError("decodes to no PEM certificate (-----BEGIN CERTIFICATE-----)", code="invalid_ca_bundle")
+
+
+def validate_service_cidr(value: str) -> None:
+    if not value:
+        return
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValidationError('"%(value)s" is not a CIDR block (e.g. 10.100.0.0/16): %(why)s', code="invalid_cidr",
+                              params={"value": value[:64], "why": str(exc)}) from None
 
 
 def shard_queue(shard: str) -> str:
@@ -124,8 +168,22 @@ class Cluster(models.Model):
     kubeconfig = models.CharField(
         max_length=1024, blank=True,
         help_text='A kubeconfig path, or a Secret reference "secret:<namespace>/<name>[/<key>]" (connection kubeconfig).')
-    endpoint = models.CharField(max_length=512, blank=True, help_text="The API server's URL, when karpweb cannot "
-                                                                      "read it from the kubeconfig or EKS.")
+    endpoint = models.CharField(max_length=512, blank=True, validators=[validate_endpoint],
+                                help_text="The API server's URL nodes join, when karpweb cannot read it from the "
+                                          "kubeconfig or EKS (blank: DescribeCluster; the default cluster: "
+                                          "KARPWEB_CLUSTER_ENDPOINT).")
+    ca_bundle = models.TextField(
+        "CA bundle", blank=True, validators=[validate_ca_bundle],
+        help_text="The API server's certificate authority, base64 PEM, as nodes get it (blank: DescribeCluster; the "
+                  "default cluster: KARPWEB_CLUSTER_CA_BUNDLE).")
+    service_cidr = models.CharField(
+        "service CIDR", max_length=43, blank=True, validators=[validate_service_cidr],
+        help_text="The cluster's Service CIDR, as nodes get it (blank: DescribeCluster; the default cluster: "
+                  "KARPWEB_CLUSTER_CIDR).")
+    interruption_queue = models.CharField(
+        max_length=1024, blank=True, validators=[validate_queue],
+        help_text="The SQS queue (name or URL) its EventBridge rules send EC2 interruption events to, read with its "
+                  "account's credentials (blank: none; the default cluster: KARPWEB_INTERRUPTION_QUEUE).")
     mode = models.CharField(max_length=10, choices=Mode.choices, blank=True,
                             help_text="Blank follows the global mode (KARPWEB_MODE).")
     karpenter = models.CharField(max_length=8, choices=Karpenter.choices, default=Karpenter.AUTO,

@@ -17,13 +17,16 @@ with none (contextvars are per thread): a thread started inside a scope sees the
 writes to default_cluster() unless its target is wrapped in `carry(target)`, which runs it in the
 scope of the code that wrapped it.
 
-The default cluster is cached per process; saving or deleting a Cluster forgets it (signals below),
-and `forget_default()` forgets it by hand (a test that flushed the database)."""
+The fleet's clusters (and so the default) are kept per process for a minute (`fleet_clusters`, the
+one list the scope, the pages' picker and the links read); saving or deleting a Cluster or an
+AwsAccount forgets it (signals below), and `forget_default()` forgets it by hand (a test that flushed
+the database)."""
 
 import contextlib
 import contextvars
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from django.db.models.signals import post_delete, post_save
@@ -34,9 +37,11 @@ from fleet.models import AwsAccount, Cluster
 
 # The active cluster; UNSCOPED (None) is the whole fleet.
 _active: contextvars.ContextVar[Cluster | None] = contextvars.ContextVar("karpweb_cluster", default=None)
-_default: Cluster | None = None
-_several: bool | None = None  # whether the fleet has more than one cluster, cached with the default
-_default_lock = threading.RLock()  # re-entered: making the default saves a Cluster, whose signal forgets it
+# The fleet's clusters as this process last read them: (when, clusters by name). The clusters are a
+# few rows read on most requests and every unscoped save; another process's change shows within the TTL.
+CLUSTERS_TTL_SECONDS = 60
+_kept: tuple[float, list[Cluster]] | None = None
+_lock = threading.RLock()  # re-entered: making the first cluster saves one, whose signal forgets the list
 
 
 class NoClusterScope(RuntimeError):
@@ -70,6 +75,14 @@ def unscoped() -> Iterator[None]:
         yield
     finally:
         _active.reset(token)
+
+
+def scope_of(row) -> contextlib.AbstractContextManager:
+    """The scope of a Kubernetes-side row's own cluster (what its cluster sees: the reservations of its
+    account and region), whatever scope is open; no scope in a fleet of one (as its loop runs)."""
+    if not several_clusters() or row.cluster_id == current_cluster_id():
+        return contextlib.nullcontext()
+    return cluster_scope(row.cluster)
 
 
 def current_cluster() -> Cluster | None:
@@ -119,39 +132,65 @@ def default_cluster() -> Cluster:
     """The only cluster, or the one flagged `is_default`; NoClusterScope when there are several and
     none is flagged. An empty fleet (a database migrated and then emptied) gets its cluster from the
     settings, as the migration to the fleet made it (fleet.defaults)."""
-    cached = _default
-    if cached is not None:
-        return cached
-    with _default_lock:
-        _look_up()
-        if _default is None:
-            _refuse()
-        return _default
+    clusters = fleet_clusters()
+    if not clusters:
+        with _lock:
+            _make_first()
+            clusters = fleet_clusters(fresh=True)
+    default = next((cluster for cluster in clusters if cluster.is_default), None)
+    if default is None and len(clusters) == 1:
+        default = clusters[0]
+    if default is None:
+        _refuse()
+    return default
 
 
 def several_clusters() -> bool:
-    """Whether the fleet has more than one cluster (cached with the default: no query once looked up)."""
-    if _several is None:
-        with _default_lock:
-            _look_up()
-    return bool(_several)
+    """Whether the fleet has more than one cluster (from the kept list: no query most of the time)."""
+    return len(fleet_clusters()) > 1
+
+
+def fleet_clusters(fresh: bool = False) -> list[Cluster]:
+    """Every cluster with its account, by name: the process's one list of the fleet (the default
+    cluster, the pages' picker and the links' cluster names all read it). One query a minute per
+    process at most (`fresh`: now); forgotten when a cluster or an account is saved or deleted here."""
+    global _kept
+    kept = _kept
+    if not fresh and kept is not None and time.monotonic() - kept[0] < CLUSTERS_TTL_SECONDS:
+        return kept[1]
+    with _lock:
+        clusters = list(Cluster.objects.select_related("account").order_by("name"))
+        _kept = (time.monotonic(), clusters)
+    return clusters
+
+
+def cluster_named(name: str) -> Cluster | None:
+    """The cluster called `name` from the kept list; read afresh once when it is not there (another
+    process may have just added it). None when there is none."""
+    found = next((cluster for cluster in fleet_clusters() if cluster.name == name), None)
+    if found is None:
+        found = next((cluster for cluster in fleet_clusters(fresh=True) if cluster.name == name), None)
+    return found
+
+
+def cluster_name(cluster_id: int) -> str:
+    """The name of the cluster with primary key `cluster_id` (kept list; one fresh read if missing)."""
+    found = next((cluster for cluster in fleet_clusters() if cluster.pk == cluster_id), None)
+    if found is None:
+        found = next((cluster for cluster in fleet_clusters(fresh=True) if cluster.pk == cluster_id), None)
+    if found is None:
+        raise Cluster.DoesNotExist(f"cluster: no cluster has id {cluster_id}")
+    return found.name
 
 
 def forget_default() -> None:
-    global _default, _several
-    with _default_lock:
-        _default, _several = None, None
+    """Forget the kept list of clusters (and so the default): a cluster changed, or a test flushed them."""
+    global _kept
+    with _lock:
+        _kept = None
 
 
-def _look_up() -> None:
-    global _default, _several
-    if _several is not None:
-        return
-    clusters = list(Cluster.objects.select_related("account").order_by("-is_default", "pk")[:2])
-    if not clusters:
-        clusters = [_make_first()]
-    default = clusters[0] if len(clusters) == 1 or clusters[0].is_default else None
-    _default, _several = default, len(clusters) > 1
+forget_clusters = forget_default
 
 
 def _refuse():
@@ -177,5 +216,6 @@ def _make_first() -> Cluster:
 @receiver(post_save, sender=Cluster)
 @receiver(post_delete, sender=Cluster)
 @receiver(post_save, sender=AwsAccount)
+@receiver(post_delete, sender=AwsAccount)
 def _cluster_changed(sender, **kwargs):
     forget_default()

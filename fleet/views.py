@@ -1,15 +1,23 @@
 """The fleet's pages: the accounts and clusters karpweb knows, each with its own page. They read
-the whole fleet (no cluster scope, fleet/scope.py)."""
+the whole fleet (no cluster scope, fleet/scope.py). Also the wrappers that give a Kubernetes-side
+object's pages (unique per cluster and name) their cluster: `in_cluster` and `by_name`."""
+
+import functools
+from urllib.parse import quote
 
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.shortcuts import get_object_or_404
+from django.http import Http404
+from django.shortcuts import get_object_or_404, render
+from django.urls import get_script_prefix, path
 from django.views.generic import TemplateView
 
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
 from fleet.models import AwsAccount, Cluster
+from fleet.scope import cluster_name, cluster_named, cluster_scope, current_cluster, several_clusters
 from fleet.tables import AwsAccountTable, ClusterTable
-from karpweb.roles import ViewerRequiredMixin
+from karpweb.jsonsafe import printable
+from karpweb.roles import ViewerRequiredMixin, can_view
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.models import Node, NodePool, Pod
@@ -63,3 +71,79 @@ class ClusterDetailView(ViewerRequiredMixin, TemplateView):
         context.update(cluster=cluster, counts=counts,
                        reservations=CapacityReservation.objects.fleet().visible_to(cluster).count())
         return context
+
+
+# --- a Kubernetes-side object's pages: /clusters/<cluster>/<its route> and the route without a cluster ---
+
+def in_cluster(view):
+    """`view` at /clusters/<cluster>/...: the object's page in that cluster, whatever cluster the
+    header's menu chose (the heading says which; the menu's choice is left as it was)."""
+
+    @functools.wraps(view)
+    def wrapped(request, cluster, **kwargs):
+        found = cluster_named(cluster)
+        if found is None:
+            raise Http404(f'cluster: no cluster is named "{printable(cluster, 63)}"')
+        fleet = getattr(request, "fleet", None)
+        if fleet is not None:
+            fleet.shown = found
+        with cluster_scope(found):
+            return view(request, **kwargs)
+
+    return wrapped
+
+
+def by_name(view, model, *fields):
+    """`view` at its route without a cluster (the links before the fleet, bookmarks): in a fleet of one
+    it answers as it always did. With several clusters the object is looked for by `fields` in the
+    chosen cluster (or all): one found, the view answers in its cluster (old links and bookmarks keep
+    working, whatever the method); several found, 300 with a link to each cluster's; none, 404 naming
+    the clusters that do have one."""
+
+    @functools.wraps(view)
+    def wrapped(request, **kwargs):
+        if not several_clusters() or not can_view(request.user):
+            return view(request, **kwargs)  # as it always answered (one cluster), or its sign-in / 403
+        lookup = {field: kwargs[field] for field in fields}
+        label = "/".join(kwargs[field] for field in fields)
+        kind = model._meta.verbose_name
+        clusters = sorted({cluster_name(pk) for pk in model.objects.filter(**lookup).values_list("cluster_id", flat=True)})
+        if len(clusters) == 1:  # the only one of that name: its page, as the link always showed
+            if (fleet := getattr(request, "fleet", None)) is not None:
+                fleet.shown = cluster_named(clusters[0])
+            with cluster_scope(clusters[0]):
+                return view(request, **kwargs)
+        shown = current_cluster()
+        if not clusters and shown is not None:
+            elsewhere = sorted({cluster_name(pk) for pk in
+                                model.objects.fleet().filter(**lookup).values_list("cluster_id", flat=True)})
+            message = (f'{kind}: cluster "{shown.name}" has no {kind} "{label}"'
+                       + (f"; {', '.join(elsewhere)} {'has' if len(elsewhere) == 1 else 'have'} one" if elsewhere else ""))
+            return _choices(request, message, elsewhere, status=404)
+        if not clusters:
+            return view(request, **kwargs)  # its own 404
+        message = (f'{kind}: {len(clusters)} clusters have a {kind} "{label}" ({", ".join(clusters)}); '
+                   "choose the cluster")
+        return _choices(request, message, clusters, status=300)
+
+    return wrapped
+
+
+def object_routes(route: str, view, name: str, model, *fields: str) -> list:
+    """A Kubernetes-side object's page twice: /clusters/<cluster>/<route> (its links in a fleet of
+    several, karpweb.urlcache.cluster_detail_url) and <route> (a fleet of one, old links: by_name)."""
+    return [path(f"clusters/<str:cluster>/{route}", in_cluster(view), name=name),
+            path(route, by_name(view, model, *fields), name=name)]
+
+
+def _in_cluster_path(request, cluster: str) -> str:
+    """This request's URL under /clusters/<cluster>/, its query kept."""
+    prefix = get_script_prefix()
+    path = f"{prefix}clusters/{quote(cluster, safe='')}/{request.path[len(prefix):]}"
+    query = request.META.get("QUERY_STRING", "")
+    return f"{path}?{query}" if query else path
+
+
+def _choices(request, message: str, clusters: list[str], status: int):
+    links = [(name, _in_cluster_path(request, name)) for name in clusters]
+    return render(request, "fleet/choose_cluster.html", {"message": message, "links": links}, status=status)

@@ -9,9 +9,11 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.urls import get_script_prefix, reverse
 
+from fleet.scope import cluster_name, several_clusters
+
 # What reverse() leaves unquoted in a path (django.urls.resolvers: RFC 3986 sub-delimiters and /~:@).
 SAFE = "!$&'()*+,;=/~:@"
-TOKENS = ("__karpweb_arg0__", "__karpweb_arg1__")
+TOKENS = ("__karpweb_arg0__", "__karpweb_arg1__", "__karpweb_arg2__")
 
 
 @functools.lru_cache(maxsize=256)
@@ -27,6 +29,16 @@ def detail_url(viewname: str, *args: str) -> str:
     for token, arg in zip(TOKENS, args):
         url = url.replace(token, quote(arg, safe=SAFE), 1)
     return url
+
+
+def cluster_detail_url(viewname: str, cluster_id: int | None, *args: str) -> str:
+    """The page of a Kubernetes-side object (unique per cluster and name). In a fleet of several
+    clusters the cluster's name comes first (/clusters/<cluster>/nodes/<name>/: the routes of the same
+    name with one more argument), so two clusters' NodePools "default" have a page each; a fleet of
+    one keeps the links it always had (those routes still answer in a fleet: fleet.views.by_name)."""
+    if cluster_id is None or not several_clusters():
+        return detail_url(viewname, *args)
+    return detail_url(viewname, cluster_name(cluster_id), *args)
 
 
 @receiver(setting_changed)

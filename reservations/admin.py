@@ -221,7 +221,7 @@ class EC2NodeClassAdmin(MirroredAdmin):
                 "description": "Saved as the selector-term editor saves them: checked, written to the cluster, "
                                "refused when the object changed since this page was read. Every change is audited.",
                 "fields": ("capacity_reservation_selector_terms", "open_reservations", "read_version")}),
-            ("Spec", {"description": self.spec_note(), "fields": self.spec}),
+            ("Spec", {"description": self.spec_note(obj), "fields": self.spec}),
             ("Status", {"description": KUBERNETES_NOTE, "fields": self.mirrored}),
         ]
 

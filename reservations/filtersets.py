@@ -86,6 +86,11 @@ class UtilizationHourFilterSet(FilterSet):
 
 class RecommendationFilterSet(FilterSet):
     kind = django_filters.MultipleChoiceFilter(choices=Recommendation.Kind.choices, label="Kind")
+    cluster = django_filters.CharFilter(method="filter_cluster", label="Cluster",
+                                        help_text="Recommendations about the reservations the cluster's account sees in "
+                                                  "the cluster's region.")
+    account = django_filters.CharFilter(method="filter_account", label="Account",
+                                        help_text="Recommendations about the reservations this AWS account ID sees.")
     reservation = django_filters.CharFilter(field_name="reservation__reservation_id", lookup_expr="iexact",
                                             label="Reservation")
     node_pool = django_filters.CharFilter(method="filter_node_pool", label="NodePool",
@@ -95,6 +100,16 @@ class RecommendationFilterSet(FilterSet):
     class Meta:
         model = Recommendation
         fields = ["kind", "reservation", "node_pool", "state"]
+
+    def filter_cluster(self, queryset, name, value):
+        cluster = Cluster.objects.filter(name=value.strip()).first()
+        return queryset.none() if cluster is None else queryset.filter(
+            reservation__in=CapacityReservation.objects.fleet().visible_to(cluster))
+
+    def filter_account(self, queryset, name, value):
+        account = AwsAccount.objects.filter(account_id=value.strip()).first()
+        return queryset.none() if account is None else queryset.filter(
+            reservation__in=CapacityReservation.objects.fleet().seen_by(account))
 
     def filter_node_pool(self, queryset, name, value):
         return queryset.filter(reservation__node_classes__node_pools__name=value).distinct()

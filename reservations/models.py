@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Exists, ExpressionWrapper, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.signals import post_save
 from django.dispatch import receiver
-from karpweb.urlcache import detail_url
+from karpweb.urlcache import cluster_detail_url, detail_url
 from django.utils import timezone
 
 from fleet import scope
@@ -355,7 +355,13 @@ class EC2NodeClass(ConditionsMixin, models.Model):
         constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_nodeclass_name_per_cluster")]
 
     def get_absolute_url(self):
-        return detail_url("reservations:nodeclass", self.name)
+        return cluster_detail_url("reservations:nodeclass", self.cluster_id, self.name)
+
+    def get_edit_url(self):
+        return cluster_detail_url("reservations:nodeclass_edit", self.cluster_id, self.name)
+
+    def get_open_mode_url(self):
+        return cluster_detail_url("reservations:nodeclass_open_mode", self.cluster_id, self.name)
 
     def __str__(self):
         return self.name
@@ -498,6 +504,15 @@ class Recommendation(models.Model):
     @property
     def money_basis(self) -> str:
         return (self.details or {}).get("moneyBasis", "")
+
+    @property
+    def node_class_edit_url(self) -> str:
+        """The selector-term editor of the EC2NodeClass a *select* names, in the cluster it names."""
+        details = self.details or {}
+        name, cluster = details.get("nodeClass") or "", details.get("cluster") or ""
+        if cluster and scope.several_clusters() and scope.cluster_named(cluster) is not None:
+            return detail_url("reservations:nodeclass_edit", cluster, name)
+        return detail_url("reservations:nodeclass_edit", name)
 
     @property
     def can_apply(self) -> tuple[bool, str]:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from reservations.models import OPEN_RESERVATIONS_ANNOTATION, CapacityReservation, EC2NodeClass, OpenReservationInstance
+from scheduling.adapters.kube import clusters as kube_clusters
 from scheduling.audit import record_change
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,9 @@ def set_open_mode(node_class: EC2NodeClass, enabled: bool, *, user, source: str,
     else:
         annotations.pop(OPEN_RESERVATIONS_ANNOTATION, None)
     version = node_class.resource_version
-    if settings.KARPWEB_CLUSTER == "kubernetes":
-        written = _write_to_cluster(node_class, enabled)
+    adapter = kube_clusters.writer_for(node_class.cluster)
+    if adapter is not None:  # the class's own cluster's API server, not whichever the settings name
+        written = _write_to_cluster(adapter, node_class, enabled)
         version = written["metadata"]["resourceVersion"]
     elif version.isdigit() or not version:
         version = str(int(version or 0) + 1)
@@ -63,11 +64,7 @@ def set_open_mode(node_class: EC2NodeClass, enabled: bool, *, user, source: str,
     return True
 
 
-def _write_to_cluster(node_class: EC2NodeClass, enabled: bool) -> dict:
-    from scheduling.adapters.kube.adapter import KubeClusterAdapter
-    from scheduling.adapters.kube.config import load_api_client
-
-    adapter = KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
+def _write_to_cluster(adapter, node_class: EC2NodeClass, enabled: bool) -> dict:
     try:
         return adapter.set_annotations(node_class.name, {OPEN_RESERVATIONS_ANNOTATION: annotation(enabled)},
                                        node_class.resource_version)

@@ -16,6 +16,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from fleet.scope import several_clusters
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
 from scheduling.adapters.ec2.interface import CloudAPIError
@@ -94,7 +95,7 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
         raise ApplyRefused("id", f"recommendation {rec_id} does not exist (recomputed since?); reload the page")
     if rec.kind not in APPLICABLE:
         raise ApplyRefused("kind", f"a {rec.get_kind_display()} recommendation cannot be applied here")
-    if rec.kind == Recommendation.Kind.SELECT and not EC2NodeClass.objects.filter(name=rec.details.get("nodeClass") or "").exists():
+    if rec.kind == Recommendation.Kind.SELECT and not _node_classes(rec).exists():
         raise ApplyRefused("nodeClass", f"EC2NodeClass {rec.details.get('nodeClass') or '(none named)'} does not exist; "
                                         "add the term in another class's selector-term editor")
     if rec.kind == Recommendation.Kind.EXTEND and not offering_id:
@@ -200,7 +201,7 @@ def _resize(cloud, reservation_id: str, delta: int) -> None:
 def _select(rec: Recommendation, user, source) -> None:
     """The id term added to the class's terms (kept if already there), saved as the editor saves: validated,
     conflict-safe on the class's version, audited on the class."""
-    node_class = EC2NodeClass.objects.get(name=rec.details["nodeClass"])
+    node_class = _node_classes(rec).get()
     terms = list(node_class.capacity_reservation_selector_terms or [])
     if _select_term(rec) not in terms:
         terms.append(_select_term(rec))
@@ -232,3 +233,11 @@ def _changes(rec: Recommendation, offering_id, end_date) -> dict:
 
 def _second(moment):
     return moment.replace(microsecond=0) if moment else None
+
+
+def _node_classes(rec: Recommendation):
+    """The EC2NodeClass a *select* names, in the cluster it names (two clusters may each have one of that
+    name); in the scope's cluster, or the only one, when it names none."""
+    found = EC2NodeClass.objects.filter(name=rec.details.get("nodeClass") or "")
+    cluster = rec.details.get("cluster")
+    return found.filter(cluster__name=cluster) if cluster and several_clusters() else found

@@ -7,13 +7,14 @@ import difflib
 import json
 from types import SimpleNamespace
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.scope import scope_of
 from karpweb.jsonsafe import json_problems, printable
 from reservations.models import EC2NodeClass
 from reservations.status import resolve_from_database, write_node_class_status
+from scheduling.adapters.kube import clusters as kube_clusters
 from scheduling.audit import diff, record_change
 from scheduling.engine.selectors import NodeClassReservations, parse_terms
 
@@ -59,7 +60,8 @@ def preview(node_class: EC2NodeClass, terms, now=None) -> NodeClassReservations:
     """What `terms` would select for this class, from the reservations karpweb knows."""
     now = now or timezone.now()
     stand_in = SimpleNamespace(name=node_class.name, capacity_reservation_selector_terms=terms)
-    return resolve_from_database([stand_in], now)[node_class.name]
+    with scope_of(node_class):  # the reservations the class's own cluster sees
+        return resolve_from_database([stand_in], now)[node_class.name]
 
 
 def terms_diff(old, new) -> str:
@@ -68,12 +70,9 @@ def terms_diff(old, new) -> str:
     return "\n".join(difflib.unified_diff(before, after, "current", "edited", lineterm="", n=2))
 
 
-def _write_to_cluster(node_class: EC2NodeClass, terms, read_version: str) -> str:
-    """Write through the Kubernetes API (which refuses a stale resourceVersion); the new version."""
-    from scheduling.adapters.kube.adapter import KubeClusterAdapter
-    from scheduling.adapters.kube.config import load_api_client
-
-    adapter = KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
+def _write_to_cluster(adapter, node_class: EC2NodeClass, terms, read_version: str) -> str:
+    """Write through the class's own cluster's Kubernetes API (which refuses a stale resourceVersion);
+    the new version."""
     try:
         written = adapter.update_selector_terms(node_class.name, terms, read_version)
     except Exception as exc:
@@ -98,8 +97,9 @@ def save_selector_terms(node_class: EC2NodeClass, terms, read_version: str, *, u
             f"EC2NodeClass {node_class.name}: {printable(read_version, 40)!r} is no version it ever had; "
             "reload it and apply your edit again"
         )
-    if settings.KARPWEB_CLUSTER == "kubernetes":
-        new_version = _write_to_cluster(node_class, terms, read_version)
+    adapter = kube_clusters.writer_for(node_class.cluster)
+    if adapter is not None:
+        new_version = _write_to_cluster(adapter, node_class, terms, read_version)
     else:
         new_version = _next_version(read_version)
     # Compare-and-swap on the version: of two concurrent saves only one matches.

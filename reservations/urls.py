@@ -1,6 +1,8 @@
 from django.urls import path
 
+from fleet.views import object_routes
 from reservations import views
+from reservations.models import EC2NodeClass
 
 app_name = "reservations"
 
@@ -9,9 +11,10 @@ urlpatterns = [
     path("reservations/unselected/", views.UnselectedReservationsView.as_view(), name="unselected"),
     path("reservations/<str:reservation_id>/", views.ReservationDetailView.as_view(), name="detail"),
     path("nodeclasses/", views.NodeClassListView.as_view(), name="nodeclasses"),
-    path("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), name="nodeclass"),
-    path("nodeclasses/<str:name>/edit/", views.NodeClassEditView.as_view(), name="nodeclass_edit"),
-    path("nodeclasses/<str:name>/open-mode/", views.NodeClassOpenModeView.as_view(), name="nodeclass_open_mode"),
+    *object_routes("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), "nodeclass", EC2NodeClass, "name"),
+    *object_routes("nodeclasses/<str:name>/edit/", views.NodeClassEditView.as_view(), "nodeclass_edit", EC2NodeClass, "name"),
+    *object_routes("nodeclasses/<str:name>/open-mode/", views.NodeClassOpenModeView.as_view(), "nodeclass_open_mode",
+                   EC2NodeClass, "name"),
     path("capacity-blocks/", views.CapacityBlockView.as_view(), name="capacity_blocks"),
     path("recommendations/", views.RecommendationListView.as_view(), name="recommendations"),
     path("recommendations/<int:pk>/", views.RecommendationDetailView.as_view(), name="recommendation"),

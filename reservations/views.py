@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
+from fleet.scope import current_cluster
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
@@ -119,7 +120,7 @@ def upcoming_capacity_blocks(now, *, with_nodes=True):
     )
     if with_nodes:
         # Only what the page shows: the first names of each block's nodes (the rest are on its page).
-        shown = Node.objects.only("pk", "name", "reservation_id").order_by("name")[:BLOCK_NODES_SHOWN]
+        shown = Node.objects.only("pk", "name", "reservation_id", "cluster_id").order_by("name")[:BLOCK_NODES_SHOWN]
         blocks = blocks.prefetch_related(Prefetch("nodes", queryset=shown, to_attr="shown_nodes"))  # sliced: needs to_attr
     blocks = list(blocks)
     for block in blocks:
@@ -310,7 +311,11 @@ class RecommendationListView(ObjectListView):
     table_class = RecommendationTable
 
     def get_queryset(self):
-        return Recommendation.objects.select_related("reservation")
+        rows = Recommendation.objects.select_related("reservation")
+        if current_cluster() is not None:
+            # The header's chosen cluster: the recommendations about the reservations it sees (the scoped manager).
+            rows = rows.filter(reservation__in=CapacityReservation.objects.all())
+        return rows
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

@@ -82,7 +82,7 @@ class NodePoolAdmin(MirroredAdmin):
     def get_fieldsets(self, request, obj=None):
         return [
             ("karpweb", {"description": KARPWEB_NOTE, "fields": ("mode", "keep_idle_reserved_nodes")}),
-            ("Spec", {"description": self.spec_note(), "fields": self.spec}),
+            ("Spec", {"description": self.spec_note(obj), "fields": self.spec}),
             ("Status", {"description": KUBERNETES_NOTE, "fields": self.mirrored}),
         ]
 

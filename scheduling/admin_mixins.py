@@ -125,23 +125,24 @@ class MirroredAdmin(AuditedAdmin):
     fields are read-only where a real cluster owns them; what karpweb owns stays editable."""
 
     mirrored: tuple[str, ...] = ()
-    spec: tuple[str, ...] = ()  # read-only on a real cluster (KARPWEB_CLUSTER=kubernetes)
+    spec: tuple[str, ...] = ()  # read-only where a real cluster owns the object (its cluster's connection)
 
     @staticmethod
-    def cluster_owns_spec() -> bool:
-        from django.conf import settings
+    def cluster_owns_spec(obj=None) -> bool:
+        """Whether the object's own cluster (a new object: the settings' cluster) is a real API server."""
+        from scheduling.adapters.kube.clusters import owns_its_objects
 
-        return settings.KARPWEB_CLUSTER == "kubernetes"
+        return owns_its_objects(obj.cluster if getattr(obj, "cluster_id", None) else None)
 
     def get_readonly_fields(self, request, obj=None):
         fields = [*super().get_readonly_fields(request, obj), *self.mirrored]
-        if self.cluster_owns_spec():
+        if self.cluster_owns_spec(obj):
             fields += self.spec
         return tuple(dict.fromkeys(fields))
 
     @staticmethod
-    def spec_note() -> str:
-        return SPEC_NOTE_CLUSTER if MirroredAdmin.cluster_owns_spec() else SPEC_NOTE_SIMULATED
+    def spec_note(obj=None) -> str:
+        return SPEC_NOTE_CLUSTER if MirroredAdmin.cluster_owns_spec(obj) else SPEC_NOTE_SIMULATED
 
 
 class FullyMirroredAdmin(MirroredAdmin):

@@ -6,7 +6,7 @@ import datetime
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
-from karpweb.urlcache import detail_url
+from karpweb.urlcache import cluster_detail_url, detail_url
 from django.utils import timezone
 
 from fleet import scope
@@ -149,7 +149,10 @@ class NodePool(ConditionsMixin, models.Model):
         constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="one_nodepool_name_per_cluster")]
 
     def get_absolute_url(self):
-        return detail_url("scheduling:nodepool", self.name)
+        return cluster_detail_url("scheduling:nodepool", self.cluster_id, self.name)
+
+    def get_mode_url(self):
+        return cluster_detail_url("scheduling:nodepool_mode", self.cluster_id, self.name)
 
     def __str__(self):
         return self.name
@@ -202,7 +205,7 @@ class NodeClaim(ConditionsMixin, models.Model):
         return instance_id(self.provider_id)
 
     def get_absolute_url(self):
-        return detail_url("scheduling:nodeclaim", self.name)
+        return cluster_detail_url("scheduling:nodeclaim", self.cluster_id, self.name)
 
     def __str__(self):
         return self.name
@@ -249,7 +252,7 @@ class Node(models.Model):
         indexes = [models.Index(fields=["name"], name="node_fleet_list_order")]
 
     def get_absolute_url(self):
-        return detail_url("scheduling:node", self.name)
+        return cluster_detail_url("scheduling:node", self.cluster_id, self.name)
 
     def __str__(self):
         return self.name
@@ -297,7 +300,7 @@ class Pod(models.Model):
                                 name="pod_pending_list_order")]
 
     def get_absolute_url(self):
-        return detail_url("scheduling:pod", self.namespace, self.name)
+        return cluster_detail_url("scheduling:pod", self.cluster_id, self.namespace, self.name)
 
     def __str__(self):
         return f"{self.namespace}/{self.name}"

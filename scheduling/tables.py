@@ -8,7 +8,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
 from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
-from karpweb.urlcache import detail_url
+from karpweb.urlcache import cluster_detail_url, detail_url
 
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
@@ -24,7 +24,7 @@ def _reservation_url(record):
 
 
 def _node_url(record):
-    return detail_url("scheduling:node", record.node_name) if record.node_name else None
+    return cluster_detail_url("scheduling:node", record.cluster_id, record.node_name) if record.node_name else None
 
 
 class NodePoolTable(tables.Table):
@@ -203,11 +203,12 @@ class DecisionTable(PlainRowsTable):
 
         def cells(record):
             pool = record.node_pool
-            if pool is not None and pool.name not in pool_links:
-                pool_links[pool.name] = link(pool.get_absolute_url(), pool)
+            key = pool and (pool.pk, pool.name)  # not by name alone: two clusters may each have a pool "default"
+            if pool is not None and key not in pool_links:
+                pool_links[key] = link(pool.get_absolute_url(), pool)
             return (when(record.created_at), self.KINDS.get(record.kind, record.kind),
                     self.OUTCOMES.get(record.outcome, record.outcome), self.MODES.get(record.mode, record.mode),
-                    record.subject, record.reason, pool and pool_links[pool.name])
+                    record.subject, record.reason, pool and pool_links[key])
 
         return cells
 
@@ -250,7 +251,7 @@ class InstanceTypeTable(tables.Table):
 
 
 def _claim_url(record):
-    return detail_url("scheduling:nodeclaim", record.claim_name) if record.node_claim_id else None
+    return cluster_detail_url("scheduling:nodeclaim", record.cluster_id, record.claim_name) if record.node_claim_id else None
 
 
 def _launch_reservation_url(record):

@@ -1,7 +1,9 @@
 from django.urls import path
 
+from fleet.views import object_routes
 from karpweb.health import healthz
 from scheduling import views
+from scheduling.models import Node, NodeClaim, NodePool, Pod
 
 app_name = "scheduling"
 
@@ -9,16 +11,16 @@ urlpatterns = [
     path("", views.OverviewView.as_view(), name="overview"),
     path("controller/allow-control/", views.AllowControlView.as_view(), name="allow_control"),
     path("nodepools/", views.NodePoolListView.as_view(), name="nodepools"),
-    path("nodepools/<str:name>/", views.NodePoolDetailView.as_view(), name="nodepool"),
-    path("nodepools/<str:name>/mode/", views.NodePoolModeView.as_view(), name="nodepool_mode"),
+    *object_routes("nodepools/<str:name>/", views.NodePoolDetailView.as_view(), "nodepool", NodePool, "name"),
+    *object_routes("nodepools/<str:name>/mode/", views.NodePoolModeView.as_view(), "nodepool_mode", NodePool, "name"),
     path("instance-types/", views.InstanceTypeListView.as_view(), name="instancetypes"),
     path("instance-types/<str:name>/", views.InstanceTypeDetailView.as_view(), name="instancetype"),
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
-    path("nodes/<str:name>/", views.NodeDetailView.as_view(), name="node"),
+    *object_routes("nodes/<str:name>/", views.NodeDetailView.as_view(), "node", Node, "name"),
     path("nodeclaims/", views.NodeClaimListView.as_view(), name="nodeclaims"),
-    path("nodeclaims/<str:name>/", views.NodeClaimDetailView.as_view(), name="nodeclaim"),
+    *object_routes("nodeclaims/<str:name>/", views.NodeClaimDetailView.as_view(), "nodeclaim", NodeClaim, "name"),
     path("pods/", views.PodListView.as_view(), name="pods"),
-    path("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), name="pod"),
+    *object_routes("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), "pod", Pod, "namespace", "name"),
     path("decisions/", views.DecisionListView.as_view(), name="decisions"),
     path("karpenter-audit/", views.KarpenterAuditView.as_view(), name="karpenter_audit"),
     path("what-if/", views.WhatIfView.as_view(), name="whatif"),

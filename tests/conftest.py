@@ -88,11 +88,9 @@ def _fresh_default_cluster(request):
     transactional test elsewhere may have flushed the one the migration made. A test with the
     database has it looked up before it starts, as a process that has run before has it cached, so
     that the queries a test counts are the same as before the fleet."""
-    from fleet.middleware import fleet_clusters, forget_clusters
-    from fleet.scope import default_cluster, forget_default
+    from fleet.scope import default_cluster, fleet_clusters, forget_default
 
-    forget_default()
-    forget_clusters()  # the pages' list of clusters (fleet/middleware.py), kept per process too
+    forget_default()  # the process's one kept list of clusters (fleet/scope.py)
     database = [name for name in ("transactional_db", "db") if name in request.fixturenames]
     if database or request.node.get_closest_marker("django_db"):
         if database:
@@ -137,6 +135,28 @@ def nobody(db):
 
 
 @pytest.fixture
+def as_viewer(viewer):
+    """The API as a viewer, through a token (tests/support/api_clients.py)."""
+    from tests.support.api_clients import token_client
+
+    return token_client(viewer)
+
+
+@pytest.fixture
+def as_operator(operator):
+    from tests.support.api_clients import token_client
+
+    return token_client(operator)
+
+
+@pytest.fixture
+def as_nobody(nobody):
+    from tests.support.api_clients import token_client
+
+    return token_client(nobody)
+
+
+@pytest.fixture
 def viewer_client(client, viewer):
     client.force_login(viewer)
     return client
@@ -152,8 +172,7 @@ def operator_client(client, operator):
 def demo_world(db):
     from django.core.management import call_command
 
-    from fleet.middleware import fleet_clusters
-    from fleet.scope import default_cluster
+    from fleet.scope import default_cluster, fleet_clusters
 
     call_command("seed_demo")
     # The demo made its fleet's clusters (which forgets what the process kept of them): looked up again,

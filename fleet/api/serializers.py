@@ -6,15 +6,16 @@ from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
 from fleet.models import (
-    AwsAccount, Cluster, validate_account_id, validate_cluster_name, validate_region, validate_regions,
-    validate_role_arn, validate_shard,
+    AwsAccount, Cluster, validate_account_id, validate_ca_bundle, validate_cluster_name, validate_endpoint, validate_queue,
+    validate_region, validate_regions, validate_role_arn, validate_service_cidr, validate_shard,
 )
 from reservations.api.serializers import ro, when
 from scheduling.api.base import StrictInputMixin
 from scheduling.choices import Mode
 
 # Model field -> API field, for the errors a model's clean() names.
-API_NAMES = {"account_id": "accountID", "role_arn": "roleARN", "external_id": "externalID", "is_default": "isDefault"}
+API_NAMES = {"account_id": "accountID", "role_arn": "roleARN", "external_id": "externalID", "is_default": "isDefault",
+             "ca_bundle": "caBundle", "service_cidr": "serviceCIDR", "interruption_queue": "interruptionQueue"}
 
 
 @extend_schema_field({"type": "array", "items": {"type": "string", "example": "us-east-1"}})
@@ -77,7 +78,20 @@ class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSeri
     connection = serializers.ChoiceField(choices=Cluster.Connection.choices, required=False)
     kubeconfig = serializers.CharField(max_length=1024, required=False, allow_blank=True,
                                        help_text='A kubeconfig path or "secret:<namespace>/<name>[/<key>]".')
-    endpoint = serializers.CharField(max_length=512, required=False, allow_blank=True)
+    endpoint = serializers.CharField(max_length=512, required=False, allow_blank=True, validators=[validate_endpoint],
+                                     help_text="The API server's URL nodes join (blank: DescribeCluster; the default "
+                                               "cluster: KARPWEB_CLUSTER_ENDPOINT).")
+    caBundle = serializers.CharField(source="ca_bundle", required=False, allow_blank=True, validators=[validate_ca_bundle],
+                                     help_text="The cluster's CA, base64 PEM (blank: DescribeCluster; the default "
+                                               "cluster: KARPWEB_CLUSTER_CA_BUNDLE).")
+    serviceCIDR = serializers.CharField(source="service_cidr", max_length=43, required=False, allow_blank=True,
+                                        validators=[validate_service_cidr],
+                                        help_text="The Service CIDR nodes get (blank: DescribeCluster; the default "
+                                                  "cluster: KARPWEB_CLUSTER_CIDR).")
+    interruptionQueue = serializers.CharField(
+        source="interruption_queue", max_length=1024, required=False, allow_blank=True, validators=[validate_queue],
+        help_text="The SQS queue (name or URL) of its interruption events (blank: none; the default cluster: "
+                  "KARPWEB_INTERRUPTION_QUEUE).")
     mode = serializers.ChoiceField(choices=Mode.choices, required=False, allow_blank=True,
                                    help_text='observe, control, or "" to follow the global mode.')
     karpenter = serializers.ChoiceField(choices=Cluster.Karpenter.choices, required=False)
@@ -90,5 +104,5 @@ class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSeri
 
     class Meta:
         model = Cluster
-        fields = ["url", "name", "account", "region", "connection", "kubeconfig", "endpoint", "mode", "karpenter",
-                  "shard", "queue", "isDefault", "createdAt", "updatedAt"]
+        fields = ["url", "name", "account", "region", "connection", "kubeconfig", "endpoint", "caBundle", "serviceCIDR",
+                  "interruptionQueue", "mode", "karpenter", "shard", "queue", "isDefault", "createdAt", "updatedAt"]

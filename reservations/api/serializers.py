@@ -12,7 +12,7 @@ from rest_framework import serializers
 from reservations.models import (CapacityReservation, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
-from scheduling.api.base import StrictInputMixin
+from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin
 from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
@@ -333,7 +333,7 @@ class EC2NodeClassStatusSerializer(serializers.Serializer):
 
 
 class EC2NodeClassSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="reservations-api:ec2nodeclass-detail", lookup_field="name")
+    url = ClusterHyperlinkedIdentityField(view_name="reservations-api:ec2nodeclass-detail", lookup_field="name")
     resourceVersion = ro("resource_version", help_text="Send it back (If-Match or resourceVersion) when changing the class.")
     capacityReservationSelectorTerms = SelectorTermsField(source="capacity_reservation_selector_terms", read_only=True)
     spec = serializers.JSONField(read_only=True, help_text="The rest of spec, as Kubernetes has it.")

@@ -4,10 +4,14 @@ read-only viewset every resource starts from. Permissions and pagination are in 
 
 Unauthenticated requests get 401 JSON with `WWW-Authenticate: Token`, never a login redirect."""
 
+from urllib.parse import urlencode
+
+from django.core.exceptions import MultipleObjectsReturned
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status, viewsets
 
+from fleet.scope import cluster_name, several_clusters
 from scheduling.api.permissions import IsOperatorOrReadOnly
 
 # Names are Kubernetes names or EC2 ids: they may contain dots (m5.large, node-1.ec2.internal).
@@ -105,11 +109,40 @@ def detail_schema(serializer, *, summary, description=""):
 # --- viewsets ---------------------------------------------------------------------------------
 
 class ReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
-    """List + detail, looked up by a name unless the subclass says otherwise."""
+    """List + detail, looked up by a name unless the subclass says otherwise. The detail of a
+    Kubernetes-side object (unique per cluster and name) takes the list's `?cluster=` too: with
+    several clusters holding the name and no `?cluster=`, 400 naming the parameter and the clusters."""
 
     permission_classes = [IsOperatorOrReadOnly]
     lookup_field = "name"
     lookup_value_regex = NAME_IN_PATH
+
+    def get_object(self):
+        try:
+            return super().get_object()
+        except MultipleObjectsReturned:
+            raise ambiguous(self.filter_queryset(self.get_queryset()), {
+                self.lookup_field: self.kwargs[self.lookup_url_kwarg or self.lookup_field]}) from None
+
+
+def ambiguous(queryset, lookup: dict) -> serializers.ValidationError:
+    """400 on `cluster`: several clusters have an object of this name; the request must say which."""
+    clusters = sorted(set(queryset.filter(**lookup).values_list("cluster__name", flat=True)))
+    label = "/".join(str(value) for value in lookup.values())
+    return serializers.ValidationError({"cluster": [
+        f'{len(clusters)} clusters have a {queryset.model._meta.verbose_name} "{label}" ({", ".join(clusters)}): '
+        "say which with ?cluster=<name>"]})
+
+
+class ClusterHyperlinkedIdentityField(serializers.HyperlinkedIdentityField):
+    """The `url` of a Kubernetes-side object: its detail endpoint, with `?cluster=<its cluster>` once the
+    fleet has several clusters (two clusters may both have a NodePool "default")."""
+
+    def get_url(self, obj, view_name, request, format):
+        url = super().get_url(obj, view_name, request, format)
+        if url and getattr(obj, "cluster_id", None) is not None and several_clusters():
+            url = f"{url}?{urlencode({'cluster': cluster_name(obj.cluster_id)})}"
+        return url
 
 
 class StrictInputMixin:
@@ -134,3 +167,5 @@ def get_or_404(queryset, **lookup):
         return queryset.get(**lookup)
     except queryset.model.DoesNotExist as exc:
         raise Http404(f"No {queryset.model._meta.verbose_name} matches {lookup}.") from exc
+    except MultipleObjectsReturned:
+        raise ambiguous(queryset, lookup) from None

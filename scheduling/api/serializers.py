@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reservations.api.serializers import ConditionsField, StringMapField, ro, when
-from scheduling.api.base import StrictInputMixin
+from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin
 from scheduling.engine.requirements import OPERATORS
 from scheduling.models import (
     Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
@@ -68,7 +68,7 @@ def reservation_link():
 # --- NodePools --------------------------------------------------------------------------------
 
 class NodePoolSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:nodepool-detail", lookup_field="name")
+    url = ClusterHyperlinkedIdentityField(view_name="scheduling-api:nodepool-detail", lookup_field="name")
     resourceVersion = ro("resource_version")
     nodeClass = serializers.SlugRelatedField(source="node_class", slug_field="name", read_only=True, allow_null=True)
     nodeClassRef = ObjectField(source="node_class_ref", read_only=True)
@@ -147,7 +147,7 @@ class NodePoolModeSerializer(StrictInputMixin, serializers.Serializer):
 # --- NodeClaims and nodes ---------------------------------------------------------------------
 
 class NodeClaimSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:nodeclaim-detail", lookup_field="name")
+    url = ClusterHyperlinkedIdentityField(view_name="scheduling-api:nodeclaim-detail", lookup_field="name")
     nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
     nodeClass = serializers.SlugRelatedField(source="node_class", slug_field="name", read_only=True, allow_null=True)
     instanceType = ro("instance_type")
@@ -185,7 +185,7 @@ class AllocatableSerializer(serializers.Serializer):
 
 
 class NodeSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:node-detail", lookup_field="name")
+    url = ClusterHyperlinkedIdentityField(view_name="scheduling-api:node-detail", lookup_field="name")
     nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
     nodeClaim = serializers.SlugRelatedField(source="node_claim", slug_field="name", read_only=True, allow_null=True)
     instanceType = ro("instance_type")

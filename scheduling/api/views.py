@@ -185,7 +185,8 @@ class PodViewSet(ReadOnlyViewSet):
     queryset = Pod.objects.all()
 
     def get_object(self):
-        pod = get_or_404(self.get_queryset(), namespace=self.kwargs["namespace"], name=self.kwargs["name"])
+        pod = get_or_404(self.filter_queryset(self.get_queryset()), namespace=self.kwargs["namespace"],
+                         name=self.kwargs["name"])
         self.check_object_permissions(self.request, pod)
         return pod
 

@@ -21,10 +21,12 @@ from django.conf import settings
 
 from fleet.connection import is_aws, is_kubernetes  # noqa: F401 - the loop asks them here too
 from fleet.scope import NoClusterScope, current_cluster, default_cluster
+from scheduling.adapters.ec2.client import account_session, cluster_ec2_config
+from scheduling.adapters.kube import clusters as kube_clusters
 
 _lock = threading.Lock()
-_adapters: dict[tuple, object] = {}
 _providers: dict[tuple, object] = {}
+_queues: dict[tuple, object] = {}
 
 
 def is_simulated() -> bool:
@@ -50,14 +52,15 @@ def cluster():
         from scheduling.loop.simulated import SimulatedCluster
 
         return SimulatedCluster()
-    return _cached(_adapters, _adapter_key(scoped), lambda: _cluster_adapter(scoped))
+    return kube_clusters.adapter_for(scoped)
 
 
 def forget() -> None:
     """Drop every cached adapter and provider (a test that changed the fleet's rows)."""
     with _lock:
-        _adapters.clear()
         _providers.clear()
+        _queues.clear()
+    kube_clusters.forget()
     _ec2_provider.cache_clear()
     _dns_reader.cache_clear()
 
@@ -77,84 +80,32 @@ def _cached(cache: dict, key: tuple, make):
 
 def _settings_cluster():
     if settings.KARPWEB_CLUSTER == "kubernetes":
-        from scheduling.adapters.kube.adapter import KubeClusterAdapter
-        from scheduling.adapters.kube.config import load_api_client
-
-        return KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
+        return kube_clusters.settings_adapter()
     from scheduling.loop.simulated import SimulatedCluster
 
     return SimulatedCluster()
 
 
-def _adapter_key(cluster) -> tuple:
-    account = cluster.account
-    return (cluster.pk, cluster.connection, cluster.kubeconfig, cluster.endpoint, cluster.name, cluster.region,
-            account.role_arn, account.external_id)
-
-
-def _cluster_adapter(cluster):
-    """The Kubernetes adapter for a fleet cluster, from its connection."""
-    from scheduling.adapters.kube.adapter import KubeClusterAdapter
-    from scheduling.adapters.kube import config
-
-    connection = cluster.Connection
-    if cluster.connection == connection.IN_CLUSTER:
-        client = config.client_in_cluster()
-    elif cluster.connection == connection.KUBECONFIG:
-        if config.is_secret_reference(cluster.kubeconfig):
-            # The Secret is in karpweb's own cluster: the one the settings name.
-            reader = config.load_api_client(settings.KARPWEB_KUBECONFIG or None)
-            try:
-                client = config.client_from_secret(cluster.kubeconfig, reader)
-            finally:
-                reader.close()
-        else:
-            client = config.client_from_kubeconfig(cluster.kubeconfig)
-    elif cluster.connection == connection.EKS:
-        from scheduling.adapters.kube.eks import eks_api_client
-
-        ec2_config = _ec2_config(cluster)
-        client = eks_api_client(_session(cluster.account, ec2_config), cluster.name, ec2_config.region,
-                                endpoint=cluster.endpoint, eks_endpoint_url=ec2_config.eks_endpoint_url,
-                                sts_endpoint_url=ec2_config.sts_endpoint_url)
-    else:
-        raise ValueError(f"connection: {cluster.connection!r} is not a Kubernetes connection")
-    return KubeClusterAdapter(client)
-
-
 def _as_the_settings_say(cluster) -> bool:
-    """The default cluster, in its account's own credentials and the settings' region, is the one a
+    """The default cluster, in its account's own credentials and the settings' region, joining nodes
+    with what the settings say (its row's endpoint, CA and CIDR blank or the same), is the one a
     single-cluster karpweb worked on: the same provider (and caches) serve it with or without a scope."""
     if cluster.account.role_arn or (cluster.region and cluster.region != (settings.KARPWEB_AWS_REGION or cluster.region)):
         return False
-    try:
-        return cluster.pk == default_cluster().pk
-    except NoClusterScope:
+    own = {"endpoint": cluster.endpoint, "ca": cluster.ca_bundle, "cidr": cluster.service_cidr}
+    if any(value and value != getattr(settings, SETTING_OF[key], "") for key, value in own.items()):
         return False
+    return _is_default(cluster)
 
 
 def _provider_key(cluster) -> tuple:
     account = cluster.account
-    return (cluster.pk, cluster.name, cluster.endpoint, cluster.region, cluster.connection, account.account_id,
-            account.role_arn, account.external_id, tuple(account.regions or ()))
+    return (cluster.pk, cluster.name, cluster.endpoint, cluster.ca_bundle, cluster.service_cidr, cluster.region,
+            cluster.connection, account.account_id, account.role_arn, account.external_id, tuple(account.regions or ()))
 
 
-def _ec2_config(cluster):
-    from scheduling.adapters.ec2.client import EC2Config
-
-    region = cluster.region or next(iter(cluster.account.regions or ()), "")
-    return EC2Config.from_settings(**({"region": region} if region else {}))
-
-
-def _session(account, ec2_config):
-    """The account's session: its role assumed through STS, else karpweb's own credentials."""
-    from scheduling.adapters.ec2.client import assumed_role_session, make_session
-
-    if not account.role_arn:
-        return make_session()
-    return assumed_role_session(account.role_arn, external_id=account.external_id, region=ec2_config.region,
-                                sts_endpoint_url=ec2_config.sts_endpoint_url,
-                                session_name=f"karpweb-{account.account_id}")
+_ec2_config = cluster_ec2_config
+_session = account_session
 
 
 def _cluster_provider(cluster):
@@ -182,7 +133,31 @@ def _cluster_provider(cluster):
         iam=make_client("iam", config, config.iam_endpoint_url, session),
         eks=make_client("eks", config, config.eks_endpoint_url, session),
         kube_dns=kube_dns if is_kubernetes(cluster) else None,
-        cluster={"name": cluster.name, "endpoint": cluster.endpoint})
+        cluster=join_info(cluster))
+
+
+def join_info(cluster) -> dict:
+    """What nodes launched for `cluster` join it with: its row's endpoint, CA bundle and Service CIDR;
+    blank ones in the default cluster are the settings' (KARPWEB_CLUSTER_*, as before the fleet), in
+    any other asked of EKS DescribeCluster (as is the version, unless the default's setting gives it)."""
+    info = {"name": cluster.name, "endpoint": cluster.endpoint, "ca": cluster.ca_bundle, "cidr": cluster.service_cidr,
+            "version": ""}
+    if _is_default(cluster):
+        for key, setting in SETTING_OF.items():
+            info[key] = info[key] or getattr(settings, setting, "") or ""
+    return info
+
+
+# The settings a single-cluster karpweb joined nodes with: the default cluster's, where its row is blank.
+SETTING_OF = {"endpoint": "KARPWEB_CLUSTER_ENDPOINT", "ca": "KARPWEB_CLUSTER_CA_BUNDLE", "cidr": "KARPWEB_CLUSTER_CIDR",
+              "version": "KARPWEB_KUBERNETES_VERSION"}
+
+
+def _is_default(cluster) -> bool:
+    try:
+        return cluster.pk == default_cluster().pk
+    except NoClusterScope:
+        return False
 
 
 def cluster_adapter_for(cluster_id: int):
@@ -214,15 +189,29 @@ def _dns_reader():
 
 
 def interruption_queue():
-    """The SQS interruption queue when KARPWEB_INTERRUPTION_QUEUE names one (AWS only), else None.
-    Received without a long poll: the provisioning step that reads it runs every 10 s. One queue:
-    the default cluster's (its EventBridge rules feed it); other clusters of a fleet read none yet."""
-    if not is_aws() or not settings.KARPWEB_INTERRUPTION_QUEUE:
+    """The SQS interruption queue of the scope's cluster (AWS only), else None: its row's
+    `interruption_queue`, read with its account's credentials in its region; blank in the default
+    cluster, KARPWEB_INTERRUPTION_QUEUE (as before the fleet). Received without a long poll: the
+    provisioning step that reads it runs every 10 s."""
+    if not is_aws():
         return None
     scoped = current_cluster()
-    if scoped is not None and not _as_the_settings_say(scoped):
+    if scoped is not None and scoped.interruption_queue:
+        return _cached(_queues, (scoped.pk, scoped.interruption_queue, scoped.region, scoped.account.role_arn,
+                                 scoped.account.external_id), lambda: _cluster_queue(scoped))
+    if not settings.KARPWEB_INTERRUPTION_QUEUE:
         return None
+    if scoped is not None and (not _is_default(scoped) or scoped.account.role_arn):
+        return None  # the setting's queue is read with karpweb's own credentials: the default cluster's, as before
     return _queue(settings.KARPWEB_INTERRUPTION_QUEUE)
+
+
+def _cluster_queue(cluster):
+    from scheduling.adapters.ec2.interruptionqueue import InterruptionQueue
+
+    config = cluster_ec2_config(cluster)
+    return InterruptionQueue.for_account(cluster.interruption_queue, config, account_session(cluster.account, config),
+                                         wait_seconds=0)
 
 
 @functools.cache

@@ -220,10 +220,11 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
     return row
 
 
-def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
+def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False, launched: LaunchResult | None = None):
     """Launch the instance a NodeClaim row is meant for; the claim name is the client token.
     `retry`: an earlier run may have launched it already; if the cloud has an instance for this
-    claim, that instance is the launch (a fresh worker may not know enough to relaunch it)."""
+    claim, that instance is the launch (a fresh worker may not know enough to relaunch it).
+    `launched`: that instance, when the caller already looked it up."""
     offering = LaunchOffering(
         instance_type=row.instance_type, zone=row.zone, capacity_type=row.capacity_type, price=0.0,
         reservation_id=row.reservation_label or None,
@@ -237,7 +238,7 @@ def launch_claim(cloud, cluster, row: NodeClaim, *, retry: bool = False):
         open_reservations=bool(node_class and node_class.open_reservations),
         node_class=node_class_launch(row) if node_class else None,
     )
-    result = (already_launched(cloud, row.name) if retry else None) or cloud.launch(request)
+    result = launched or (already_launched(cloud, row.name) if retry else None) or cloud.launch(request)
     if result.ok and result.reservation_id and row.reservation_label and result.reservation_id != row.reservation_label:
         record_group_member(cluster, row, result.reservation_id)
     if result.ok:
@@ -322,19 +323,53 @@ def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None, no
         provider_id="", deleting_since__isnull=True, labels__has_key=PROVISIONER_LABEL
     ).exclude(Q(instance_type="") | Q(capacity_type=""))
     relaunched = 0
+    counted = getattr(cloud, "keeps_reservations_in_database", False)
     for row in unlaunched.select_related("node_class", "node_pool"):
+        hold = result = None
         try:
-            result = launch_claim(cloud, cluster, row, retry=True)
-        except ACTION_ERRORS as exc:
+            found = already_launched(cloud, row.name)  # launched before: EC2 gave it its unit already
+            hold, held = (None, True) if found else hold_relaunch_unit(row, now)
+            if not held:
+                # Another cluster holds the reservation's free units: relaunching now would take a unit
+                # the ledger gave it. Tried again next run; deleted after the launch timeout as any.
+                raise ReservationHeldElsewhere(f"another cluster of the fleet holds the free units of reservation "
+                                               f"{row.reservation_label}")
+            result = launch_claim(cloud, cluster, row, launched=found)
+        except (*ACTION_ERRORS, ReservationHeldElsewhere) as exc:
             if row.created_at and now - row.created_at >= LAUNCH_TIMEOUT:
                 timed_out = launch_timeout(cluster, row, str(exc), now)
                 if decisions is not None:
                     decisions.append(timed_out)
+            elif decisions is not None and isinstance(exc, ReservationHeldElsewhere):
+                decisions.append(relaunch_held_elsewhere(row, str(exc)))
             continue  # otherwise left unlaunched: the next run tries again with the same client token
+        finally:
+            ledger.settle_hold(hold, result, claim_name=row.name, now=now, counted=counted)  # launched or released
         relaunched += result.ok
         if decisions is not None:
             decisions.append(relaunch_decision(row, result))
     return relaunched
+
+
+class ReservationHeldElsewhere(Exception):
+    """A relaunch into a reservation whose free units the fleet ledger gives other clusters."""
+
+
+def hold_relaunch_unit(row: NodeClaim, now) -> tuple[object, bool]:
+    """A relaunch into a reservation holds its unit in the fleet ledger as a first launch does
+    (hold_reservation_units), so two clusters never get the same free unit."""
+    if not row.reservation_label:
+        return None, True
+    return ledger.hold_units(row.reservation_label, 1, claim_name=row.name, now=now)
+
+
+def relaunch_held_elsewhere(row: NodeClaim, why: str) -> PendingDecision:
+    return PendingDecision(
+        kind=Decision.Kind.LAUNCH, subject=f"NodeClaim {row.name}"[:255], mode=effective_mode(row.node_pool),
+        node_pool=row.node_pool, reservation=row.reservation, outcome=Decision.Outcome.SKIPPED,
+        reason=(f"NodeClaim {row.name} ({row.instance_type} in {row.zone}, reservation {row.reservation_label}): an "
+                f"earlier run stopped before recording its launch; not relaunched now: {why} (tried again next run)"),
+        details={"name": row.name, "retry": True})
 
 
 def launch_timeout(cluster, row: NodeClaim, error: str, now) -> PendingDecision:

@@ -1,31 +1,11 @@
 import pytest
 from rest_framework.test import APIClient
 
-from accounts.tokens import create_token
-
-
-def token_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {create_token(user)[1]}")
-    client.user = user
-    return client
+# as_viewer, as_operator and as_nobody are in tests/conftest.py; token_client lives in tests/support/api_clients.py
+# (re-exported here for the modules of other branches that still import it from this conftest).
+from tests.support.api_clients import token_client  # noqa: F401
 
 
 @pytest.fixture
 def anon():
     return APIClient()
-
-
-@pytest.fixture
-def as_viewer(viewer):
-    return token_client(viewer)
-
-
-@pytest.fixture
-def as_operator(operator):
-    return token_client(operator)
-
-
-@pytest.fixture
-def as_nobody(nobody):
-    return token_client(nobody)

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from reservations.models import EC2NodeClass
 from scheduling.models import Decision, Pod, TaskRun
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 pytestmark = pytest.mark.django_db
 

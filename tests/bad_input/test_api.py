@@ -22,7 +22,7 @@ from scheduling.filtersets import (
     PodFilterSet,
     TaskRunFilterSet,
 )
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 from .conftest import FILTER_VALUES, HOSTILE_STRINGS, WRONG_TYPES
 

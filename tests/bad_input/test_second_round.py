@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from scheduling.whatif import run_world_text
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ def test_a_missing_class_pool_is_not_ready_everywhere(demo, operator_login, live
     page.screenshot(path=artifacts / "nodepool-missing-class.png", full_page=True)
 
     page.goto(f"{live_server.url}/nodepools/")
-    row = page.locator("tr", has=page.locator('a[href="/nodepools/web/"]'))
+    row = page.locator("tr", has=page.locator('a[href$="/nodepools/web/"]'))
     expect(row).to_contain_text("gone (not found)")
     expect(row).to_contain_text("NodeClassReady=False")
     expect(row.locator(".over-limits")).to_contain_text("of 2 CPU")

@@ -7,21 +7,10 @@ from django.urls import reverse
 from fleet import scope
 from fleet.models import AwsAccount, Cluster
 from scheduling.models import AuditEntry
-from tests.api.conftest import token_client
 from tests.factories.reservations import CapacityReservationFactory
 from tests.factories.scheduling import NodeFactory, NodePoolFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def as_viewer(viewer):
-    return token_client(viewer)
-
-
-@pytest.fixture
-def as_operator(operator):
-    return token_client(operator)
 
 
 def test_the_api_lists_and_shows_accounts_and_clusters(as_viewer, two_clusters):
@@ -141,3 +130,38 @@ def test_the_admin_filters_by_cluster_once_there_are_several(admin_user_client, 
 def test_a_fleet_of_one_shows_no_cluster_filter_in_the_admin(admin_user_client):
     page = admin_user_client.get(reverse("admin:scheduling_nodepool_changelist"))
     assert not any(spec.title == "cluster" and spec.has_output() for spec in page.context["cl"].filter_specs)
+
+
+def test_recommendations_follow_the_chosen_cluster_and_filter_by_cluster_and_account(viewer_client, as_viewer,
+                                                                                      two_clusters):
+    from django.utils import timezone
+
+    from reservations.models import Recommendation, ReservationVisibility
+
+    _home, east, west = two_clusters
+    now = timezone.now()
+    for cluster in (east, west):
+        reservation = CapacityReservationFactory(reservation_id=f"cr-rec-{cluster.name}", region=cluster.region,
+                                                 owner_id=cluster.account.account_id)
+        ReservationVisibility.objects.get_or_create(reservation=reservation, account=cluster.account)
+        Recommendation.objects.create(kind=Recommendation.Kind.CANCEL, reservation=reservation, reason="idle",
+                                      savings_per_month=100.0, seen_total=1, computed_at=now)
+    ours = Recommendation.objects.filter(reservation__reservation_id__startswith="cr-rec-")
+
+    def shown(page):
+        return sorted(r.reservation.reservation_id for r in page.context["table"].data if r in ours)
+
+    page = viewer_client.get(reverse("reservations:recommendations"), {"cluster": "west"})
+    assert shown(page) == ["cr-rec-west"]
+    assert page.context["total_per_month"] == 100.0  # the page's money is the chosen cluster's too (west's one)
+    assert shown(viewer_client.get(reverse("reservations:recommendations"), {"cluster": "all"})) == [
+        "cr-rec-east", "cr-rec-west"]
+
+    def listed(**query):
+        rows = as_viewer.get("/api/v1/recommendations/", query).json()["results"]
+        return sorted(r["reservationID"] for r in rows if r["reservationID"].startswith("cr-rec-"))
+
+    assert listed(cluster="east") == ["cr-rec-east"]
+    assert listed(account="222222222222") == ["cr-rec-west"]
+    assert listed() == ["cr-rec-east", "cr-rec-west"]
+    assert listed(cluster="nowhere") == []

@@ -82,3 +82,71 @@ def test_a_hold_lapses_after_the_launch_timeout_and_a_counted_launch_holds_nothi
     CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(available_instance_count=1)
     assert ReservationHold.objects.get(pk=counted.pk).state == ReservationHold.State.RELEASED
     assert free(alpha, reservation) == free(beta, reservation) == 1
+
+
+def unlaunched_claim(cluster, pool_name: str):
+    """A claim into cr-1 an earlier run of `cluster` wrote but died before launching (no provider id)."""
+    from scheduling.loop import provisioning
+    from scheduling.loop.simulated import SimulatedCluster
+    from tests.factories.scheduling import NodePoolFactory
+
+    labels = {"karpenter.sh/capacity-type": "reserved", "node.kubernetes.io/instance-type": "m5.large",
+              "topology.kubernetes.io/zone": "us-east-1a", "karpenter.k8s.aws/capacity-reservation-id": "cr-1"}
+    launch = {"instanceType": "m5.large", "zone": "us-east-1a", "capacityType": "reserved", "reservationID": "cr-1"}
+    with cluster_scope(cluster):
+        pool = NodePoolFactory(name=pool_name)
+        return provisioning.create_claim(SimulatedCluster(), {"nodePool": pool.name, "labels": labels,
+                                                              "launch": launch}, pool)
+
+
+def relaunch(cluster, now):
+    from scheduling.loop import provisioning
+    from scheduling.loop.simulated import SimulatedCloud, SimulatedCluster
+
+    decisions = []
+    with cluster_scope(cluster):
+        relaunched = provisioning.relaunch_unlaunched_claims(SimulatedCloud(), SimulatedCluster(), decisions, now)
+    return relaunched, decisions
+
+
+def test_a_relaunch_into_a_reservation_holds_its_unit_so_two_clusters_never_get_the_same_one(fleet):
+    from scheduling.models import NodeClaim
+
+    alpha, beta, reservation = fleet
+    CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(available_instance_count=1)  # one free unit
+    claim = unlaunched_claim(alpha, "alpha-pool")
+    beta_hold, ok = hold(beta)  # beta's launch holds the one free unit first
+    assert ok
+    relaunched, [decision] = relaunch(alpha, NOW)
+    assert relaunched == 0 and decision.outcome == "skipped"
+    assert "another cluster of the fleet holds the free units of reservation cr-1" in decision.reason
+    assert NodeClaim.objects.fleet().get(pk=claim.pk).provider_id == ""  # left for the next run
+    assert CapacityReservation.objects.fleet().get(pk=reservation.pk).available_instance_count == 1  # beta's to take
+    ledger.settle_hold(beta_hold, None, now=NOW)  # beta's launch raised: its unit is free again
+    later = NOW + datetime.timedelta(seconds=10)
+    relaunched, [decision] = relaunch(alpha, later)
+    assert relaunched == 1 and decision.outcome == "acted"
+    assert NodeClaim.objects.fleet().get(pk=claim.pk).provider_id.startswith("aws:///us-east-1a/i-")
+    [alpha_hold] = ReservationHold.objects.filter(cluster=alpha)
+    assert (alpha_hold.claim_name, alpha_hold.state) == (claim.name, ReservationHold.State.RELEASED)  # counted by the cloud
+    assert hold(beta, later) == (None, False)  # the unit went to alpha's relaunch, once
+
+
+def test_a_relaunch_of_a_claim_already_running_needs_no_unit(fleet):
+    from scheduling.loop import provisioning
+    from scheduling.loop.simulated import SimulatedCloud, SimulatedCluster
+    from scheduling.models import NodeClaim
+
+    alpha, beta, reservation = fleet
+    CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(available_instance_count=1)
+    claim = unlaunched_claim(alpha, "alpha-pool")
+    with cluster_scope(alpha):
+        SimulatedCloud().launch(provisioning.LaunchRequest(  # the first launch went through; its run died after it
+            nodeclaim_name=claim.name, nodeclass_name="", image_id="", tags={},
+            offerings=[provisioning.LaunchOffering(instance_type="m5.large", zone="us-east-1a", capacity_type="reserved",
+                                                   price=0.0, reservation_id="cr-1")]))
+    hold(beta)  # nothing is free for anyone now, by the ledger: the instance is alpha's already
+    relaunched, [decision] = relaunch(alpha, NOW)
+    assert relaunched == 1 and decision.outcome == "acted"
+    assert NodeClaim.objects.fleet().get(pk=claim.pk).provider_id != ""
+    assert not ReservationHold.objects.filter(cluster=alpha).exists()

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 pytestmark = pytest.mark.django_db
 

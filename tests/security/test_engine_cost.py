@@ -19,7 +19,7 @@ from django.test import Client
 
 from karpweb.costlimit import EngineBusy, engine_run
 from scheduling.bench import diverse_pods, world
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_WORLD = json.dumps(world(diverse_pods(20)))

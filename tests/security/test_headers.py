@@ -11,7 +11,7 @@ from urllib.parse import urldefrag, urlsplit
 import pytest
 from django.test import Client
 
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

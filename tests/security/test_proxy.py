@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from karpweb.clientaddr import client_address
 from scheduling.models import AuditEntry
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

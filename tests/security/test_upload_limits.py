@@ -8,7 +8,7 @@ from django.core.files.uploadhandler import TemporaryFileUploadHandler
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
-from tests.api.conftest import token_client
+from tests.support.api_clients import token_client
 
 pytestmark = pytest.mark.django_db
 LIMIT = 64 * 1024

@@ -46,10 +46,8 @@ def rolled_back_at_the_end(django_db_blocker, build: Callable[[], T]) -> Iterato
 
 
 def forget_fleet() -> None:
-    """Forget the default cluster and the pages' cluster list the process keeps (fleet/scope.py,
-    fleet/middleware.py): rows written or rolled back here send no signal that would."""
-    from fleet.middleware import forget_clusters
+    """Forget the clusters the process keeps (fleet/scope.py: the one list the default cluster and the
+    pages' picker read): rows written or rolled back here send no signal that would."""
     from fleet.scope import forget_default
 
     forget_default()
-    forget_clusters()

@@ -66,7 +66,7 @@ def test_ids_never_wrap(viewer_client, demo_world):
     page = viewer_client.get(reverse("reservations:list")).content.decode()
     assert '<a class="id" href="/reservations/cr-0a1b2c3d4e5f60001/">cr-0a1b2c3d4e5f60001</a>' in page
     nodes = viewer_client.get(reverse("scheduling:nodes")).content.decode()
-    assert re.search(r'<a class="id" href="/nodes/[^"]+">ip-10-0-', nodes)
+    assert re.search(r'<a class="id" href="(/clusters/[^/"]+)?/nodes/[^"]+">ip-10-0-', nodes)
     text = Path(finders.find("css/karpweb.css")).read_text()
     assert re.search(r"\.id\b[^{]*\{[^}]*white-space:\s*nowrap", text)
 

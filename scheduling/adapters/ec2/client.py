@@ -165,6 +165,20 @@ def assumed_role_session(role_arn: str, *, region: str, external_id: str = "", s
     return boto3.session.Session(botocore_session=botocore_session, region_name=region)
 
 
+def cluster_ec2_config(cluster) -> EC2Config:
+    """The EC2 settings for a fleet cluster (fleet.Cluster): its region, else its account's first."""
+    region = cluster.region or next(iter(cluster.account.regions or ()), "")
+    return EC2Config.from_settings(**({"region": region} if region else {}))
+
+
+def account_session(account, config: EC2Config) -> boto3.session.Session:
+    """An account's session (fleet.AwsAccount): its role assumed through STS, else karpweb's own credentials."""
+    if not account.role_arn:
+        return make_session()
+    return assumed_role_session(account.role_arn, external_id=account.external_id, region=config.region,
+                                sts_endpoint_url=config.sts_endpoint_url, session_name=f"karpweb-{account.account_id}")
+
+
 def make_ec2_client(config: EC2Config, session: boto3.session.Session | None = None) -> Any:
     session = session or make_session()
     return session.client(

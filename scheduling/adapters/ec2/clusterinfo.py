@@ -50,8 +50,8 @@ KubeDNSLookup = Callable[[], str]
 class ClusterInfoProvider:
     def __init__(self, eks: Any, call: Caller, clock: Callable[[], datetime],
                  kube_dns: KubeDNSLookup | None = None, cluster: Mapping[str, str] | None = None) -> None:
-        """`cluster`: the fleet cluster's own name and endpoint ({"name": ..., "endpoint": ...}); None
-        reads them, and the CA, CIDR and version, from the settings (a single-cluster install)."""
+        """`cluster`: what the fleet cluster's row says ({"name", "endpoint", "ca", "cidr", "version"}:
+        blank ones are asked of DescribeCluster); None reads them from the settings (a single-cluster install)."""
         self._eks = eks
         self._cluster = cluster
         self._call = call
@@ -88,9 +88,9 @@ class ClusterInfoProvider:
         return address, f"the {KUBE_DNS_SERVICE} Service's ClusterIP", True
 
     def _resolve(self) -> ClusterInfo:
-        if self._cluster is not None:  # a fleet's cluster: its row names it; the rest from DescribeCluster
+        if self._cluster is not None:  # a fleet's cluster: its row says what it knows; the rest from DescribeCluster
             name = self._cluster.get("name") or ""
-            given = {"endpoint": self._cluster.get("endpoint") or None, "ca": None, "cidr": None, "version": None}
+            given = {key: self._cluster.get(key) or None for key in ("endpoint", "ca", "cidr", "version")}
         else:
             name = setting("KARPWEB_CLUSTER_NAME")
             given = {"endpoint": setting("KARPWEB_CLUSTER_ENDPOINT"), "ca": setting("KARPWEB_CLUSTER_CA_BUNDLE"),

@@ -36,6 +36,12 @@ class InterruptionQueue:
         sqs = make_client("sqs", config, setting("KARPWEB_SQS_ENDPOINT_URL", config.endpoint_url))
         return cls(sqs, Caller(config), name, wait_seconds)
 
+    @classmethod
+    def for_account(cls, name_or_url: str, config: EC2Config, session, wait_seconds: int = 20) -> InterruptionQueue:
+        """A fleet cluster's queue (fleet.Cluster.interruption_queue), in its account's session and region."""
+        sqs = make_client("sqs", config, setting("KARPWEB_SQS_ENDPOINT_URL", config.endpoint_url), session)
+        return cls(sqs, Caller(config), name_or_url, wait_seconds)
+
     @property
     def url(self) -> str:
         if self._url is None:
