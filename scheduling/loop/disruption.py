@@ -5,6 +5,7 @@ one node at a time under a per-node lease, or records it as a recommendation in 
 
 from django.utils import timezone
 
+from reservations import ledger
 from reservations.models import CapacityReservation
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.engine.timeutil import parse_time
@@ -77,9 +78,9 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
         )
         drain_at = parse_time(disruption["drainAt"]) if disruption.get("drainAt") else None
         if decision.mode == Mode.CONTROL and (drain_at is None or drain_at <= now):
-            outcome, error = _disrupt(cloud, cluster, disruption, members, pools)
+            outcome, error = _disrupt(cloud, cluster, disruption, members, pools, now)
             decision.outcome, decision.error = outcome, error
-            counts["acted" if outcome == Decision.Outcome.ACTED else "failed"] += 1
+            counts[{Decision.Outcome.ACTED: "acted", Decision.Outcome.SKIPPED: "waiting"}.get(outcome, "failed")] += 1
         elif drain_at is not None and drain_at > now:
             counts["waiting"] += 1
             if decision.mode == Mode.CONTROL:
@@ -117,14 +118,14 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
     return f"consolidation: delete {names}, its pods fit elsewhere{saved}"
 
 
-def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict) -> tuple[str, str]:
+def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict, now=None) -> tuple[str, str]:
     holder = leases.holder_id()
     locks = [f"node:{node.name}" for node in members]
     taken = [lock for lock in locks if leases.acquire(lock, holder)]
     try:
         if len(taken) != len(locks):
             return Decision.Outcome.SKIPPED, "another worker is acting on one of these nodes"
-        return _replace_and_drain(cloud, cluster, disruption, members, pools)
+        return _replace_and_drain(cloud, cluster, disruption, members, pools, now)
     except ACTION_ERRORS as exc:
         return Decision.Outcome.FAILED, str(exc)
     finally:
@@ -132,21 +133,41 @@ def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict) -> tu
             leases.release(lock, holder)
 
 
-def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: dict) -> tuple[str, str]:
+def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: dict, now=None) -> tuple[str, str]:
     """Launch the replacement first (if any), then delete the nodes' NodeClaims: termination drains
     them pass after pass (PDBs, do-not-disrupt) until their instances are gone."""
+    now = now or timezone.now()
     if disruption["action"] == "replace":
         # Drift may need several new nodes (`replacements`); consolidation needs exactly one.
         for replacement in disruption.get("replacements") or [disruption["replacement"]]:
             fallback_pool = members[0].node_pool.name if members and members[0].node_pool else ""
             claim = {**replacement, "nodePool": replacement.get("nodePool") or fallback_pool}
-            row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
-            launched = launch_claim(cloud, cluster, row)
+            # A replacement into a reservation holds its unit in the fleet ledger as any launch does.
+            hold, held = hold_replacement_unit(claim, members, now)
+            if not held:
+                return Decision.Outcome.SKIPPED, (f"another cluster of the fleet holds the free units of reservation "
+                                                  f"{claim['launch']['reservationID']}: the replacement waits for the next pass")
+            row = launched = None
+            try:
+                row = create_claim(cluster, claim, pools.get(claim["nodePool"]))
+                launched = launch_claim(cloud, cluster, row)
+            finally:
+                ledger.settle_hold(hold, launched, claim_name=row.name if row else "", now=now,
+                                   counted=getattr(cloud, "keeps_reservations_in_database", False))
             if not launched.ok:
                 return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
     # Disrupting a node = deleting its NodeClaim; termination drains it (scheduling/loop/nodes.py).
     problems = [problem for node in members if (problem := disrupt(cloud, cluster, node))]
     return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
+
+
+def hold_replacement_unit(claim: dict, members: list, now) -> tuple[object, bool]:
+    """(hold, True) when the replacement's reservation unit is held, or it launches into none."""
+    reservation_id = (claim.get("launch") or {}).get("reservationID")
+    if not reservation_id:
+        return None, True
+    subject = "replacement for " + nodes_subject([node.name for node in members])
+    return ledger.hold_units(reservation_id, 1, claim_name=subject[:253], now=now)
 
 
 def demote(cloud, cluster, now=None, decisions: dict | None = None) -> dict:

@@ -150,3 +150,37 @@ def test_a_relaunch_of_a_claim_already_running_needs_no_unit(fleet):
     assert relaunched == 1 and decision.outcome == "acted"
     assert NodeClaim.objects.fleet().get(pk=claim.pk).provider_id != ""
     assert not ReservationHold.objects.filter(cluster=alpha).exists()
+
+
+def test_a_replacement_into_a_reservation_holds_its_unit_and_waits_when_another_cluster_holds_it(fleet):
+    """Consolidation and drift launch a replacement before draining: into a reservation, it takes a
+    ledger hold as a first launch does; while another cluster holds the last free unit, nothing is
+    launched or drained and the disruption waits for the next pass."""
+    from scheduling.loop import disruption
+    from scheduling.loop.simulated import SimulatedCloud, SimulatedCluster
+    from scheduling.models import NodeClaim
+    from tests.factories.scheduling import NodePoolFactory
+
+    alpha, beta, reservation = fleet
+    CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(available_instance_count=1)
+    labels = {"karpenter.sh/capacity-type": "reserved", "node.kubernetes.io/instance-type": "m5.large",
+              "topology.kubernetes.io/zone": "us-east-1a", "karpenter.k8s.aws/capacity-reservation-id": "cr-1"}
+    replacement = {"labels": labels, "launch": {"instanceType": "m5.large", "zone": "us-east-1a",
+                                                "capacityType": "reserved", "reservationID": "cr-1"}}
+    plan = {"action": "replace", "replacement": replacement}
+    beta_hold, ok = hold(beta)
+    assert ok
+    with cluster_scope(alpha):
+        pools = {"alpha-pool": NodePoolFactory(name="alpha-pool")}
+        plan["replacement"]["nodePool"] = "alpha-pool"
+        outcome, why = disruption._replace_and_drain(SimulatedCloud(), SimulatedCluster(), plan, [], pools, NOW)
+        assert outcome == "skipped" and "holds the free units of reservation cr-1" in why
+        assert not NodeClaim.objects.exists()  # nothing launched, nothing drained
+        ledger.settle_hold(beta_hold, None, now=NOW)  # beta's launch failed: the unit is free again
+        outcome, why = disruption._replace_and_drain(SimulatedCloud(), SimulatedCluster(), plan, [], pools, NOW)
+        assert (outcome, why) == ("acted", "")
+        [claim] = NodeClaim.objects.all()
+        assert claim.provider_id.startswith("aws:///us-east-1a/i-")
+    [alpha_hold] = ReservationHold.objects.filter(cluster=alpha)
+    assert alpha_hold.claim_name == claim.name
+    assert hold(beta, NOW + datetime.timedelta(seconds=10)) == (None, False)  # the unit went to alpha, once
