@@ -377,6 +377,7 @@ class _Reader:
             instance_match_criteria=self.string(item, "InstanceMatchCriteria", path, default="open"),
             reservation_type=self.string(item, "ReservationType", path, default="default") or "default",
             end=self.time(item, "EndDate", path),
+            start=self.time(item, "StartDate", path),
             tags=self.tags(item.get("Tags"), f"{path}.Tags"),
             interruptible=self.boolean(item, "Interruptible", path, False),
             ultraserver_type=self.string(item, "UltraserverType", path, default=""),
