@@ -1,0 +1,79 @@
+"""Future-dated reservations on the pages and the API (issue #37), on the demo world's scheduled one
+(cr-0a1b2c3d4e5f60011: m6i.xlarge in us-east-1b, starting in four days with a two-week commitment, selected
+by the batch class's tags once active): its state, start and commitment with their countdowns, the
+overview's "Upcoming reservations" panel (the NodePools and pods that will use it) and a pod's reason."""
+
+import datetime
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from reservations.models import CapacityReservation
+from scheduling.models import NodePool, Pod
+
+pytestmark = pytest.mark.django_db
+
+FUTURE = "cr-0a1b2c3d4e5f60011"
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Seeded once for the module; each test's own writes are rolled back after it."""
+
+
+def test_the_api_gives_state_start_commitment_and_their_countdowns(demo_world, viewer_client):
+    row = CapacityReservation.objects.get(reservation_id=FUTURE)
+    before = timezone.now()
+    body = viewer_client.get(f"/api/v1/capacity-reservations/{FUTURE}/").json()
+    after = timezone.now()
+    assert (body["state"], body["upcoming"], body["usable"], body["deliveryPreference"]) == ("scheduled", True, False, "fixed")
+    assert body["committedInstanceCount"] == 3
+    assert (row.start_date - after).total_seconds() - 1 <= body["secondsUntilStart"] <= (row.start_date - before).total_seconds()
+    assert ((row.commitment_end_date - after).total_seconds() - 1 <= body["secondsUntilCommitmentEnd"]
+            <= (row.commitment_end_date - before).total_seconds())
+    active = viewer_client.get("/api/v1/capacity-reservations/cr-0a1b2c3d4e5f60001/").json()
+    assert (active["upcoming"], active["secondsUntilStart"], active["secondsUntilCommitmentEnd"]) == (False, None, None)
+
+
+def test_list_and_detail_show_the_countdowns(demo_world, viewer_client):
+    page = viewer_client.get(reverse("reservations:list")).content.decode()
+    row = page.split(f">{FUTURE}</a>")[1].split("</tr>")[0]
+    assert "scheduled" in row and "starts in 3d 23h" in row and "committed 3, ends in 17d 23h" in row
+    assert "not started" in row
+    detail = viewer_client.get(reverse("reservations:detail", args=[FUTURE])).content.decode()
+    starts = detail.split('id="starts">')[1].split("</dd>")[0]
+    assert "(in 3d 23h" in starts and "karpweb plans with it only from its start" in starts
+    commitment = detail.split('id="commitment">')[1].split("</dd>")[0]
+    assert commitment.startswith("3 instances until ") and "(in 17d 23h" in commitment
+    assert 'id="delivery">fixed' in detail
+    assert 'NodePools that will use it: <a href="/nodepools/general/">general</a>' in detail.replace("\n", "")
+
+
+def test_overview_lists_upcoming_reservations_with_their_pools_and_pods(demo_world, viewer_client):
+    page = viewer_client.get(reverse("scheduling:overview")).content.decode()
+    panel = page.split('id="upcoming-reservations"')[1].split("</section>")[0]
+    row = panel.split(f'data-reservation="{FUTURE}"')[1].split("</tr>")[0]
+    assert "scheduled" in row and "(in 3d 23h" in row and ">general</a>" in row and ">web</a>" not in row
+    paid = Pod.objects.filter(node__capacity_type__in=("on-demand", "spot"), node__instance_type="m6i.xlarge",
+                              node__zone="us-east-1b", node__node_pool__name="general").exclude(owner_kind="DaemonSet").count()
+    shown = int(row.split('class="pods">')[1].split(" on paid nodes")[0])
+    assert paid > 0 and shown >= paid  # its own type's spot pods, and the pool's other paid pods that fit one
+
+    # A pool whose requirements leave the zone out does not use it; once it started, it is no longer upcoming.
+    NodePool.objects.filter(name="general").update(requirements=[
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}])
+    row = viewer_client.get(reverse("scheduling:overview")).content.decode().split(f'data-reservation="{FUTURE}"')[1].split("</tr>")[0]
+    assert "none: no EC2NodeClass will select it" in row and "none now" in row
+    CapacityReservation.objects.filter(reservation_id=FUTURE).update(start_date=timezone.now() - datetime.timedelta(minutes=1))
+    assert 'id="upcoming-reservations"' not in viewer_client.get(reverse("scheduling:overview")).content.decode()
+
+
+def test_a_pod_that_only_the_future_reservation_could_hold_says_when_it_starts(demo_world, viewer_client):
+    # The batch class's active reservations full: the general pool's pods have only the scheduled one ahead.
+    CapacityReservation.objects.exclude(reservation_id=FUTURE).update(available_instance_count=0)
+    pod = Pod.objects.filter(node__capacity_type="spot", node__instance_type="m6i.xlarge").exclude(owner_kind="DaemonSet").first()
+    page = viewer_client.get(reverse("scheduling:pod", args=[pod.namespace, pod.name])).content.decode()
+    reason = page.split('id="why-not-reserved"')[1].split("</p>")[0]
+    assert 'data-blocker="not-started"' in reason
+    assert f"{FUTURE} (m6i.xlarge in us-east-1b) could hold it once it starts (reservation {FUTURE} is scheduled: it starts at" in reason
