@@ -18,7 +18,7 @@ START = "2026-11-24T00:00:00Z"
 
 
 def scheduled(state="scheduled", start=START, available=2):
-    item = reservation("cr-0future", "m5.large", available=available, state=state, tags={"team": "ml"})
+    item = reservation("cr-0future", "m5.large", available=available, total=2, state=state, tags={"team": "ml"})
     if start:
         item["StartDate"] = start
     return item
@@ -84,3 +84,25 @@ def test_why_not_reserved_names_the_reservation_that_starts_later():
     assert why_not_reserved((Requirements(),), small, "web", Requirements(), "web", [now, upcoming]).blocker == COULD_USE
     too_big = ResourceList({"cpu": 8000, "pods": 1})
     assert why_not_reserved((Requirements(),), too_big, "web", Requirements(), "web", [upcoming]).blocker != NOT_STARTED
+
+
+# --- what-if: the world at the start of reservation X --------------------------------------------
+
+def test_what_if_at_the_start_of_a_reservation_plans_with_it_and_moves_the_clock():
+    from scheduling.engine.worldedits import apply_edits, summarize
+
+    doc = world(instance_types=[SMALL], reservations=[scheduled(available=0)], now="2026-11-22T00:00:00Z",
+                node_pools=[node_pool(capacity_types=["reserved", "on-demand"])], pods=[pod("p0", "1500m", "1Gi")])
+    assert summarize(simulate(doc))["byCapacityType"] == {"on-demand": 1}
+    edited, problems = apply_edits(doc, [{"kind": "at-reservation-start", "id": "cr-0future"}])
+    assert problems == [] and edited["now"] == START and doc["now"] == "2026-11-22T00:00:00Z"
+    assert edited["capacityReservations"][0]["AvailableInstanceCount"] == 2  # every unit free from its start
+    assert summarize(simulate(edited))["byCapacityType"] == {"reserved": 1}
+
+    started = world(reservations=[reservation("cr-0now", "m5.large")])
+    _, refused = apply_edits(started, [{"kind": "at-reservation-start", "id": "cr-0now"}])
+    assert refused == ["edits[0].id: cr-0now has started (state active)"]
+    _, unknown = apply_edits(doc, [{"kind": "at-reservation-start", "id": "cr-nope"}])
+    assert unknown == ["edits[0].id: no reservation 'cr-nope' in this world"]
+    _, undated = apply_edits(world(reservations=[scheduled(start=None)]), [{"kind": "at-reservation-start", "id": "cr-0future"}])
+    assert undated == ["edits[0].id: cr-0future has no start date to plan at"]

@@ -77,3 +77,17 @@ def test_a_pod_that_only_the_future_reservation_could_hold_says_when_it_starts(d
     reason = page.split('id="why-not-reserved"')[1].split("</p>")[0]
     assert 'data-blocker="not-started"' in reason
     assert f"{FUTURE} (m6i.xlarge in us-east-1b) could hold it once it starts (reservation {FUTURE} is scheduled: it starts at" in reason
+
+
+def test_what_if_at_the_start_of_the_reservation_moves_paid_pods_into_it(demo_world, viewer_client):
+    url = reverse("scheduling:whatif")
+    form = viewer_client.get(url).content.decode()
+    assert f'<option value="{FUTURE}">' in form and "At the start of reservation" in form
+    page = viewer_client.post(url, {"start_id": FUTURE})
+    assert page.status_code == 200, page.content.decode()[:2000]
+    result = page.context["result"]
+    assert result["problems"] == []
+    moved = [row for row in result["placements"]["rows"] if (row["after"] or {}).get("reservation") == FUTURE]
+    assert moved and all((row["before"] or {}).get("reservation") != FUTURE for row in moved)
+    refused = viewer_client.post(url, {"start_id": "cr-0a1b2c3d4e5f60001"})
+    assert refused.status_code == 400 and "start_id" in refused.context["form"].errors
