@@ -6,7 +6,7 @@ take a new instance now, and how it appears in an EC2NodeClass status, are decid
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from .capacityblocks import CapacityBlockTiming, capacity_block_timing
@@ -61,6 +61,13 @@ class CapacityReservation:
         if self.state == SCHEDULED and self.start is not None and self.start <= now:
             return "active"
         return self.state
+
+    def started_by(self, now: datetime) -> CapacityReservation:
+        """As it is at `now`: a scheduled one past its start is active with every unit free (nothing could
+        run in it before; EC2 may report none available until then), whatever the item still says."""
+        if self.state == SCHEDULED and self.state_at(now) == "active":
+            return replace(self, state="active", available_count=self.total_count)
+        return self
 
     def is_upcoming(self, now: datetime) -> bool:
         """Not started yet (scheduled before its start, assessing, pending, ...): planned with only from its start."""

@@ -231,7 +231,7 @@ class _Reader:
         world.instances = parse_instances(data.get("instances"), self.problem)
         overhead = self.overhead(data)
         world.instance_types = self.instance_types(data.get("instanceTypes"), data.get("describeInstanceTypes"), overhead)
-        world.reservations = self.reservations(data)
+        world.reservations = [r.started_by(world.now) for r in self.reservations(data)]
         world.reservation_groups = self.reservation_groups(data.get("capacityReservationGroups"))
         world.node_classes = self.collect(data.get("ec2NodeClasses"), "ec2NodeClasses", self.node_class, "EC2NodeClass")
         world.node_pools = self.collect(data.get("nodePools"), "nodePools", self.node_pool, "NodePool")
