@@ -87,8 +87,18 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         )
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
             context["chart"] = utilization_chart(now)
-            context["upcoming_reservations"] = upcoming_uses(now)  # scheduling/upcoming.py
         return context
+
+
+class UpcomingReservationsView(ViewerRequiredMixin, TemplateView):
+    """The overview's "Upcoming reservations" panel, loaded after the page (it reasons about every pod not
+    in reserved capacity: scheduling/upcoming.py); empty when no reservation waits for its start."""
+
+    template_name = "scheduling/upcoming_reservations.html"
+
+    def get_context_data(self, **kwargs):
+        now = timezone.now()
+        return {**super().get_context_data(**kwargs), "now": now, "upcoming_reservations": upcoming_uses(now)}
 
 
 def utilization_chart(now) -> dict:
