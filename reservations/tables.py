@@ -74,7 +74,7 @@ class CapacityReservationTable(tables.Table):
         """A reservation that has not started: its state and the countdown to its start."""
         now = self._summary[0]
         if record.is_upcoming(now) and record.start_date is not None:
-            return format_html('{} <span class="muted nowrap" title="{} UTC">starts {}</span>', record.state,
+            return format_html('{} <span class="muted" title="{} UTC">starts {}</span>', record.state,
                                utc_minute(record.start_date), countdown(record.start_date, now))
         return record.state
 

@@ -235,13 +235,6 @@ def _placed(world: dict, decisions: dict) -> dict[str, dict]:
             where[pod] = {"node": f"new {launch.get('instanceType', '')} in {launch.get('zone', '')} "
                                   f"(NodePool {claim.get('nodePool', '')})",
                           "capacityType": launch.get("capacityType", ""), "reservation": launch.get("reservationID", "")}
-    for disruption in decisions.get("disruptions") or []:  # running pods consolidation moves (into a reservation that started)
-        replacement = disruption.get("replacement") or {}
-        launch = replacement.get("launch") or {}
-        for pod in replacement.get("pods") or []:
-            where[pod] = {"node": f"new {launch.get('instanceType', '')} in {launch.get('zone', '')} replacing "
-                                  f"{', '.join(disruption.get('nodes') or [])} (consolidation)",
-                          "capacityType": launch.get("capacityType", ""), "reservation": launch.get("reservationID", "")}
     for binding in decisions.get("bindings") or []:
         where[binding["pod"]] = {"node": binding["node"], **nodes.get(binding["node"], {"capacityType": "", "reservation": ""})}
     for kind in ("unschedulable", "deferred"):
