@@ -13,6 +13,7 @@ from fleet import scope
 from fleet.managers import ClusterScopedManager, cluster_field
 from karpweb.conditions import ConditionsMixin
 from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block_timing
+from scheduling.engine.reservations import UPCOMING_STATES
 from scheduling.engine.timeutil import format_time
 
 # AWS Health warns when a reservation stays under this utilization for 24 hours.
@@ -220,6 +221,26 @@ class CapacityReservation(models.Model):
     def is_usable(self, now=None) -> bool:
         now = now or timezone.now()
         return self.state == self.State.ACTIVE and (self.end_date is None or self.end_date > now)
+
+    def is_upcoming(self, now=None) -> bool:
+        """Not started yet (scheduled before its start; assessing, pending, payment-pending, delayed):
+        mirrored and shown, planned with only from its start (scheduling/engine/reservations.py `state_at`)."""
+        now = now or timezone.now()
+        if self.state == self.State.SCHEDULED and self.start_date is not None and self.start_date <= now:
+            return False  # EC2 made it active at its start; the next sync says so
+        return self.state in UPCOMING_STATES
+
+    def seconds_until_start(self, now=None) -> int | None:
+        """The countdown to its start while it has not started (0 once the asked start is past); None otherwise."""
+        now = now or timezone.now()
+        if not self.is_upcoming(now) or self.start_date is None:
+            return None
+        return max(int((self.start_date - now).total_seconds()), 0)
+
+    def seconds_until_commitment_end(self, now=None) -> int | None:
+        """The countdown to the end of its commitment (CommitmentInfo); None when it has none or it is over."""
+        now = now or timezone.now()
+        return int((self.commitment_end_date - now).total_seconds()) if self.is_committed(now) else None
 
     def is_committed(self, now=None) -> bool:
         """Under a commitment (CommitmentInfo) now: EC2 refuses a cancel, or a shrink below the

@@ -8,7 +8,7 @@ from django.utils.safestring import mark_safe
 
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
-from scheduling.templatetags.karpweb import per_hour
+from scheduling.templatetags.karpweb import countdown, per_hour, utc_minute
 
 
 class UsageColumn(tables.Column):
@@ -33,7 +33,8 @@ class CapacityReservationTable(tables.Table):
                             '<span class="nowrap" id="reservation-totals">{} / {} / {}</span> <span class="muted">'
                             "in {} usable reservation{}{}</span>", table.totals["used"], table.totals["idle"],
                             table.totals["total"], table.totals["reservations"], pluralize(table.totals["reservations"]),
-                            f" ({table.totals['unusable']} ended, not counted)" if table.totals["unusable"] else ""))
+                            "".join(f" ({table.totals[key]} {words}, not counted)" for key, words in
+                                    (("unusable", "ended"), ("upcoming", "not started")) if table.totals.get(key))))
     utilization = tables.Column(empty_values=(), order_by=("available_instance_count",), verbose_name="Utilization")
     idle_cost = tables.Column(empty_values=(), orderable=False, verbose_name="Idle (prepaid, list $/h)",
                               footer=lambda table: format_html(
@@ -54,7 +55,8 @@ class CapacityReservationTable(tables.Table):
         number of rows (the page's rows are among the filtered ones)."""
         now = timezone.now()
         rows = list(CapacityReservation.objects.filter(pk__in=self.data.data.values("pk")).only(
-            "instance_type", "availability_zone", "total_instance_count", "available_instance_count", "state", "end_date"))
+            "instance_type", "availability_zone", "total_instance_count", "available_instance_count", "state", "end_date",
+            "start_date"))
         prices = on_demand_prices({r.instance_type for r in rows})
         return now, prices, capacity_totals(rows, prices, now)
 
@@ -68,8 +70,18 @@ class CapacityReservationTable(tables.Table):
     def render_utilization(self, record):
         return f"{record.utilization:.0%}"
 
+    def render_state(self, record):
+        """A reservation that has not started: its state and the countdown to its start."""
+        now = self._summary[0]
+        if record.is_upcoming(now) and record.start_date is not None:
+            return format_html('{} <span class="muted" title="{} UTC">starts {}</span>', record.state,
+                               utc_minute(record.start_date), countdown(record.start_date, now))
+        return record.state
+
     def render_idle_cost(self, record):
         now, prices, _totals = self._summary
+        if record.is_upcoming(now):
+            return mark_safe('<span class="muted">not started</span>')
         if not record.is_usable(now):
             return mark_safe('<span class="muted">ended</span>')
         return per_hour(idle_cost_per_hour(record, prices, now))
@@ -82,6 +94,11 @@ class CapacityReservationTable(tables.Table):
             flags.append('<span class="badge">interruptible</span>')
         if record.is_ultraserver:
             flags.append('<span class="badge">UltraServer</span>')
+        if record.is_committed(self._summary[0]):
+            flags.append(format_html('<span class="badge" title="CommitmentInfo: no cancel, no shrink below {} before {} UTC">'
+                                     "committed {}, ends {}</span>", record.committed_instance_count,
+                                     utc_minute(record.commitment_end_date), record.committed_instance_count,
+                                     countdown(record.commitment_end_date, self._summary[0])))
         return mark_safe("".join(flags)) if flags else ""
 
 

@@ -31,6 +31,7 @@ from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_co
 from reservations.recommendations import policy_from_settings
 from reservations.utilization import hourly_span
 from scheduling.engine.recommendations import Hour, history_days, needed_days
+from scheduling.upcoming import upcoming_uses
 from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.tables import CapacityReservationTable, EC2NodeClassTable, RecommendationTable
@@ -88,6 +89,8 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             fleet_use=reservation.uses.order_by("-sampled_at").first(),  # the fleet ledger (reservations/ledger.py)
             contentions=reservation.contentions.select_related("cluster")[:20],
             now=now,
+            upcoming=reservation.is_upcoming(now),
+            upcoming_use=(upcoming_uses(now, [reservation]) or [None])[0] if reservation.is_upcoming(now) else None,
             **history_for_recommendations(reservation, now),
         )
         return context

@@ -270,9 +270,32 @@ def _seed_reservations(now):
             price=od_price / 10_000_000, available=reservations[rid].is_usable(now) and total > used,
             updated_at=now,
         ))
+    reservations.update(_seed_future_reservation(now))
     # Seen by the first cluster's account (their owner): what its EC2 sync records.
     record_visibility([r.pk for r in reservations.values()])
     return reservations
+
+
+# A future-dated ODCR (issue #37): scheduled, starting in four days with a two-week commitment. The batch
+# class's tags will select it for the general pool, whose spot m6i.xlarge pods it could then hold.
+FUTURE_RESERVATION = "0011"
+
+
+def _seed_future_reservation(now) -> dict:
+    rid, start = reservation_id(FUTURE_RESERVATION), now + 4 * DAY
+    reservation, _ = CapacityReservation.objects.fleet().update_or_create(reservation_id=rid, defaults=dict(
+        arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
+        instance_type="m6i.xlarge", availability_zone="us-east-1b", availability_zone_id=ZONES["us-east-1b"],
+        total_instance_count=3, available_instance_count=3, state=CapacityReservation.State.SCHEDULED,
+        instance_match_criteria="targeted", reservation_type="default", create_date=now - 2 * DAY, start_date=start,
+        end_date=None, end_date_type="unlimited", tags={"team": "batch"}, committed_instance_count=3,
+        commitment_end_date=start + 14 * DAY, delivery_preference="fixed", last_seen=now,
+    ))
+    Offering.objects.update_or_create(reservation=reservation, defaults=dict(
+        instance_type=InstanceType.objects.get(name="m6i.xlarge"), capacity_type=CapacityType.RESERVED,
+        zone="us-east-1b", zone_id=ZONES["us-east-1b"], price=INSTANCE_TYPES["m6i.xlarge"][0] / 10_000_000,
+        available=False, updated_at=now))
+    return {rid: reservation}
 
 
 def _seed_node_classes(now, classes):

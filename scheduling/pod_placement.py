@@ -9,35 +9,66 @@ import dataclasses
 
 from django.db.models import Q
 
-from reservations.models import CapacityReservation
-from scheduling.engine.explain import COULD_USE, ReservedAnswer, ReservedUnit, why_not_reserved
+from reservations.models import CapacityReservation, EC2NodeClass
+from scheduling.engine import parse_world
+from scheduling.engine.explain import COULD_USE, NOT_STARTED, ReservedAnswer, ReservedUnit, why_not_reserved
+from scheduling.engine.reservations import UPCOMING_STATES
+from scheduling.engine.selectors import selects_once_active
 from scheduling.engine.labels import CAPACITY_TYPE, RESERVATION_ID, RESERVATION_TYPE, RESERVED, ZONE, ZONE_ID
 from scheduling.engine.quantities import ResourceList
 from scheduling.engine.requirements import Requirement, RequirementError, Requirements
 from scheduling.engine.world import WorldError, parse_pod
 from scheduling.models import Decision, InstanceType, Node, NodePool
 from scheduling.nodepool_health import node_class_name
-from scheduling.world import node_allocatable, pod_object
+from scheduling.world import node_allocatable, pod_object, reservation_item, world_groups
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 POOLS_EXPLAINED = 3
 
 
-def reserved_units(now) -> list[ReservedUnit]:
-    """Every usable reservation as the node a launch into it would make: its type's labels and room."""
+def reserved_units(now, *, upcoming: bool = True) -> list[ReservedUnit]:
+    """Every usable reservation as the node a launch into it would make: its type's labels and room; with
+    `upcoming`, also those that have not started (their `not_started` says when they do), selected by the
+    classes whose terms will select them once active."""
     reservations = list(CapacityReservation.objects.usable(now).prefetch_related("node_classes").defer("tags", "capacity_allocations"))
-    types = {it.name: it for it in InstanceType.objects.filter(name__in={r.instance_type for r in reservations})}
-    units = []
-    for r in reservations:
-        it = types.get(r.instance_type)
-        if it is None:
-            continue  # a type karpweb's catalogue does not know: no node of it can be reasoned about
-        labels = {**(it.labels or {}), ZONE: r.availability_zone, ZONE_ID: r.availability_zone_id or "",
-                  CAPACITY_TYPE: RESERVED, RESERVATION_ID: r.reservation_id, RESERVATION_TYPE: r.reservation_type}
-        units.append(ReservedUnit(r.reservation_id, r.instance_type, r.availability_zone, labels,
-                                  ResourceList(node_allocatable(it, None)), r.available_instance_count,
-                                  r.total_instance_count, tuple(sorted(nc.name for nc in r.node_classes.all()))))
+    later = upcoming_reservations(now) if upcoming else []
+    types = {it.name: it for it in InstanceType.objects.filter(name__in={r.instance_type for r in reservations + later})}
+    units = [unit for r in reservations
+             if (unit := reserved_unit(r, types, tuple(sorted(nc.name for nc in r.node_classes.all())))) is not None]
+    if later:
+        classes = list(EC2NodeClass.objects.only("name", "capacity_reservation_selector_terms"))
+        groups = {g["GroupArn"]: frozenset(g["CapacityReservationIds"]) for g in world_groups()}
+        for r in later:
+            engine = engine_reservation(r)
+            selected_by = tuple(sorted(nc.name for nc in classes
+                                       if selects_once_active(nc.capacity_reservation_selector_terms, engine, groups)))
+            unit = reserved_unit(r, types, selected_by, not_started=engine.not_started_reason(now))
+            if unit is not None:
+                units.append(unit)
     return units
+
+
+def reserved_unit(r: CapacityReservation, types: dict, selected_by: tuple[str, ...], not_started: str = "") -> ReservedUnit | None:
+    it = types.get(r.instance_type)
+    if it is None:
+        return None  # a type karpweb's catalogue does not know: no node of it can be reasoned about
+    labels = {**(it.labels or {}), ZONE: r.availability_zone, ZONE_ID: r.availability_zone_id or "",
+              CAPACITY_TYPE: RESERVED, RESERVATION_ID: r.reservation_id, RESERVATION_TYPE: r.reservation_type}
+    # Nothing runs in one that has not started: all its units will be free.
+    free = r.total_instance_count if not_started else r.available_instance_count
+    return ReservedUnit(r.reservation_id, r.instance_type, r.availability_zone, labels,
+                        ResourceList(node_allocatable(it, None)), free, r.total_instance_count, selected_by, not_started)
+
+
+def upcoming_reservations(now) -> list[CapacityReservation]:
+    """The reservations that have not started (scheduled, assessing, pending, payment-pending, delayed), soonest first."""
+    rows = CapacityReservation.objects.filter(state__in=UPCOMING_STATES).order_by("start_date", "reservation_id")
+    return [r for r in rows if r.is_upcoming(now)]
+
+
+def engine_reservation(r: CapacityReservation):
+    """The row as the engine reads it (the same item the world gives it)."""
+    return parse_world({"capacityReservations": [reservation_item(r)]}).reservations[0]
 
 
 def pool_requirements(pool: NodePool) -> Requirements:
@@ -115,7 +146,8 @@ def _pending(pod, engine_answer: dict | None, units) -> dict:
                for pool in NodePool.objects.order_by("-weight", "name")[:POOLS_EXPLAINED]]
     where = f"Pending: {engine_answer['text']}" if engine_answer else "Pending: no place found for it yet"
     usable = [answer for _, answer in by_pool if answer.blocker == COULD_USE]
-    return {"where": where, "reserved": None, "why": usable[0] if usable else None, "why_by_pool": by_pool}
+    later = [answer for _, answer in by_pool if answer.blocker == NOT_STARTED]
+    return {"where": where, "reserved": None, "why": (usable or later or [None])[0], "why_by_pool": by_pool}
 
 
 def decisions_about(pod, limit: int):

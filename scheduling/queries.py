@@ -33,11 +33,13 @@ def idle_cost_per_hour(reservation, prices: dict[tuple[str, str], float], now=No
 def capacity_totals(reservations, prices: dict[tuple[str, str], float], now=None) -> dict:
     """What the usable ones among these reservations hold: instances used, idle and in all, and the idle
     ones' list price per hour (prepaid: billed used or not), with how many have no known price.
-    Expired, cancelled or ended reservations are counted apart (`unusable`): they bill nothing more."""
+    Expired, cancelled or ended reservations are counted apart (`unusable`): they bill nothing more; so are
+    those that have not started (`upcoming`)."""
     usable = [r for r in reservations if r.is_usable(now)]
+    upcoming = sum(1 for r in reservations if r.is_upcoming(now))  # not started: bills nothing yet either
     costs = [idle_cost_per_hour(r, prices, now) for r in usable]
     return {
-        "reservations": len(usable), "unusable": len(reservations) - len(usable),
+        "reservations": len(usable), "unusable": len(reservations) - len(usable) - upcoming, "upcoming": upcoming,
         "used": sum(r.used_instance_count for r in usable), "idle": sum(r.available_instance_count for r in usable),
         "total": sum(r.total_instance_count for r in usable),
         "idle_cost": sum(cost for cost in costs if cost), "unpriced": sum(1 for cost in costs if cost is None),

@@ -9,6 +9,7 @@ app_name = "scheduling"
 
 urlpatterns = [
     path("", views.OverviewView.as_view(), name="overview"),
+    path("upcoming-reservations/", views.UpcomingReservationsView.as_view(), name="upcoming_reservations"),
     path("controller/allow-control/", views.AllowControlView.as_view(), name="allow_control"),
     path("nodepools/", views.NodePoolListView.as_view(), name="nodepools"),
     *object_routes("nodepools/<str:name>/", views.NodePoolDetailView.as_view(), "nodepool", NodePool, "name"),

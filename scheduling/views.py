@@ -37,6 +37,7 @@ from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
 from karpweb.costlimit import EngineBusy, engine_run
+from scheduling.upcoming import upcoming_uses
 from scheduling.whatif import MAX_WORLD_BYTES, SimulationOutcome, current_outcome, pod_outcome, pretty, run_world_text
 from scheduling.whatif_edits import WorldEditForm, before_and_after
 from scheduling.world import current_world, extended_resources, node_memory_bytes
@@ -87,6 +88,17 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
             context["chart"] = utilization_chart(now)
         return context
+
+
+class UpcomingReservationsView(ViewerRequiredMixin, TemplateView):
+    """The overview's "Upcoming reservations" panel, loaded after the page (it reasons about every pod not
+    in reserved capacity: scheduling/upcoming.py); empty when no reservation waits for its start."""
+
+    template_name = "scheduling/upcoming_reservations.html"
+
+    def get_context_data(self, **kwargs):
+        now = timezone.now()
+        return {**super().get_context_data(**kwargs), "now": now, "upcoming_reservations": upcoming_uses(now)}
 
 
 def utilization_chart(now) -> dict:

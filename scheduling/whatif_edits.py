@@ -58,6 +58,7 @@ class WorldEditForm(forms.Form):
     expire_id = _picker("Expire Capacity Block", "Capacity Block")
     scale_like = forms.CharField(required=False, max_length=510, label="Scale a workload: pods like (namespace/name)")
     scale_times = forms.IntegerField(required=False, min_value=1, max_value=1000, label="Copies")
+    start_id = _picker("At the start of reservation", "reservation that has not started")
     pool = _picker("NodePool", "NodePool")
     pool_capacity_types = forms.MultipleChoiceField(required=False, choices=[(c, c) for c in CAPACITY_TYPES],
                                                     widget=forms.CheckboxSelectMultiple, label="Allows capacity types")
@@ -71,18 +72,25 @@ class WorldEditForm(forms.Form):
          (("scale_like", "scale_times"),)),
         ("What to compare", "The plan with a NodePool allowed other capacity types than it has.",
          (("pool", "pool_capacity_types"),)),
+        ("When", "The plan at the start of a reservation that has not started: the clock at its start, it active "
+                 "with every unit free (consolidation then moves pods from paid nodes into it).",
+         (("start_id",),)),
     )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         reservations = list(CapacityReservation.objects.order_by("reservation_id").only(
             "reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
-            "total_instance_count", "available_instance_count"))
+            "total_instance_count", "available_instance_count", "start_date"))
         choices = [("", "—")] + [(r.reservation_id, _reservation_label(r)) for r in reservations]
         self.fields["remove_id"].choices = choices
         self.fields["count_id"].choices = choices
         self.fields["expire_id"].choices = [("", "—")] + [
             (r.reservation_id, _reservation_label(r)) for r in reservations if r.is_capacity_block]
+        now = timezone.now()
+        self.fields["start_id"].choices = [("", "—")] + [
+            (r.reservation_id, f"{_reservation_label(r)}, starts {format_time(r.start_date)}")
+            for r in reservations if r.is_upcoming(now) and r.start_date is not None]
         self.fields["pool"].choices = [("", "—")] + [(name, name) for name in
                                                      NodePool.objects.order_by("name").values_list("name", flat=True)]
         self.instance_types = list(InstanceType.objects.order_by("name").values_list("name", flat=True))
@@ -137,6 +145,8 @@ class WorldEditForm(forms.Form):
             edits.append({"kind": "expire-block", "id": data["expire_id"]})
         if data.get("scale_like"):
             edits.append({"kind": "scale-workload", "like": data["scale_like"], "times": data["scale_times"]})
+        if data.get("start_id"):
+            edits.append({"kind": "at-reservation-start", "id": data["start_id"]})
         if data.get("pool"):
             edits.append({"kind": "nodepool-capacity-types", "nodePool": data["pool"], "values": data["pool_capacity_types"]})
         return edits
@@ -150,7 +160,8 @@ def _reservation_label(r: CapacityReservation) -> str:
 
 
 FIELD_OF = {"add-reservation": "add_count", "remove-reservation": "remove_id", "set-reservation-count": "count",
-            "expire-block": "expire_id", "scale-workload": "scale_like", "nodepool-capacity-types": "pool"}
+            "expire-block": "expire_id", "scale-workload": "scale_like", "nodepool-capacity-types": "pool",
+            "at-reservation-start": "start_id"}
 
 
 def before_and_after(edits: list[dict]) -> dict:

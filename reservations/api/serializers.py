@@ -193,6 +193,17 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     capacityReservationGroups = PrefetchedSlugsField(
         "arn", source="group_list", help_text="The resource groups karpweb knows it is in.",
     )
+    upcoming = serializers.SerializerMethodField(
+        help_text="Not started yet (scheduled before its start; assessing, pending, payment-pending, delayed): "
+                  "karpweb plans with it only from its start.")
+    secondsUntilStart = serializers.SerializerMethodField(
+        help_text="While it has not started: seconds until its startDate (0 once that is past); null otherwise.")
+    committedInstanceCount = ro("committed_instance_count", help_text="CommitmentInfo.CommittedInstanceCount: "
+                                "EC2 refuses a shrink below it before commitmentEndDate.")
+    commitmentEndDate = when("commitment_end_date", help_text="CommitmentInfo.CommitmentEndDate: no cancel before it.")
+    secondsUntilCommitmentEnd = serializers.SerializerMethodField(
+        help_text="Seconds until commitmentEndDate; null when it has no commitment or the commitment is over.")
+    deliveryPreference = ro("delivery_preference", help_text="fixed or incremental (future-dated reservations); empty otherwise.")
     excludedFromPlanning = ro("planning_excluded", help_text="karpweb's own override (set in the admin, audited): "
                               "karpweb plans no launch or consolidation into it.")
     excludedFromPlanningReason = ro("planning_excluded_reason", help_text="Why, as the operator wrote it.")
@@ -209,7 +220,8 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
             "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "timing", "createDate", "startDate",
             "endDate", "endDateType", "tags", "nodeClasses", "lastSeen", "alarms", "openInstances",
             "capacityReservationGroups", "excludedFromPlanning", "excludedFromPlanningReason", "excludedFromPlanningBy",
-            "excludedFromPlanningSince",
+            "excludedFromPlanningSince", "upcoming", "secondsUntilStart", "committedInstanceCount", "commitmentEndDate",
+            "secondsUntilCommitmentEnd", "deliveryPreference",
         ]
         read_only_fields = fields
 
@@ -226,6 +238,18 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
 
         alarm = self._nested("alarm", AlarmSerializer)
         return [alarm.to_representation(entry) for entry in reservation_alarms(obj, self._now())]
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_upcoming(self, obj) -> bool:
+        return obj.is_upcoming(self._now())
+
+    @extend_schema_field({"type": "integer", "nullable": True})
+    def get_secondsUntilStart(self, obj):
+        return obj.seconds_until_start(self._now())
+
+    @extend_schema_field({"type": "integer", "nullable": True})
+    def get_secondsUntilCommitmentEnd(self, obj):
+        return obj.seconds_until_commitment_end(self._now())
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_usable(self, obj) -> bool:

@@ -152,6 +152,8 @@ def describe_constraints(requirements: Requirements, catalog: Catalog) -> str:
 
 COULD_USE, NODEPOOL_REQUIREMENT, CLASS_SELECTOR, POD_CONSTRAINTS, NO_FREE_UNIT, NO_NODEPOOL = (
     "could-use", "nodepool-requirement", "class-selector", "pod-constraints", "no-free-unit", "no-nodepool")
+# Nothing holds it now, but a reservation that has not started (scheduled, assessing, ...) would from its start.
+NOT_STARTED = "not-started"
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,9 @@ class ReservedUnit:
     free: int
     total: int
     selected_by: tuple[str, ...]  # the EC2NodeClasses whose status names it
+    # Not started yet: why not now ("reservation cr-1 is scheduled: it starts at ..."); empty when usable now.
+    # Its selected_by then names the classes whose terms will select it once it is active.
+    not_started: str = ""
 
     def __str__(self) -> str:
         return f"{self.reservation_id} ({self.instance_type} in {self.zone})"
@@ -191,6 +196,25 @@ def _mismatch(requirements: Requirements, labels: Mapping[str, str]) -> Requirem
 def why_not_reserved(alternatives: Sequence[Requirements], requests: ResourceList, pool: str | None,
                      pool_requirements: Requirements, node_class: str | None,
                      units: Sequence[ReservedUnit]) -> ReservedAnswer:
+    """What keeps the pod out of reserved capacity now (see `_why_not_reserved_now`, on the units usable now);
+    when a reservation that has not started would hold it, NOT_STARTED with both: what stands in the way now,
+    and when that one starts."""
+    usable = [u for u in units if not u.not_started]
+    answer = _why_not_reserved_now(alternatives, requests, pool, pool_requirements, node_class, usable)
+    upcoming = [u for u in units if u.not_started]
+    if answer.blocker == COULD_USE or not upcoming:
+        return answer
+    later = _why_not_reserved_now(alternatives, requests, pool, pool_requirements, node_class, upcoming)
+    if later.blocker != COULD_USE:
+        return answer
+    starting = [u for u in upcoming if u.reservation_id in later.reservations]
+    return ReservedAnswer(NOT_STARTED, f"{answer.text}; {_listed(starting)} could hold it once it starts "
+                                       f"({starting[0].not_started})", later.reservations)
+
+
+def _why_not_reserved_now(alternatives: Sequence[Requirements], requests: ResourceList, pool: str | None,
+                          pool_requirements: Requirements, node_class: str | None,
+                          units: Sequence[ReservedUnit]) -> ReservedAnswer:
     """The first thing, in the order Karpenter meets them, that keeps this pod out of reserved capacity through
     NodePool `pool`: the pool's capacity-type requirement, its class's selector terms, the pool's other
     requirements, the pod's own constraints (node selector, affinity, size), a free unit. COULD_USE when a

@@ -111,8 +111,8 @@ def demotion_cause(node: Node, known: NodeReservations, now: datetime) -> str | 
     reservation = known.reservations.get(rid)
     if reservation is None:
         return f"reservation {rid} is gone from DescribeCapacityReservations"
-    if reservation.state != "active":
-        return f"reservation {rid} is {reservation.state}"
+    if reservation.state_at(now) != "active":
+        return f"reservation {rid} is {reservation.state_at(now)}"
     if reservation.end is not None and reservation.end <= now:
         return f"reservation {rid} ended at {format_time(reservation.end)}"
     if instance is not None and not instance.reserved and instance.lifecycle != "spot":

@@ -20,7 +20,7 @@ from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, PoolTemplate, sum_requests
 from .quantities import ResourceList
 from .scheduler import PoolLimits, Results, Scheduler
-from .selectors import NodeClassReservations, resolve_node_class
+from .selectors import NodeClassReservations, resolve_node_class, selects_once_active
 from .taints import untolerated
 
 
@@ -56,13 +56,23 @@ def build_catalogs(world: World, resolved: dict[str, NodeClassReservations]) -> 
     catalogs = {}
     for nc in world.node_classes:
         reserved: dict[str, list] = {}
-        for reservation in resolved[nc.name].reservations:
+        for reservation in resolved[nc.name].reservations + upcoming_for(world, nc):
             it = by_name.get(reservation.instance_type)
             if it is not None:
                 reserved.setdefault(it.name, []).append(reserved_offering(it, reservation, world.now))
         types = [it.for_node_class(nc.kubelet, nc.shape, reserved.get(it.name, ())) for it in world.instance_types]
         catalogs[nc.name] = Catalog([it for it in types if it is not None], keys)
     return catalogs
+
+
+def upcoming_for(world: World, nc) -> list:
+    """The reservations that have not started (scheduled, assessing, ...) that the class's terms will select
+    once they are active: offerings that are never available, so that a pod's reason says when one starts
+    (the class's status lists only active ones, as upstream's)."""
+    if not world.reserved_capacity:
+        return []
+    return [r for r in world.reservations
+            if r.is_upcoming(world.now) and selects_once_active(nc.selector_terms, r, world.reservation_groups)]
 
 
 def build_templates(world: World, catalogs: dict[str, Catalog],

@@ -165,6 +165,14 @@ def select(terms: Iterable[SelectorTerm], reservations: Iterable[CapacityReserva
     return [chosen[key] for key in sorted(chosen)]
 
 
+def selects_once_active(raw_terms: object, reservation: CapacityReservation,
+                        groups: Mapping[str, frozenset[str]] | None = None) -> bool:
+    """Whether these selector terms will select the reservation once it is active: what a reservation
+    that has not started (scheduled, assessing, ...) will be selected by; `select` leaves it out until then."""
+    terms, problems = parse_terms(raw_terms)
+    return not problems and any(t.matches(reservation, groups or {}) for t in terms)
+
+
 @dataclass(slots=True)
 class NodeClassReservations:
     """What one EC2NodeClass's selector terms give: its reservations and its status."""

@@ -231,7 +231,7 @@ class _Reader:
         world.instances = parse_instances(data.get("instances"), self.problem)
         overhead = self.overhead(data)
         world.instance_types = self.instance_types(data.get("instanceTypes"), data.get("describeInstanceTypes"), overhead)
-        world.reservations = self.reservations(data)
+        world.reservations = [r.started_by(world.now) for r in self.reservations(data)]
         world.reservation_groups = self.reservation_groups(data.get("capacityReservationGroups"))
         world.node_classes = self.collect(data.get("ec2NodeClasses"), "ec2NodeClasses", self.node_class, "EC2NodeClass")
         world.node_pools = self.collect(data.get("nodePools"), "nodePools", self.node_pool, "NodePool")
@@ -377,6 +377,7 @@ class _Reader:
             instance_match_criteria=self.string(item, "InstanceMatchCriteria", path, default="open"),
             reservation_type=self.string(item, "ReservationType", path, default="default") or "default",
             end=self.time(item, "EndDate", path),
+            start=self.time(item, "StartDate", path),
             tags=self.tags(item.get("Tags"), f"{path}.Tags"),
             interruptible=self.boolean(item, "Interruptible", path, False),
             ultraserver_type=self.string(item, "UltraserverType", path, default=""),

@@ -10,6 +10,8 @@ Edits (each a dict with ``kind``):
 * ``set-reservation-count``: ``id``, ``count`` (what a shrink would leave; never below what runs in it).
 * ``scale-workload``: ``like`` (``namespace/name`` of a pod), ``times`` (1-1000): that many pending copies.
 * ``nodepool-capacity-types``: ``nodePool``, ``values`` (a subset of reserved, spot, on-demand).
+* ``at-reservation-start``: ``id`` of a reservation that has not started (scheduled, assessing, ...): the
+  world at its StartDate (``now`` moved there, never back), the reservation active with every unit free.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 import copy
 import re
 
+from .reservations import UPCOMING_STATES
+from .timeutil import format_time, parse_time
+
 KINDS = ("add-reservation", "remove-reservation", "expire-block", "set-reservation-count", "scale-workload",
-         "nodepool-capacity-types")
+         "nodepool-capacity-types", "at-reservation-start")
 CAPACITY_TYPES = ("reserved", "spot", "on-demand")
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
@@ -110,6 +115,23 @@ def _set_count(world: dict, edit: dict, index: int) -> str:
     return ""
 
 
+def _at_reservation_start(world: dict, edit: dict, index: int) -> str:
+    found = _reservation(world, edit)
+    if isinstance(found, str):
+        return found
+    if found.get("State") not in UPCOMING_STATES:
+        return f"id: {edit['id']} has started (state {found.get('State', 'active')})"
+    try:
+        start = parse_time(found.get("StartDate"))
+        now = parse_time(world["now"]) if world.get("now") else start
+    except (TypeError, ValueError):
+        return f"id: {edit['id']} has no start date to plan at"
+    world["now"] = format_time(max(start, now))
+    # Nothing ran in it before its start: every unit is free from it.
+    found["State"], found["AvailableInstanceCount"] = "active", int(found.get("TotalInstanceCount") or 0)
+    return ""
+
+
 def _scale_workload(world: dict, edit: dict, index: int) -> str:
     times = _count(edit, "times", 1, 1000)
     if isinstance(times, str):
@@ -148,7 +170,7 @@ def _nodepool_capacity_types(world: dict, edit: dict, index: int) -> str:
 
 _EDITS = {"add-reservation": _add_reservation, "remove-reservation": _remove_reservation, "expire-block": _expire_block,
           "set-reservation-count": _set_count, "scale-workload": _scale_workload,
-          "nodepool-capacity-types": _nodepool_capacity_types}
+          "nodepool-capacity-types": _nodepool_capacity_types, "at-reservation-start": _at_reservation_start}
 
 
 def summarize(decisions: dict) -> dict:

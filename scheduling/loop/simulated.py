@@ -454,8 +454,14 @@ def bind_pending_pods(decisions: dict) -> int:
 
 @transaction.atomic
 def tick_ec2(now=None) -> dict:
-    """EC2's side of time passing: reservations end, capacity-block instances are reclaimed."""
+    """EC2's side of time passing: scheduled reservations start, reservations end, capacity-block
+    instances are reclaimed."""
     now = now or timezone.now()
+    # A future-dated reservation (or a purchased capacity block) is active from its start, all its
+    # units free: nothing could run in it before.
+    started = CapacityReservation.objects.filter(
+        state=CapacityReservation.State.SCHEDULED, start_date__lte=now,
+    ).update(state=CapacityReservation.State.ACTIVE, available_instance_count=F("total_instance_count"))
     reclaimed = 0
     for block in CapacityReservation.objects.filter(
         reservation_type=CapacityReservation.ReservationType.CAPACITY_BLOCK, end_date__isnull=False,
@@ -472,7 +478,7 @@ def tick_ec2(now=None) -> dict:
         SimulatedInstance.objects.filter(reservation_id=reservation.reservation_id, state="running").update(
             capacity_type=CapacityType.ON_DEMAND, reservation_id="", reservation_type="")
     CapacityReservation.objects.filter(pk__in=[r.pk for r in ended]).update(state=CapacityReservation.State.EXPIRED)
-    return {"instances_reclaimed": reclaimed, "reservations_ended": len(ended)}
+    return {"reservations_started": started, "instances_reclaimed": reclaimed, "reservations_ended": len(ended)}
 
 
 def _lose_node(instance_id: str) -> None:

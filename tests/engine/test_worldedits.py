@@ -48,7 +48,7 @@ def test_bad_edits_are_named_and_the_others_apply():
     ])
     assert problems == [
         "edits[0].kind: 'grow' is not one of add-reservation, remove-reservation, expire-block, set-reservation-count, "
-        "scale-workload, nodepool-capacity-types",
+        "scale-workload, nodepool-capacity-types, at-reservation-start",
         "edits[1].id: no reservation 'cr-nope' in this world",
         "edits[2].times: 0 is not a whole number from 1 to 1000",
         "edits[4].end: a Capacity Block needs its end",

@@ -37,7 +37,10 @@ def test_seed_demo_world_has_what_operators_look_at():
     now = datetime.datetime(2026, 11, 21, 12, tzinfo=datetime.UTC)
     assert set(Offering.objects.values_list("zone", flat=True)) == {"us-east-1a", "us-east-1b", "us-east-1c"}
     assert InstanceType.objects.count() >= 20
-    assert 6 <= CapacityReservation.objects.count() <= 10
+    assert 6 <= CapacityReservation.objects.count() <= 11
+    # One future-dated ODCR, scheduled with its commitment (issue #37).
+    future = CapacityReservation.objects.get(state="scheduled", reservation_type="default")
+    assert future.start_date > now and future.commitment_end_date > future.start_date and future.committed_instance_count
     blocks = CapacityReservation.objects.filter(reservation_type="capacity-block")
     assert blocks.filter(end_date__gt=now, end_date__lte=now + datetime.timedelta(hours=1)).exists()
     assert CapacityReservation.objects.filter(reservation_type="default").exists()

@@ -10,7 +10,9 @@ action only returns a dict shaped like the EC2 API and boto3 parses the answer a
 
 What the server adds (see ``docs/ec2.md`` for the full list):
 
-* ``CreateCapacityReservation`` (tags, instance match criteria, end date, client token),
+* ``CreateCapacityReservation`` (tags, instance match criteria, end date, client token; future-dated:
+  ``StartDate`` with ``CommitmentDuration`` and ``DeliveryPreference`` gives a ``scheduled`` reservation
+  with ``CommitmentInfo`` that turns ``active`` at its start on the server clock),
   ``DescribeCapacityReservations`` (ids with ``InvalidCapacityReservationId.NotFound``; filters
   ``state``, ``owner-id``, ``instance-type``, ``availability-zone``, ``instance-platform``,
   ``tenancy``, ``end-date-type``, ``instance-match-criteria``, ``reservation-type``, ``tag:KEY``,
@@ -464,6 +466,45 @@ def _end_reservation(backend: Any, rid: str, state: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
+# Future-dated Capacity Reservations (issue #37): StartDate, CommitmentDuration, DeliveryPreference
+# --------------------------------------------------------------------------------------------
+
+# EC2's bounds: a commitment of at least 14 days; "fixed" delivers every unit at the start.
+MIN_COMMITMENT_SECONDS = 14 * 24 * 3600
+DELIVERY_PREFERENCES = ("fixed", "incremental")
+
+
+def _check_future_dated(start: Any, duration: Any, delivery: Any) -> None:
+    """CreateCapacityReservation's rules for a future-dated request, checked before anything is stored."""
+    if delivery and delivery not in DELIVERY_PREFERENCES:
+        raise EC2ClientError("InvalidParameterValue", f"DeliveryPreference must be one of {', '.join(DELIVERY_PREFERENCES)}")
+    if duration is not None and not start:
+        raise EC2ClientError("InvalidParameterCombination", "CommitmentDuration requires StartDate")
+    when = _aware(start) if start else None
+    if when is None:
+        return
+    if when <= CLOCK.now():
+        raise EC2ClientError("InvalidParameterValue", "StartDate must be in the future")
+    if duration is None:
+        raise EC2ClientError("MissingParameter", "CommitmentDuration is required for a future-dated Capacity Reservation")
+    if int(duration) < MIN_COMMITMENT_SECONDS:
+        raise EC2ClientError("InvalidParameterValue", f"CommitmentDuration must be at least {MIN_COMMITMENT_SECONDS} seconds")
+
+
+def _future_dated(r: dict[str, Any], start: Any, duration: Any, delivery: Any) -> None:
+    """A future-dated reservation: scheduled until its start (moved on by ``_refresh`` along the server
+    clock), with its commitment (CommitmentInfo: the units asked for, until start + duration) and its
+    delivery preference. No unit is in use before the start, so all of them are available from it."""
+    if duration is None:
+        return
+    when = _aware(start)
+    r["State"] = "scheduled"
+    r["DeliveryPreference"] = delivery or "fixed"
+    r["CommitmentInfo"] = {"CommittedInstanceCount": r["TotalInstanceCount"],
+                           "CommitmentEndDate": when + timedelta(seconds=int(duration))}
+
+
+# --------------------------------------------------------------------------------------------
 # Admission: which reservation, if any, an instance launch uses
 # --------------------------------------------------------------------------------------------
 
@@ -704,6 +745,8 @@ class _CapacityReservationActions(EC2Response):
                 raise EC2ClientError("InvalidParameterValue", "EndDate is required when EndDateType is limited")
             if end is not None and end <= CLOCK.now():
                 raise EC2ClientError("InvalidParameterValue", "EndDate must be in the future")
+            _check_future_dated(self._get_param("StartDate"), self._get_param("CommitmentDuration"),
+                                self._get_param("DeliveryPreference"))
             zone = self._get_param("AvailabilityZone")
             if not zone and self._get_param("AvailabilityZoneId"):
                 zone_id = self._get_param("AvailabilityZoneId")
@@ -723,6 +766,8 @@ class _CapacityReservationActions(EC2Response):
                 tags=tags,
                 ebs_optimized=bool(self._get_param("EbsOptimized")),
             )
+            _future_dated(r, self._get_param("StartDate"), self._get_param("CommitmentDuration"),
+                          self._get_param("DeliveryPreference"))
             if token:
                 st.reservation_tokens[token] = r["CapacityReservationId"]
             return ActionResult({"CapacityReservation": r})
@@ -1350,6 +1395,17 @@ class EC2TestServer:
             st.capacity_blocks[block_id] = block
         _refresh(self.backend)
         return rid
+
+    def add_future_reservation(self, instance_type: str, zone: str, count: int, *, start: datetime,
+                               commitment: timedelta = timedelta(days=14), delivery: str = "fixed",
+                               match: str = "targeted", tags: dict[str, str] | None = None) -> str:
+        """A future-dated ODCR, as CreateCapacityReservation with StartDate and CommitmentDuration makes it."""
+        _check_future_dated(start, int(commitment.total_seconds()), delivery)
+        with _LOCK:
+            r = _new_reservation(self.backend, instance_type=instance_type, zone=zone, count=count,
+                                 owner_id=self.account_id, match=match, start=start, tags=tags)
+            _future_dated(r, start, int(commitment.total_seconds()), delivery)
+        return r["CapacityReservationId"]
 
     def add_reservation_group(self, name: str, reservation_ids: list[str]) -> str:
         """A Capacity Reservation group (resource group) holding these reservations; returns its ARN."""

@@ -35,7 +35,7 @@ REASON_API_ERROR = "APIError"
 
 def to_engine(reservation: Mapping[str, Any], available_count: int | None = None) -> CapacityReservation:
     """An EC2 ``CapacityReservation`` dict (plus ``UltraserverType``) as the engine's dataclass."""
-    end = reservation.get("EndDate")
+    end, start = reservation.get("EndDate"), reservation.get("StartDate")
     return CapacityReservation(
         id=reservation["CapacityReservationId"],
         instance_type=reservation["InstanceType"],
@@ -49,6 +49,7 @@ def to_engine(reservation: Mapping[str, Any], available_count: int | None = None
         instance_match_criteria=reservation.get("InstanceMatchCriteria", ""),
         reservation_type=reservation.get("ReservationType") or "default",
         end=parse_time(end) if end else None,
+        start=parse_time(start) if start else None,
         tags={t["Key"]: t["Value"] for t in reservation.get("Tags") or []},
         interruptible=bool(reservation.get("Interruptible")),
         ultraserver_type=reservation.get("UltraserverType") or "",
