@@ -5,7 +5,7 @@ term matched, its NodePools, recent launch errors, pending AWS RAM invitations, 
 simulation results), findings out. The mirror gathers the facts (reservations/doctor.py), the EC2
 step asks EC2, RAM and IAM for theirs, and the faces show the findings.
 
-Codes (docs/reservations.md#the-reservation-doctor):
+Codes (docs/reservation-doctor.md):
 
 - ``selector-matches-nothing``: an EC2NodeClass's term selects no usable reservation.
 - ``reservation-unselected``: a usable reservation with free units no EC2NodeClass selects.
