@@ -14,6 +14,7 @@ import datetime
 import logging
 
 from django.db import transaction
+from django.db.models import Case, Value, When
 from django.utils import timezone
 
 from fleet.scope import working_cluster
@@ -196,5 +197,7 @@ def store(cluster, findings: list[engine.Finding], now) -> dict:
 
 
 def active_findings():
-    """The findings a run still finds (in the scope: the cluster's; unscoped: the fleet's)."""
-    return DoctorFinding.objects.filter(cleared_at__isnull=True)
+    """The findings a run still finds (in the scope: the cluster's; unscoped: the fleet's), critical first."""
+    rank = Case(*[When(severity=s, then=Value(i)) for i, s in enumerate(engine.SEVERITIES)], default=Value(9))
+    return (DoctorFinding.objects.filter(cleared_at__isnull=True).annotate(rank=rank)
+            .order_by("rank", "code", "reservation_id", "node_class_name", "id"))
