@@ -32,7 +32,7 @@ from scheduling.engine import doctor as engine
 from scheduling.engine.selectors import CONDITION_TYPE
 from scheduling.engine.timeutil import format_time
 from scheduling.engine.world import parse_world
-from scheduling.models import Decision, Mode, NodePool
+from scheduling.models import Decision, InstanceType, Mode, NodePool
 from scheduling.modes import configured_mode
 
 log = logging.getLogger(__name__)
@@ -60,23 +60,48 @@ def gather(cluster, now, cloud=None) -> engine.DoctorFacts:
     shared = set(ReservationVisibility.objects.filter(account=cluster.account, shared=True)
                  .values_list("reservation__reservation_id", flat=True))
     synced = last_synced_available([r.pk for r in rows if r.available_instance_count == 0])
+    labels = dict(InstanceType.objects.filter(name__in={r.instance_type for r in rows}).values_list("name", "labels"))
     reservations = [
         engine.ReservationFact(
             parsed[r.reservation_id], platform=r.instance_platform, tenancy=r.tenancy,
             placement_group_arn=r.placement_group_arn, fleet_id=r.capacity_reservation_fleet_id,
             shared=r.reservation_id in shared,
             marked_unavailable=r.available_instance_count == 0 and (synced.get(r.pk) or 0) > 0,
-            last_synced_available=synced.get(r.pk))
+            last_synced_available=synced.get(r.pk), type_labels=labels.get(r.instance_type) or {})
         for r in rows if r.reservation_id in parsed
     ]
     facts = engine.DoctorFacts(
         cluster=cluster.name, account=cluster.account.account_id, now=now, reservations=reservations,
         node_classes=node_class_facts(), node_pools=node_pool_facts(), launch_errors=launch_errors(now),
-        groups=world.reservation_groups,
+        groups=world.reservation_groups, selected_in_fleet=selected_in_fleet(),
+        reports_unselected=first_to_see(cluster, [r.reservation_id for r in rows]),
     )
     if cloud is not None:
         aws_facts(cloud, cluster, facts)
     return facts
+
+
+def selected_in_fleet() -> frozenset[str]:
+    """The reservations an EC2NodeClass of any cluster selects (status.capacityReservations)."""
+    return frozenset(e.get("id") for entries in EC2NodeClass.objects.fleet().values_list(
+        "status_capacity_reservations", flat=True) for e in entries or [] if e.get("id"))
+
+
+def first_to_see(cluster, reservation_ids) -> frozenset[str]:
+    """Of these reservations, those this cluster is the first (by name) of the fleet's clusters to see:
+    it reports them as unselected even when none of its NodePools could use them."""
+    from fleet.models import Cluster
+
+    clusters = list(Cluster.objects.order_by("name").values_list("name", "account_id", "region"))
+    first: dict[str, str] = {}
+    for rid, account, region in (ReservationVisibility.objects.filter(reservation__reservation_id__in=reservation_ids)
+                                 .values_list("reservation__reservation_id", "account_id", "reservation__region")):
+        for name, cluster_account, cluster_region in clusters:
+            if cluster_account == account and (not region or not cluster_region or region == cluster_region):
+                if rid not in first or name < first[rid]:
+                    first[rid] = name
+                break
+    return frozenset(rid for rid, name in first.items() if name == cluster.name)
 
 
 def last_synced_available(pks) -> dict[int, int]:

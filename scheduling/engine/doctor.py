@@ -67,6 +67,9 @@ class ReservationFact:
     # The mirror counts no free unit although EC2's last sync counted some: a launch error marked it.
     marked_unavailable: bool = False
     last_synced_available: int | None = None
+    # The instance type's labels (arch, family, ...) as the catalogue has them; requirements on keys
+    # neither these nor the offering give are not judged (the doctor never guesses).
+    type_labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -141,6 +144,11 @@ class DoctorFacts:
     permissions: Sequence[PermissionFact] = ()
     refusals: Sequence[SimulationRefusal] = ()
     groups: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # Reservations an EC2NodeClass of any cluster of the fleet selects (None: only this cluster's).
+    selected_in_fleet: frozenset[str] | None = None
+    # Reservations this cluster reports as unselected even when none of its NodePools could use them
+    # (the first cluster that sees them): each is reported once, not by every cluster of the account.
+    reports_unselected: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -240,13 +248,15 @@ def _selected_ids(facts: DoctorFacts) -> set[str]:
 
 
 def unselected_findings(facts: DoctorFacts) -> list[Finding]:
-    selected = _selected_ids(facts)
+    selected = _selected_ids(facts) | (facts.selected_in_fleet or frozenset())
     found = []
     for fact in facts.reservations:
         r = fact.reservation
         if r.id in selected or not r.is_selectable(facts.now) or r.excluded_from_planning:
             continue
-        classes = _classes_for(facts, r)
+        classes = _classes_for(facts, fact)
+        if not classes and facts.reports_unselected is not None and r.id not in facts.reports_unselected:
+            continue  # another cluster of the fleet reports it
         term = {"id": r.id}
         command = _yaml_terms(classes[0], [*_terms_of(facts, classes[0]), term]) if classes else ""
         target = f"EC2NodeClass {classes[0]}" if classes else "an EC2NodeClass whose NodePools allow it"
@@ -254,8 +264,7 @@ def unselected_findings(facts: DoctorFacts) -> list[Finding]:
             found.append(_finding(
                 facts, FLEET_OPEN_ONLY, WARNING,
                 f"{r.id} was created by Capacity Reservation Fleet {fact.fleet_id}: its instance matching is open "
-                f"only (a Fleet's reservations cannot be made targeted) and no EC2NodeClass of {facts.cluster} selects "
-                "it. With reserved capacity on, Karpenter's on-demand launches opt out of open reservations, so its "
+                f"only (a Fleet's reservations cannot be made targeted) and no EC2NodeClass selects it. With reserved capacity on, Karpenter's on-demand launches opt out of open reservations, so its "
                 f"{r.available_count} free of {r.total_count} units stay idle but billed.",
                 f"Select it by id in {target} (Karpenter then targets it explicitly), or turn on open mode on the "
                 "class (annotation karpweb.io/open-reservations: \"true\") so on-demand launches may fall into it.",
@@ -264,10 +273,11 @@ def unselected_findings(facts: DoctorFacts) -> list[Finding]:
                 fix_command=command,
             ))
         elif r.available_count > 0:
+            where = "in the fleet" if facts.selected_in_fleet is not None else f"of {facts.cluster}"
             found.append(_finding(
                 facts, RESERVATION_UNSELECTED, WARNING,
                 f"{r.id} ({r.instance_type} in {r.zone}, {r.instance_match_criteria}) has {r.available_count} free of "
-                f"{r.total_count} units and no EC2NodeClass of {facts.cluster} selects it.",
+                f"{r.total_count} units and no EC2NodeClass {where} selects it.",
                 f"Add a selector term for it to {target}.",
                 reservation_id=r.id, data={"available": r.available_count, "total": r.total_count,
                                            "matchCriteria": r.instance_match_criteria, "nodeClasses": classes},
@@ -280,9 +290,9 @@ def _terms_of(facts: DoctorFacts, name: str) -> list[Mapping[str, Any]]:
     return next((list(nc.terms) for nc in facts.node_classes if nc.name == name), [])
 
 
-def _classes_for(facts: DoctorFacts, r: CapacityReservation) -> list[str]:
+def _classes_for(facts: DoctorFacts, fact: ReservationFact) -> list[str]:
     """The classes one of whose NodePools could launch into the reservation (the fix's target)."""
-    return sorted({pool.node_class for pool in facts.node_pools if not _pool_mismatch(pool, r)})
+    return sorted({pool.node_class for pool in facts.node_pools if not _pool_mismatch(pool, fact)})
 
 
 # --- RAM ----------------------------------------------------------------------------------------------
@@ -392,21 +402,22 @@ def throttling_findings(facts: DoctorFacts) -> list[Finding]:
 
 # --- NodePools ----------------------------------------------------------------------------------------
 
-def _reservation_labels(r: CapacityReservation, platform: str) -> dict[str, str]:
-    return {INSTANCE_TYPE: r.instance_type, ZONE: r.zone, CAPACITY_TYPE: RESERVED, RESERVATION_ID: r.id,
-            OS: "windows" if platform.startswith(WINDOWS) else "linux"}
+def _reservation_labels(fact: ReservationFact) -> dict[str, str]:
+    r = fact.reservation
+    return {**fact.type_labels, INSTANCE_TYPE: r.instance_type, ZONE: r.zone, CAPACITY_TYPE: RESERVED,
+            RESERVATION_ID: r.id, OS: "windows" if fact.platform.startswith(WINDOWS) else "linux"}
 
 
-def _pool_mismatch(pool: NodePoolFact, r: CapacityReservation, platform: str = LINUX) -> str:
-    """Why a pool cannot launch into the reservation ("" when it can), by the pool's requirements."""
+def _pool_mismatch(pool: NodePoolFact, fact: ReservationFact) -> str:
+    """Why a pool cannot launch into the reservation ("" when it can), by the pool's requirements on
+    the keys the reservation and its instance type answer (no capacity-type requirement allows
+    reserved, as the engine's NodePool templates do)."""
+    labels = _reservation_labels(fact)
     try:
         requirements = Requirements(Requirement.of(q["key"], q["operator"], q.get("values") or [])
-                                    for q in pool.requirements)
-    except (KeyError, TypeError, RequirementError):
+                                    for q in pool.requirements if q.get("key") in labels)
+    except (KeyError, TypeError, AttributeError, RequirementError):
         return "requirements unreadable"
-    labels = _reservation_labels(r, platform)
-    if CAPACITY_TYPE not in requirements:
-        requirements = Requirements([*requirements, Requirement.of(CAPACITY_TYPE, "In", ["on-demand"])])  # the default
     miss = requirements.first_mismatch(labels)
     if miss is None:
         return ""
@@ -436,7 +447,7 @@ def nodepool_findings(facts: DoctorFacts) -> list[Finding]:
             reason = "placement-group"
         else:
             pools = [p for p in facts.node_pools if p.node_class in classes]
-            detail = {p.name: _pool_mismatch(p, r, fact.platform) for p in pools}
+            detail = {p.name: _pool_mismatch(p, fact) for p in pools}
             if any(v == "" for v in detail.values()):
                 continue
             reason = "no-nodepool" if not pools else _common(detail.values())

@@ -112,7 +112,13 @@ def test_no_nodepool_matches_for_each_reason():
     assert reason(d.ReservationFact(r, platform="Windows with SQL Server Standard")) == "platform"
     assert reason(d.ReservationFact(r, tenancy="dedicated")) == "tenancy"
     assert reason(d.ReservationFact(r, placement_group_arn="arn:aws:ec2:us-east-1:1:placement-group/pg")) == "placement-group"
-    assert reason(d.ReservationFact(r), pools=[d.NodePoolFact("od", "default", [])]) == "capacity-type"
+    on_demand = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    assert reason(d.ReservationFact(r), pools=[d.NodePoolFact("od", "default", on_demand)]) == "capacity-type"
+    assert reason(d.ReservationFact(r), pools=[d.NodePoolFact("any", "default", [])]) is None  # no requirement: any
+    arm = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]
+    assert reason(d.ReservationFact(r), pools=[d.NodePoolFact("arm", "default", arm)]) is None  # arch unknown: not judged
+    amd = d.ReservationFact(r, type_labels={"kubernetes.io/arch": "amd64"})
+    assert reason(amd, pools=[d.NodePoolFact("arm", "default", arm)]) == "kubernetes.io/arch"
     only_c5 = [*RESERVED_POOL, {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]}]
     assert reason(d.ReservationFact(r), pools=[d.NodePoolFact("c5", "default", only_c5)]) == "instance-type"
     zone_b = [*RESERVED_POOL, {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1b"]}]
@@ -127,3 +133,15 @@ def test_keys_are_stable_and_severities_counted():
     f = facts([d.ReservationFact(cr("cr-b"))], [selected("cr-a")])
     assert [x.key for x in d.diagnose(f)] == [x.key for x in d.diagnose(f)]
     assert d.count_by_severity(d.diagnose(f)) == {"critical": 1, "warning": 1, "info": 0}
+
+
+def test_unselected_is_fleet_wide_and_reported_once():
+    fact = d.ReservationFact(cr("cr-b"))
+    elsewhere = facts([fact], [], selected_in_fleet=frozenset({"cr-b"}))
+    assert codes(elsewhere) == []  # another cluster's class selects it
+    no_pool = [d.NodePoolFact("od", "default", [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                 "values": ["on-demand"]}])]
+    assert codes(facts([fact], [], no_pool, reports_unselected=frozenset())) == []  # another cluster reports it
+    assert codes(facts([fact], [], no_pool, reports_unselected=frozenset({"cr-b"}))) == [
+        ("reservation-unselected", "cr-b", "")]
+    assert codes(facts([fact], [], reports_unselected=frozenset())) == [("reservation-unselected", "cr-b", "")]
