@@ -55,7 +55,7 @@ class ClusterAdmin(AuditedAdmin):
     fieldsets = (
         (None, {"fields": ("name", "account", "region", "is_default")}),
         ("Connection", {"fields": ("connection", "kubeconfig", "endpoint")}),
-        ("Control", {"fields": ("mode", "karpenter", "shard", "queue")}),
+        ("Control", {"fields": ("mode", "karpenter", "karpenter_role_arn", "shard", "queue")}),
         ("Recorded", {"fields": ("created_at", "updated_at")}),
     )
 
