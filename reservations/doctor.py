@@ -45,12 +45,15 @@ def examine(cloud, now=None) -> dict:
     """Diagnose the working cluster and store its findings; returns counts for the step's TaskRun."""
     now = now or timezone.now()
     cluster = working_cluster()
-    facts = gather(cluster, now, cloud)
+    unchecked: set[str] = set()
+    facts = gather(cluster, now, cloud, unchecked)
     findings = engine.diagnose(facts)
-    return store(cluster, findings, now)
+    return store(cluster, findings, now, keep=unchecked)
 
 
-def gather(cluster, now, cloud=None) -> engine.DoctorFacts:
+def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engine.DoctorFacts:
+    """The facts of one cluster; `unchecked` collects the codes AWS could not be asked about this time
+    (a transient error): their findings are kept as they were, neither renewed nor cleared."""
     from scheduling.world import reservation_item, world_groups
 
     rows = list(CapacityReservation.objects.order_by("reservation_id"))
@@ -77,7 +80,7 @@ def gather(cluster, now, cloud=None) -> engine.DoctorFacts:
         reports_unselected=first_to_see(cluster, [r.reservation_id for r in rows]),
     )
     if cloud is not None:
-        aws_facts(cloud, cluster, facts)
+        aws_facts(cloud, cluster, facts, unchecked if unchecked is not None else set())
     return facts
 
 
@@ -146,7 +149,7 @@ def launch_errors(now) -> list[engine.LaunchErrorFact]:
     return found
 
 
-def aws_facts(cloud, cluster, facts: engine.DoctorFacts) -> None:
+def aws_facts(cloud, cluster, facts: engine.DoctorFacts, unchecked: set[str]) -> None:
     """What only AWS knows, asked through the cluster's cloud (its account's credentials). The
     simulated world answers none of it: its cloud lacks these calls."""
     invitations = getattr(cloud, "pending_share_invitations", None)
@@ -157,8 +160,10 @@ def aws_facts(cloud, cluster, facts: engine.DoctorFacts) -> None:
                                  for i in invitations()]
         except CloudAPIError as exc:
             if exc.code not in UNAUTHORIZED_CODES:
-                raise
-            facts.permissions = [engine.PermissionFact("karpweb", cluster.account.role_arn or "karpweb's role",
+                log.warning("the doctor could not read RAM invitations (%s): kept as they were", exc.code)
+                unchecked.add(engine.RAM_SHARE_NOT_ACCEPTED)
+            else:
+                facts.permissions = [engine.PermissionFact("karpweb", cluster.account.role_arn or "karpweb's role",
                                                        "ram:GetResourceShareInvitations", f"refused ({exc.code})")]
     if simulate is None:
         return
@@ -176,7 +181,9 @@ def aws_facts(cloud, cluster, facts: engine.DoctorFacts) -> None:
             decisions = simulate(arn, actions)
         except CloudAPIError as exc:
             if exc.code not in UNAUTHORIZED_CODES and exc.code != "NoSuchEntity":
-                raise
+                log.warning("the doctor could not simulate %s (%s): its findings kept as they were", arn, exc.code)
+                unchecked.update({engine.IAM_PERMISSION_MISSING, engine.IAM_NOT_SIMULATED})
+                continue
             refusals.append(engine.SimulationRefusal(principal, arn, exc.code, exc.message))
             continue
         permissions += [engine.PermissionFact(principal, arn, action, decisions.get(action, "implicitDeny"))
@@ -194,8 +201,9 @@ def own_role(cloud) -> str:
 
 
 @transaction.atomic
-def store(cluster, findings: list[engine.Finding], now) -> dict:
-    """Write this run's findings: seen again moves last_seen, new ones start, missing ones clear."""
+def store(cluster, findings: list[engine.Finding], now, keep=frozenset()) -> dict:
+    """Write this run's findings: seen again moves last_seen, new ones start, missing ones clear
+    (except those of the codes in `keep`: this run could not check them)."""
     existing = {f.key: f for f in DoctorFinding.objects.fleet().select_for_update().filter(cluster=cluster)}
     seen, new = set(), 0
     for f in findings:
@@ -217,7 +225,7 @@ def store(cluster, findings: list[engine.Finding], now) -> dict:
             setattr(row, name, value)
         row.save()
     cleared = (DoctorFinding.objects.fleet().filter(cluster=cluster, cleared_at__isnull=True)
-               .exclude(key__in=seen).update(cleared_at=now))
+               .exclude(key__in=seen).exclude(code__in=list(keep)).update(cleared_at=now))
     return {"doctor_findings": len(seen), "doctor_new": new, "doctor_cleared": cleared}
 
 

@@ -138,3 +138,13 @@ def test_an_explicit_deny_in_karpwebs_own_role(aws, their, prod):
     assert finding.evidence_data["decision"] == "explicitDeny"
     assert finding.evidence_data["action"] == "ram:GetResourceShareInvitations"
     assert "--role-name karpweb-reader" in finding.fix_command
+
+
+def test_an_aws_error_keeps_what_could_not_be_checked(world, aws, prod):
+    offered = world.add_reservation("m5.large", "us-east-1a", 1)
+    world.invite(offered, ACCOUNT)
+    run(prod)
+    assert ("ram-share-not-accepted", offered, "", "") in active(prod)
+    world.faults.inject("GetResourceShareInvitations", "InvalidParameterException", status=400)
+    run(prod)  # RAM did not answer: the finding is neither renewed nor cleared
+    assert ("ram-share-not-accepted", offered, "", "") in active(prod)

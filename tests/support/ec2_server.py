@@ -1140,9 +1140,12 @@ def _invitation_view(inv: dict[str, Any]) -> dict[str, Any]:
                                       "senderAccountId", "receiverAccountId", "status", "invitationTimestamp")}
 
 
-def _get_resource_share_invitations(self: Any) -> str:
+def _get_resource_share_invitations(self: Any) -> Any:
     body = _ram_body(self)
     CALLS.append(Call("GetResourceShareInvitations", body))
+    fault = FAULTS.take("GetResourceShareInvitations")
+    if fault is not None:
+        return fault.status, {"x-amzn-ErrorType": fault.code, "status": fault.status}, json.dumps({"message": fault.message})
     wanted = set(body.get("resourceShareInvitationArns") or [])
     found = [_invitation_view(inv) for arn, inv in sorted(INVITATIONS.items())
              if inv["receiverAccountId"] == self.current_account and (not wanted or arn in wanted)]
