@@ -60,7 +60,7 @@ class ClusterAdmin(AuditedAdmin):
                            "Blank: asked of EKS (DescribeCluster), and no queue; the default cluster's blanks take "
                            "the KARPWEB_CLUSTER_* settings and KARPWEB_INTERRUPTION_QUEUE as before the fleet.",
             "fields": ("endpoint", "ca_bundle", "service_cidr", "interruption_queue")}),
-        ("Control", {"fields": ("mode", "karpenter", "shard", "queue")}),
+        ("Control", {"fields": ("mode", "karpenter", "karpenter_role_arn", "shard", "queue")}),
         ("Recorded", {"fields": ("created_at", "updated_at")}),
     )
 

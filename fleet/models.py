@@ -190,6 +190,10 @@ class Cluster(models.Model):
                                  help_text="Whether Karpenter runs in it (as KARPWEB_KARPENTER says for one cluster).")
     shard = models.CharField(max_length=32, default=DEFAULT_SHARD, validators=[validate_shard],
                              help_text="Which Celery queue and watch process serve it.")
+    karpenter_role_arn = models.CharField(
+        "Karpenter's role ARN", max_length=2048, blank=True, validators=[validate_role_arn],
+        help_text="The IAM role Karpenter's controller runs as here: the reservation doctor simulates its policies "
+                  "(iam:SimulatePrincipalPolicy). Blank: not checked.")
     is_default = models.BooleanField(
         "default", default=False,
         help_text="The cluster code works on when it opens no scope (needed once the fleet has several).")

@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from reservations.models import (
+    DoctorFinding,
     Recommendation,
     CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, ReservationContention,
     ReservationHold, ReservationUse, ReservationVisibility, UtilizationHour, UtilizationSample,
@@ -307,3 +308,14 @@ class OpenReservationInstanceAdmin(ReadOnlyAdmin):
     list_filter = ("availability_zone",)
     search_fields = ("instance_id", "node_name", "reservation__reservation_id")
     list_select_related = ("reservation",)
+
+
+@admin.register(DoctorFinding)
+class DoctorFindingAdmin(ReadOnlyAdmin):
+    """The reservation doctor's findings (reservations/doctor.py writes them after each EC2 sync)."""
+
+    list_display = ("code", "severity", "cluster", "reservation_id", "node_class_name", "first_seen", "last_seen",
+                    "cleared_at")
+    list_filter = ("severity", "code", "cluster")
+    search_fields = ("reservation_id", "node_class_name", "evidence")
+    list_select_related = ("cluster",)

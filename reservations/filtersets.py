@@ -6,7 +6,8 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from fleet.models import AwsAccount, Cluster
-from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
+from reservations.models import CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
+from scheduling.engine.doctor import CODES as DOCTOR_CODES
 from scheduling.filtersets import ClusterFilters, FilterSet, UtcDateTimeFilter
 
 
@@ -113,3 +114,26 @@ class RecommendationFilterSet(FilterSet):
 
     def filter_node_pool(self, queryset, name, value):
         return queryset.filter(reservation__node_classes__node_pools__name=value).distinct()
+
+
+class DoctorFindingFilterSet(ClusterFilters, FilterSet):
+    """The reservation doctor's findings: by cluster, account, code, severity, reservation and class;
+    active only unless `cleared` says otherwise."""
+
+    code = django_filters.MultipleChoiceFilter(choices=[(c, c) for c in DOCTOR_CODES], label="Code")
+    severity = django_filters.MultipleChoiceFilter(choices=DoctorFinding.Severity.choices, label="Severity")
+    reservation = django_filters.CharFilter(field_name="reservation_id", label="Reservation")
+    node_class = django_filters.CharFilter(field_name="node_class_name", label="EC2NodeClass")
+    cleared = django_filters.BooleanFilter(field_name="cleared_at", lookup_expr="isnull", exclude=True, label="Cleared",
+                                           help_text="true: the cleared ones (the cause was fixed); default: active.")
+
+    class Meta:
+        model = DoctorFinding
+        fields = ["code", "severity", "reservation", "node_class", "cleared"]
+
+    @property
+    def qs(self):
+        queryset = super().qs
+        if self.form.cleaned_data.get("cleared") is None:
+            queryset = queryset.filter(cleared_at__isnull=True)
+        return queryset

@@ -637,3 +637,44 @@ class ReservationContention(models.Model):
         if self.taken_by.get("unknown"):
             parts.append(f"unknown: {self.taken_by['unknown']}")
         return ", ".join(parts) or "nobody holds a unit now"
+
+
+class DoctorFinding(models.Model):
+    """One thing the reservation doctor (scheduling.engine.doctor) found stopping a reservation from
+    being used in one cluster, with its evidence and fix. Rewritten by every EC2 step
+    (reservations/doctor.py): a finding seen again keeps its first_seen and moves last_seen; one no
+    longer found gets cleared_at (kept as history, pruned with the decisions)."""
+
+    class Severity(models.TextChoices):
+        CRITICAL = "critical"
+        WARNING = "warning"
+        INFO = "info"
+
+    cluster = cluster_field("doctor_findings")
+    key = models.CharField(max_length=512, help_text="What makes two runs' findings the same finding.")
+    code = models.CharField(max_length=40, db_index=True)
+    severity = models.CharField(max_length=10, choices=Severity.choices, db_index=True)
+    account_id = models.CharField("account", max_length=12, blank=True)
+    reservation_id = models.CharField("reservation", max_length=64, blank=True, db_index=True)
+    node_class_name = models.CharField("EC2NodeClass", max_length=253, blank=True, db_index=True)
+    evidence = models.TextField()
+    evidence_data = models.JSONField(default=dict, blank=True)
+    fix = models.TextField()
+    fix_command = models.TextField(blank=True, help_text="A command or YAML to apply, when one exists.")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    cleared_at = models.DateTimeField(null=True, blank=True, db_index=True,
+                                      help_text="When a run no longer found it (the cause was fixed).")
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        ordering = ["cleared_at", "severity", "code", "reservation_id", "node_class_name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "key"], name="one_doctor_finding_per_key")]
+
+    def __str__(self):
+        return f"{self.code}: {self.reservation_id or self.node_class_name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.cleared_at is None

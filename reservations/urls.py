@@ -9,6 +9,7 @@ app_name = "reservations"
 urlpatterns = [
     path("reservations/", views.ReservationListView.as_view(), name="list"),
     path("reservations/unselected/", views.UnselectedReservationsView.as_view(), name="unselected"),
+    path("reservations/doctor/", views.DoctorView.as_view(), name="doctor"),
     path("reservations/<str:reservation_id>/", views.ReservationDetailView.as_view(), name="detail"),
     path("nodeclasses/", views.NodeClassListView.as_view(), name="nodeclasses"),
     *object_routes("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), "nodeclass", EC2NodeClass, "name"),

@@ -24,12 +24,14 @@ from reservations.selector_terms import (
     validation_problems,
 )
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet
+from reservations.doctor import active_findings
 from reservations.models import (
-    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, Recommendation, hour_of,
+    CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass, OpenReservationInstance, Recommendation, hour_of,
 )
 from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command, share_command
 from reservations.recommendations import policy_from_settings
 from reservations.utilization import hourly_span
+from scheduling.engine.doctor import SEVERITIES
 from scheduling.engine.recommendations import Hour, history_days, needed_days
 from scheduling.upcoming import upcoming_uses
 from reservations.recommendation_actions import apply as apply_recommendation
@@ -88,6 +90,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
             fleet_use=reservation.uses.order_by("-sampled_at").first(),  # the fleet ledger (reservations/ledger.py)
             contentions=reservation.contentions.select_related("cluster")[:20],
+            doctor=active_findings().filter(reservation_id=reservation.reservation_id).select_related("cluster"),
             now=now,
             upcoming=reservation.is_upcoming(now),
             upcoming_use=(upcoming_uses(now, [reservation]) or [None])[0] if reservation.is_upcoming(now) else None,
@@ -172,6 +175,8 @@ class NodeClassDetailView(ViewerRequiredMixin, TemplateView):
             reservations=node_class.selected_reservations.order_by("reservation_id"),
             pools=node_class.node_pools.order_by("-weight", "name"),
             terms_json=json.dumps(node_class.capacity_reservation_selector_terms, indent=2),
+            doctor=active_findings().filter(cluster=node_class.cluster_id, node_class_name=node_class.name)
+            .select_related("cluster"),
         )
         return context
 
@@ -304,6 +309,36 @@ class UnselectedReservationsView(ViewerRequiredMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         rows = unselected_reservations(timezone.now())
         context.update(rows=rows, idle_cost=sum(row["idle_cost"] or 0 for row in rows))
+        return context
+
+
+class DoctorView(ViewerRequiredMixin, TemplateView):
+    """The reservation doctor: per reservation and per EC2NodeClass, what stops a reservation from
+    being used (reservations/doctor.py stores the findings after each EC2 sync)."""
+
+    template_name = "reservations/doctor.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        now = timezone.now()
+        active = list(active_findings().select_related("cluster"))
+        by_reservation, by_node_class, others = {}, {}, []
+        for f in active:
+            if f.reservation_id:
+                by_reservation.setdefault(f.reservation_id, []).append(f)
+            elif f.node_class_name:
+                by_node_class.setdefault(f.node_class_name, []).append(f)
+            else:
+                others.append(f)
+        counts = {s: 0 for s in SEVERITIES}
+        for f in active:
+            counts[f.severity] += 1
+        context.update(
+            by_reservation=sorted(by_reservation.items()), by_node_class=sorted(by_node_class.items()), others=others,
+            cleared=DoctorFinding.objects.filter(cleared_at__gte=now - datetime.timedelta(days=1))
+            .select_related("cluster").order_by("-cleared_at"),
+            counts=counts,
+        )
         return context
 
 

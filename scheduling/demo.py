@@ -26,6 +26,7 @@ from django.db import transaction
 from fleet.defaults import DEFAULT_NAME, UNKNOWN_ACCOUNT_ID
 from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_scope, default_cluster, unscoped
+from reservations import doctor
 from reservations.models import (CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
                                  UtilizationSample, record_visibility)
 from reservations.utilization import roll_up
@@ -125,7 +126,8 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 # object by its name across the fleet).
 OTHER_NODE_CLASSES = {
     "staging-use1": {"staging": [{"id": reservation_id(SHARED_RESERVATION)}]},
-    "research-use1": {"research": [{"id": reservation_id(SHARED_RESERVATION)}]},
+    # The second term names a tag no reservation carries: the reservation doctor's selector-matches-nothing.
+    "research-use1": {"research": [{"id": reservation_id(SHARED_RESERVATION)}, {"tags": {"team": "research-gpu"}}]},
 }
 OTHER_NODE_POOLS = {
     "staging-use1": {"staging-web": (10, "staging", ["reserved", "on-demand"], [
@@ -193,6 +195,9 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
                 refresh_node_class_status(now)
         _seed_samples(now, reservations)
         _seed_recommendations(now)
+        for cluster in [first, *others]:  # the reservation doctor, as after an EC2 sync (docs/reservation-doctor.md)
+            with cluster_scope(cluster):
+                doctor.examine(None, now)
 
 
 def _seed_fleet(fleet: bool = True) -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:

@@ -12,7 +12,7 @@ fleet (no cluster scope). The loop's task runs, interruptions and recommendation
 import hmac
 
 from django.conf import settings
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.http import HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from fleet.models import Cluster
 from reservations.alarms import with_running_nodes
-from reservations.models import CapacityReservation, Recommendation, ReservationContention
+from reservations.models import CapacityReservation, DoctorFinding, Recommendation, ReservationContention
 from scheduling.loop.nodes import INTERRUPTION_MESSAGES, QUEUE_ERRORS, STATUS_ERRORS
 from scheduling.loop.keptworld import MISMATCH
 from scheduling.loop.watch import DRIFT
@@ -43,6 +43,23 @@ class KarpwebCollector:
         yield from self.recommendations()
         yield from self.watch(now)
         yield from self.contention()
+        yield from self.doctor()
+
+    def doctor(self):
+        """The reservation doctor's active findings (reservations/doctor.py), by cluster, account, code and
+        severity: 0 for a code and severity a cluster had and no longer has, so an alert resolves."""
+        findings = GaugeMetricFamily("karpweb_reservation_doctor_findings",
+                                     "What the reservation doctor finds stopping reservations from being used, "
+                                     "by cluster, account, code and severity.",
+                                     labels=["cluster", "account", "code", "severity"])
+        counts: dict[tuple[str, str, str, str], int] = {}
+        for row in (DoctorFinding.objects.fleet().values("cluster_id", "account_id", "code", "severity")
+                    .annotate(n=Count("id", filter=Q(cleared_at__isnull=True))).order_by()):
+            key = (self.cluster_names.get(row["cluster_id"], ""), row["account_id"], row["code"], row["severity"])
+            counts[key] = counts.get(key, 0) + row["n"]
+        for key, n in sorted(counts.items()):
+            findings.add_metric(list(key), n)
+        yield findings
 
     def contention(self):
         """Launches refused for capacity into units the fleet ledger called free (reservations/ledger.py)."""

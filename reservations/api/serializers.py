@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import (CapacityReservation, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
+from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
 from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin
@@ -468,3 +468,25 @@ class RecommendationApplySerializer(StrictInputMixin, serializers.Serializer):
     computedAt = serializers.DateTimeField(help_text="The computedAt you read.")
     offeringID = serializers.CharField(required=False, max_length=64, help_text="extend: the extension offering to buy.")
     endDate = serializers.DateTimeField(required=False, help_text="end-date: the new end date (UTC, in the future).")
+
+
+# --- the reservation doctor ---------------------------------------------------------------------
+
+class DoctorFindingSerializer(serializers.ModelSerializer):
+    """One thing stopping a reservation from being used, with its evidence and fix (docs/reservation-doctor.md)."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    account = ro("account_id", help_text="The cluster's AWS account ID.")
+    reservationID = ro("reservation_id", help_text="The reservation it is about; empty when about a class or a role.")
+    nodeClass = ro("node_class_name", help_text="The EC2NodeClass it is about, if any.")
+    evidenceData = ro("evidence_data", field_class=serializers.JSONField, help_text="The evidence as data.")
+    fixCommand = ro("fix_command", help_text="A command or YAML to apply, when one exists.")
+    firstSeen = when("first_seen", null=False)
+    lastSeen = when("last_seen", null=False)
+    clearedAt = when("cleared_at", help_text="When a run no longer found it; null while it is found.")
+
+    class Meta:
+        model = DoctorFinding
+        fields = ["id", "code", "severity", "cluster", "account", "reservationID", "nodeClass", "evidence",
+                  "evidenceData", "fix", "fixCommand", "firstSeen", "lastSeen", "clearedAt"]
+        read_only_fields = fields

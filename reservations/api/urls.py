@@ -9,6 +9,7 @@ router = SimpleRouter()
 router.register("capacity-reservations", views.CapacityReservationViewSet, basename="capacityreservation")
 router.register("ec2nodeclasses", views.EC2NodeClassViewSet, basename="ec2nodeclass")
 router.register("recommendations", views.RecommendationViewSet, basename="recommendation")
+router.register("reservation-doctor", views.DoctorFindingViewSet, basename="doctorfinding")
 
 urlpatterns = [
     path("alarms/", views.AlarmList.as_view(), name="alarms"),

@@ -10,6 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from reservations.api.serializers import (
+    DoctorFindingSerializer,
     AlarmSerializer,
     CapacityReservationSerializer,
     RecommendationApplySerializer,
@@ -24,11 +25,12 @@ from reservations.api.serializers import (
     UtilizationSampleSerializer,
 )
 from reservations.filtersets import (
+    DoctorFindingFilterSet,
     CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet, UtilizationHourFilterSet,
     UtilizationSampleFilterSet,
 )
 from reservations.alarms import current_alarms, with_running_nodes
-from reservations.models import (CapacityReservation, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
+from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
@@ -396,3 +398,19 @@ class RecommendationViewSet(ReadOnlyViewSet):
         except ApplyRefused as refused:
             return Response({refused.field: [refused.message]}, status=refused.status)
         return Response(RecommendationSerializer(applied).data)
+
+
+@extend_schema_view(
+    list=list_schema(DoctorFindingSerializer, summary="List the reservation doctor's findings",
+                     description="What stops each reservation from being used, with evidence and fix: active ones "
+                                 "unless cleared=true. Filter by cluster, account, code, severity, reservation."),
+    retrieve=detail_schema(DoctorFindingSerializer, summary="One finding"),
+)
+class DoctorFindingViewSet(ReadOnlyViewSet):
+    serializer_class = DoctorFindingSerializer
+    filterset_class = DoctorFindingFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = r"[0-9]+"
+    ordering_fields = ["severity", "code", "first_seen", "last_seen"]
+    ordering = ["severity", "code", "reservation_id", "node_class_name", "id"]
+    queryset = DoctorFinding.objects.select_related("cluster")

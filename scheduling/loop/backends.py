@@ -132,6 +132,8 @@ def _cluster_provider(cluster):
         ssm=make_client("ssm", config, config.ssm_endpoint_url, session),
         iam=make_client("iam", config, config.iam_endpoint_url, session),
         eks=make_client("eks", config, config.eks_endpoint_url, session),
+        ram=make_client("ram", config, config.ram_endpoint_url, session),
+        sts=make_client("sts", config, config.sts_endpoint_url, session),
         kube_dns=kube_dns if is_kubernetes(cluster) else None,
         cluster=join_info(cluster))
 

@@ -11,8 +11,8 @@ from fleet.connection import is_kubernetes, is_aws
 from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.groups import sync_groups
-from reservations import ledger, utilization
-from reservations.models import EC2NodeClass
+from reservations import doctor, ledger, utilization
+from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.recommendations import recompute_hourly
 from reservations.status import refresh_node_class_status
@@ -67,6 +67,9 @@ def sync_ec2(now=None) -> dict:
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
     counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date
+    for member in clusters_of_the_account_and_region():  # the reservation doctor, per cluster, after this sync
+        with cluster_scope(member) if member is not None else contextlib.nullcontext():
+            add_counts(counts, doctor.examine(backends.cloud(), now))
     counts.update(utilization.prune(now))
     counts.update(prune_history(now))
     return counts
@@ -113,6 +116,7 @@ def prune_history(now) -> dict:
     return {
         "task_runs_pruned": TaskRun.objects.filter(started_at__lt=task_runs).exclude(status=TaskRun.Status.RUNNING).delete()[0],
         "decisions_pruned": Decision.objects.fleet().filter(created_at__lt=decisions).delete()[0],
+        "doctor_findings_pruned": DoctorFinding.objects.fleet().filter(cleared_at__lt=decisions).delete()[0],
     }
 
 

@@ -25,7 +25,7 @@ OBSERVE = ROOT / "deploy/iam/karpweb-observe-policy.json"
 CONTROL = ROOT / "deploy/iam/karpweb-control-policy.json"
 # botocore service name: IAM action prefix. A client for a service missing here fails the test.
 SERVICES = {"ec2": "ec2", "pricing": "pricing", "resource-groups": "resource-groups", "ssm": "ssm", "iam": "iam",
-            "eks": "eks", "sqs": "sqs", "sts": "sts"}
+            "eks": "eks", "sqs": "sqs", "sts": "sts", "ram": "ram"}
 # Authorized by AWS along with a call, never called on their own: tags given at creation need them.
 IMPLIED = {
     "ec2:RunInstances": "an instant CreateFleet is authorized as RunInstances on each resource it launches with",
@@ -36,8 +36,9 @@ IMPLIED = {
 # A read that still belongs with acting: the interruption queue's URL is looked up only to consume
 # it, and a message received there is taken from every other consumer (Karpenter's, beside Karpenter).
 WITH_ACTING = {"sqs:GetQueueUrl"}
-# Reads, and assuming the role karpweb reads another account of the fleet through: it changes nothing.
-READ = re.compile(r"^([a-z0-9-]+:(Describe|Get|List)[A-Za-z]+|sts:AssumeRole)$")
+# Reads, assuming the role karpweb reads another account of the fleet through, and the reservation
+# doctor's IAM policy simulation (it evaluates a role's policies): none changes anything.
+READ = re.compile(r"^([a-z0-9-]+:(Describe|Get|List)[A-Za-z]+|sts:AssumeRole|iam:SimulatePrincipalPolicy)$")
 PLACEHOLDERS = {"AWS_PARTITION", "AWS_REGION", "AWS_ACCOUNT_ID", "CLUSTER_NAME", "NODE_ROLE_NAME", "INTERRUPTION_QUEUE"}
 SAMPLE = {"AWS_PARTITION": "aws", "AWS_REGION": "eu-west-1", "AWS_ACCOUNT_ID": "111122223333", "CLUSTER_NAME": "prod",
           "NODE_ROLE_NAME": "KarpenterNodeRole-prod", "INTERRUPTION_QUEUE": "prod"}

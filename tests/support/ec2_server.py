@@ -1266,6 +1266,128 @@ for _name in ("create_capacity_reservation_by_splitting", "move_capacity_reserva
 
 
 # --------------------------------------------------------------------------------------------
+# The reservation doctor's AWS calls moto 5.2.5 lacks: AWS RAM invitations and IAM policy simulation
+# --------------------------------------------------------------------------------------------
+# RAM: GetResourceShareInvitations, ListPendingInvitationResources, AcceptResourceShareInvitation
+# for invitations made with EC2TestServer.invite (a share outside AWS Organizations: the receiving
+# account sees the reservation only once it accepts). IAM: SimulatePrincipalPolicy over the role's
+# inline and attached managed policies (an explicit Deny wins, then an Allow, else implicitDeny;
+# Action and NotAction with wildcards; resources are not evaluated), refused with AccessDenied while
+# EC2TestServer.refuse_simulation is on.
+
+INVITATIONS: dict[str, dict[str, Any]] = {}  # invitation ARN -> invitation (status PENDING / ACCEPTED)
+SIMULATION: dict[str, bool] = {"refused": False}
+
+
+def _ram_body(self: Any) -> dict[str, Any]:
+    try:
+        return json.loads(self.body or "{}")
+    except ValueError:
+        return {}
+
+
+def _invitation_view(inv: dict[str, Any]) -> dict[str, Any]:
+    return {key: inv[key] for key in ("resourceShareInvitationArn", "resourceShareName", "resourceShareArn",
+                                      "senderAccountId", "receiverAccountId", "status", "invitationTimestamp")}
+
+
+def _get_resource_share_invitations(self: Any) -> Any:
+    body = _ram_body(self)
+    CALLS.append(Call("GetResourceShareInvitations", body))
+    fault = FAULTS.take("GetResourceShareInvitations")
+    if fault is not None:
+        return fault.status, {"x-amzn-ErrorType": fault.code, "status": fault.status}, json.dumps({"message": fault.message})
+    wanted = set(body.get("resourceShareInvitationArns") or [])
+    found = [_invitation_view(inv) for arn, inv in sorted(INVITATIONS.items())
+             if inv["receiverAccountId"] == self.current_account and (not wanted or arn in wanted)]
+    return json.dumps({"resourceShareInvitations": found}, default=str)
+
+
+def _list_pending_invitation_resources(self: Any) -> Any:
+    body = _ram_body(self)
+    CALLS.append(Call("ListPendingInvitationResources", body))
+    inv = INVITATIONS.get(body.get("resourceShareInvitationArn") or "")
+    if inv is None or inv["receiverAccountId"] != self.current_account:
+        return 400, {"x-amzn-ErrorType": "UnknownResourceException", "status": 400}, json.dumps({"message": "no such invitation"})
+    region = self.region
+    resources = [{"arn": f"arn:aws:ec2:{region}:{inv['senderAccountId']}:capacity-reservation/{rid}",
+                  "type": "ec2:CapacityReservation", "resourceShareArn": inv["resourceShareArn"],
+                  "status": "AVAILABLE"} for rid in inv["reservationIds"]]
+    return json.dumps({"resources": resources})
+
+
+def _accept_resource_share_invitation(self: Any) -> Any:
+    body = _ram_body(self)
+    CALLS.append(Call("AcceptResourceShareInvitation", body))
+    inv = INVITATIONS.get(body.get("resourceShareInvitationArn") or "")
+    if inv is None or inv["receiverAccountId"] != self.current_account:
+        return 400, {"x-amzn-ErrorType": "UnknownResourceException", "status": 400}, json.dumps({"message": "no such invitation"})
+    with _LOCK:
+        inv["status"] = "ACCEPTED"
+        for rid in inv["reservationIds"]:
+            SHARES.setdefault(rid, set()).add(inv["receiverAccountId"])
+    return json.dumps({"resourceShareInvitation": _invitation_view(inv)}, default=str)
+
+
+def _statements(document: Any) -> list[dict[str, Any]]:
+    doc = json.loads(document) if isinstance(document, str) else document
+    statements = doc.get("Statement") or []
+    return [statements] if isinstance(statements, dict) else list(statements)
+
+
+def _names(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _statement_covers(statement: dict[str, Any], action: str) -> bool:
+    def hit(patterns: list[str]) -> bool:
+        return any(fnmatch.fnmatchcase(action.lower(), p.lower()) for p in patterns)
+
+    if "NotAction" in statement:
+        return not hit(_names(statement["NotAction"]))
+    return hit(_names(statement.get("Action")))
+
+
+def _simulate_principal_policy(self: Any) -> Any:
+    source = self._get_param("PolicySourceArn")
+    actions = list(self._get_param("ActionNames") or [])
+    CALLS.append(Call("SimulatePrincipalPolicy", {"PolicySourceArn": source, "ActionNames": actions}))
+    if SIMULATION["refused"]:
+        body = ('<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type>'
+                "<Code>AccessDenied</Code><Message>User is not authorized to perform: iam:SimulatePrincipalPolicy"
+                f"</Message></Error><RequestId>{secrets.token_hex(16)}</RequestId></ErrorResponse>")
+        return 403, {"Content-Type": "text/xml", "status": 403}, body
+    role = self.backend.get_role_by_arn(source)
+    documents = list(role.policies.values())
+    for policy in role.managed_policies.values():
+        documents += [v.document for v in policy.versions if v.is_default]
+    statements = [st for doc in documents for st in _statements(doc)]
+    results = []
+    for action in actions:
+        covering = [st for st in statements if _statement_covers(st, action)]
+        decision = ("explicitDeny" if any(st.get("Effect") == "Deny" for st in covering)
+                    else "allowed" if any(st.get("Effect") == "Allow" for st in covering) else "implicitDeny")
+        results.append({"EvalActionName": action, "EvalResourceName": "*", "EvalDecision": decision})
+    return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
+
+def _install_doctor_handlers() -> None:
+    from moto.iam.responses import IamResponse
+    from moto.ram import urls as ram_urls
+    from moto.ram.responses import ResourceAccessManagerResponse
+
+    ResourceAccessManagerResponse.get_resource_share_invitations = _get_resource_share_invitations
+    ResourceAccessManagerResponse.list_pending_invitation_resources = _list_pending_invitation_resources
+    ResourceAccessManagerResponse.accept_resource_share_invitation = _accept_resource_share_invitation
+    for path in ("getresourceshareinvitations", "listpendinginvitationresources", "acceptresourceshareinvitation"):
+        ram_urls.url_paths["{0}/" + path + "$"] = ResourceAccessManagerResponse.dispatch
+    IamResponse.simulate_principal_policy = _simulate_principal_policy
+
+
+_install_doctor_handlers()
+
+
+# --------------------------------------------------------------------------------------------
 # The server and its test-side helpers
 # --------------------------------------------------------------------------------------------
 
@@ -1316,6 +1438,8 @@ class EC2TestServer:
         CALLS.clear()
         CLOCK.set(None)
         RESOURCE_GROUPS.clear()
+        INVITATIONS.clear()
+        SIMULATION["refused"] = False
 
     def reservation(self, reservation_id: str) -> dict[str, Any]:
         _refresh(self.backend)
@@ -1418,6 +1542,23 @@ class EC2TestServer:
         and may launch into it; its instances count in the owner's GetCapacityReservationUsage."""
         with _LOCK:
             SHARES.setdefault(reservation_id, set()).add(account_id)
+
+    def invite(self, reservation_id: str, account_id: str, share_name: str = "reservations") -> str:
+        """Share a reservation through an AWS RAM invitation (outside AWS Organizations): the account sees
+        it only after AcceptResourceShareInvitation. Returns the invitation's ARN."""
+        number = secrets.token_hex(8)
+        arn = f"arn:aws:ram:{self.region}:{self.account_id}:resource-share-invitation/{number}"
+        INVITATIONS[arn] = {
+            "resourceShareInvitationArn": arn, "resourceShareName": share_name,
+            "resourceShareArn": f"arn:aws:ram:{self.region}:{self.account_id}:resource-share/{number}",
+            "senderAccountId": self.account_id, "receiverAccountId": account_id, "status": "PENDING",
+            "invitationTimestamp": CLOCK.now().timestamp(), "reservationIds": [reservation_id],
+        }
+        return arn
+
+    def refuse_simulation(self, refused: bool = True) -> None:
+        """iam:SimulatePrincipalPolicy answers AccessDenied (karpweb's role may not simulate) until reset."""
+        SIMULATION["refused"] = refused
 
     def backend_of(self, account_id: str) -> Any:
         """Another account's world (made on first use, as moto makes it for that account's calls)."""

@@ -89,6 +89,7 @@ class EC2Config:
     iam_endpoint_url: str | None = None
     eks_endpoint_url: str | None = None
     sts_endpoint_url: str | None = None
+    ram_endpoint_url: str | None = None
     reserved_capacity: bool = True  # the ReservedCapacity feature gate
 
     @classmethod
@@ -118,6 +119,7 @@ class EC2Config:
             "iam_endpoint_url": setting("KARPWEB_IAM_ENDPOINT_URL", endpoint),
             "eks_endpoint_url": setting("KARPWEB_EKS_ENDPOINT_URL", endpoint),
             "sts_endpoint_url": setting("KARPWEB_STS_ENDPOINT_URL", endpoint),
+            "ram_endpoint_url": setting("KARPWEB_RAM_ENDPOINT_URL", endpoint),
             "reserved_capacity": _bool(setting("KARPWEB_FEATURE_RESERVED_CAPACITY", True)),
         }
         values.update(overrides)

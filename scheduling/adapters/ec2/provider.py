@@ -13,6 +13,7 @@ from typing import Any
 from . import catalogue as catalogue_mod
 from . import launch as launch_mod
 from . import membership as membership_mod
+from . import doctor as doctor_mod
 from . import nodeclass as nodeclass_mod
 from .amis import AMIProvider, bottlerocket_version, image_for
 from .client import Caller, EC2Config, make_client, make_ec2_client, make_pricing_client, make_resource_groups_client
@@ -64,6 +65,8 @@ class EC2CloudProvider:
         ssm: Any = None,
         iam: Any = None,
         eks: Any = None,
+        ram: Any = None,
+        sts: Any = None,
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
         instance_type_patterns: Sequence[str] = (),
@@ -87,6 +90,7 @@ class EC2CloudProvider:
         # Launch resolution, one provider per AWS concern, each with its own cache. The clients are
         # made when first needed: a cluster that only observes never calls SSM, IAM or EKS.
         self._ssm, self._iam, self._eks = ssm, iam, eks
+        self._ram, self._sts = ram, sts  # the reservation doctor's (made when first needed)
         self._resolvers: dict[str, Any] | None = None
         self._kube_dns = kube_dns  # reads the kube-dns Service's ClusterIP (no KARPWEB_CLUSTER_DNS)
         self._cluster = cluster  # a fleet cluster's name and endpoint (None: the settings')
@@ -114,6 +118,25 @@ class EC2CloudProvider:
     def capacity_reservation_usage(self, reservation_id: str) -> dict[str, int]:
         """GetCapacityReservationUsage: units used per account (only the owner may ask)."""
         return self.discovery.usage(reservation_id)
+
+    # --- the reservation doctor ------------------------------------------------------------------
+    def pending_share_invitations(self) -> list[dict[str, Any]]:
+        """AWS RAM invitations still pending that would share capacity reservations with this account."""
+        if self._ram is None:
+            self._ram = make_client("ram", self.config, self.config.ram_endpoint_url)
+        return doctor_mod.pending_invitations(self._ram, self.call)
+
+    def simulate_permissions(self, principal_arn: str, actions: Sequence[str]) -> dict[str, str]:
+        """iam:SimulatePrincipalPolicy for a role: action -> allowed | implicitDeny | explicitDeny."""
+        if self._iam is None:
+            self._iam = make_client("iam", self.config, self.config.iam_endpoint_url)
+        return doctor_mod.simulate(self._iam, self.call, principal_arn, list(actions))
+
+    def own_role_arn(self) -> str:
+        """The role this provider's credentials work as (sts:GetCallerIdentity)."""
+        if self._sts is None:
+            self._sts = make_client("sts", self.config, self.config.sts_endpoint_url)
+        return doctor_mod.caller_role(self._sts, self.call)
 
     def nodeclass_status(self, name: str, selector_terms: Sequence[Mapping[str, Any]] | None) -> ReservationStatus:
         """Status entries and ``CapacityReservationsReady`` for one EC2NodeClass."""
