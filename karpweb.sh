@@ -90,6 +90,10 @@ test_suite() {
     done
     if [ "$parallel" = yes ]; then defaults+=(-n "$(test_workers)"); fi
     if [ "$durations" = yes ]; then defaults+=(--durations=15); fi  # the 15 slowest tests, every run
+    # Keep the compiled modules and pytest's assertion-rewritten test modules between runs (the
+    # environment may say otherwise): every worker compiles them afresh without it, 9 of the 24
+    # CPU-seconds each worker spends collecting (docs/benchmark.md, "The suite's time").
+    unset PYTHONDONTWRITEBYTECODE
     .venv/bin/python -m pytest "${defaults[@]}" "$@"
 }
 

@@ -60,6 +60,12 @@ schema.app = in_test_transaction
 
 
 @pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every operation's test runs on the demo world: seeded once for the module (tests/conftest.py),
+    each test's writes (all its examples') rolled back after it."""
+
+
+@pytest.fixture
 def operator_token(operator):
     return f"Token {create_token(operator)[1]}"
 

@@ -16,6 +16,12 @@ from scheduling.queries import capacity_totals, on_demand_prices
 from tests.factories.scheduling import NodeFactory, PodFactory
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here reads the demo fleet: the demo world is seeded once for the module (tests/conftest.py), and
+    each test's own writes are rolled back after it."""
 URL = reverse("fleet_overview")
 
 

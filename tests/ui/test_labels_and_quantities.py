@@ -1,5 +1,6 @@
-"""What a newcomer reads: quantities as Kubernetes people write them, and filter labels and column
-headers in words on every list page (found from the URL configuration, so a new list is covered)."""
+"""What a newcomer reads on the demo world: quantities as Kubernetes people write them, and filter labels
+and column headers in words on every list page (found from the URL configuration, so a new list is
+covered). Quantities on rows of their own: tests/ui/test_quantities_own_rows.py."""
 
 import re
 
@@ -8,10 +9,16 @@ from django.urls import reverse
 
 from reservations.models import CapacityReservation
 from scheduling.models import InstanceType
-from tests.factories.scheduling import NodeFactory, NodePoolFactory, PodFactory
 from tests.support.labels import LIST_PAGES, label_problems
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every database test here builds on the demo world: it is seeded once for the module
+    (tests/conftest.py), and each test's own writes are rolled back after it."""
+
 
 def test_the_list_pages_are_found():
     assert {"reservations:list", "reservations:nodeclasses", "scheduling:pods", "scheduling:nodes",
@@ -44,33 +51,6 @@ def test_several_values_are_checkboxes_that_show_what_is_chosen(demo_world, view
     boxes = re.findall(r'<input type="checkbox" name="state" value="([a-z-]+)"[^>]*?( checked)?>', fieldset)
     assert {value for value, _ in boxes} == set(CapacityReservation.State.values)  # every option in view
     assert {value for value, checked in boxes if checked} == {"active", "expired"}
-
-
-def test_pods_show_requests_as_kubernetes_people_read_them(viewer_client):
-    node = NodeFactory(name="big-node", allocatable_cpu_millicores=191450, allocatable_memory_bytes=1938410 * 2**20)
-    PodFactory(name="huge", cpu_request_millicores=96000, memory_request_bytes=2**40, node=node, node_name=node.name)
-    PodFactory(name="small", cpu_request_millicores=250, memory_request_bytes=256 * 2**20)
-    listing = viewer_client.get(reverse("scheduling:pods")).content.decode()
-    headers = re.findall(r"<th[^>]*>\s*(?:<a[^>]*>)?([^<]+)", listing)
-    assert "CPU request" in headers and "Memory request" in headers
-    for shown in ("<td >96</td>", "<td >1Ti</td>", "<td >250m</td>", "<td >256Mi</td>"):
-        assert shown.replace(" >", ">") in listing.replace(" >", ">")
-    assert "1099511627776" not in listing and "96000" not in listing
-    pod_page = viewer_client.get(reverse("scheduling:pod", args=["default", "small"])).content.decode()
-    assert "250m CPU, 256Mi memory" in pod_page and "MB" not in pod_page
-    node_page = viewer_client.get(reverse("scheduling:node", args=["big-node"])).content.decode()
-    assert "191450m CPU, 1.85Ti memory" in node_page
-    assert "<td>96</td><td>1Ti</td>" in node_page
-
-
-def test_node_pool_limits_name_their_units(viewer_client):
-    pool = NodePoolFactory(name="capped", limits={"cpu": "1000", "memory": "4Ti", "nvidia.com/gpu": "8"})
-    for _ in range(2):
-        NodeFactory(node_pool=pool, allocatable_cpu_millicores=107600, allocatable_memory_bytes=512 * 2**30)
-    page = viewer_client.get(pool.get_absolute_url()).content.decode()
-    assert "215.2 of 1000 CPU" in page
-    assert "1Ti of 4Ti memory" in page
-    assert "— of 8 nvidia.com/gpu" in page
 
 
 def test_instance_types_show_memory_with_binary_units(demo_world, viewer_client):

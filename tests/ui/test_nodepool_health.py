@@ -17,6 +17,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: the demo world is seeded once for the module (tests/conftest.py), and
+    each test's own writes are rolled back after it."""
+
+
+@pytest.fixture
 def broken(demo_world):
     """The web pool's ref names a class that does not exist; its link still points at "default"."""
     pool = NodePool.objects.get(name="web")

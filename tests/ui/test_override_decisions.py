@@ -12,6 +12,12 @@ from scheduling.override_decisions import changes_in_words
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every database test here builds on the demo world (the others touch no table): the demo world is seeded once for the module (tests/conftest.py), and
+    each test's own writes are rolled back after it."""
+
+
 def overrides():
     return list(Decision.objects.filter(kind="override").order_by("id"))
 

@@ -9,6 +9,12 @@ from scheduling.models import AuditEntry
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every database test here builds on the demo world (the others touch no table): the demo world is seeded once for the module (tests/conftest.py), and
+    each test's own writes are rolled back after it."""
+
+
 def edit_url(name="default"):
     return reverse("reservations:nodeclass_edit", args=[name])
 

@@ -1,4 +1,5 @@
-"""Every page: who may see it, what it shows, and a query count that does not grow with rows."""
+"""Every page on the demo world: what it shows, and a query count that does not grow with rows (who may
+see it, and the tests that build their own rows: tests/ui/test_views_own_rows.py)."""
 
 import datetime
 
@@ -10,12 +11,18 @@ from django.utils import timezone
 
 from fleet.scope import cluster_scope, default_cluster
 from reservations.models import CapacityReservation
-from reservations.utilization import roll_up
-from scheduling.models import AuditEntry, Decision, InstanceType, Node, NodePool, Pod
+from scheduling.models import AuditEntry, InstanceType, Node, NodePool, Pod
 from tests.factories.reservations import CapacityReservationFactory, UtilizationSampleFactory
 from tests.factories.scheduling import DecisionFactory, NodeClaimFactory, NodeFactory, NodePoolFactory, PodFactory
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo_world(demo_world_for_module, db):
+    """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
+    and each test's own writes are rolled back after it."""
+
 
 LIST_PAGES = [
     "scheduling:overview", "reservations:list", "reservations:capacity_blocks", "reservations:nodeclasses",
@@ -33,18 +40,6 @@ def detail_urls():
         node.node_pool.get_absolute_url(), node.node_pool.node_class.get_absolute_url(), pod.get_absolute_url(),
         InstanceType.objects.get(name=node.instance_type).get_absolute_url(),
     ]
-
-
-@pytest.mark.parametrize("page", LIST_PAGES)
-def test_login_required(client, page):
-    response = client.get(reverse(page))
-    assert response.status_code == 302 and response.url.startswith("/login/")
-
-
-@pytest.mark.parametrize("page", LIST_PAGES)
-def test_user_without_a_role_is_refused(client, nobody, page):
-    client.force_login(nobody)
-    assert client.get(reverse(page)).status_code == 403
 
 
 @pytest.mark.parametrize("page", LIST_PAGES)
@@ -114,44 +109,6 @@ def test_reservation_detail_chart_nodes_and_low_use_flag(viewer_client, demo_wor
     assert "/nodeclasses/default/" in busy
 
 
-def test_low_utilization_needs_a_full_day_of_samples(viewer_client, db):
-    now = timezone.now()
-    young = CapacityReservationFactory(reservation_id="cr-0young", total_instance_count=10, available_instance_count=10)
-    for hours in range(0, 6):
-        UtilizationSampleFactory(reservation=young, sampled_at=now - datetime.timedelta(hours=hours), used=0, available=10, total=10)
-    roll_up(since=now - datetime.timedelta(days=2))
-    assert not CapacityReservation.objects.with_recent_utilization(now).get(pk=young.pk).is_low_utilization(now)
-    for hours in range(6, 25):
-        UtilizationSampleFactory(reservation=young, sampled_at=now - datetime.timedelta(hours=hours) + datetime.timedelta(minutes=1),
-                                 used=1, available=9, total=10)
-    roll_up(since=now - datetime.timedelta(days=2))
-    assert CapacityReservation.objects.with_recent_utilization(now).get(pk=young.pk).is_low_utilization(now)
-
-
-def test_capacity_block_countdowns(viewer_client, db):
-    now = timezone.now()
-    CapacityReservationFactory(reservation_id="cr-0block", capacity_block=True, end_date=now + datetime.timedelta(minutes=100))
-    CapacityReservationFactory(reservation_id="cr-0ultra", capacity_block=True, ultraserver_type="trn2u.48xlarge",
-                               end_date=now + datetime.timedelta(minutes=100))
-    page = viewer_client.get(reverse("reservations:capacity_blocks"), HTTP_HX_REQUEST="true").content.decode()
-    block_row = page.split('data-block="cr-0block"')[1].split("</tr>")[0]
-    ultra_row = page.split('data-block="cr-0ultra"')[1].split("</tr>")[0]
-    assert "in 59m" in block_row  # drain at end - 40 min
-    assert "in 29m" in ultra_row  # drain at end - 70 min for an UltraServer block
-    assert "<html" not in page
-    assert 'data-countdown-at="' in block_row  # the browser ticks it between refreshes
-
-
-def test_capacity_block_page_lists_the_first_nodes_of_a_block(viewer_client, db):
-    now = timezone.now()
-    block = CapacityReservationFactory(reservation_id="cr-0big", capacity_block=True, end_date=now + datetime.timedelta(hours=5))
-    for i in range(7):
-        NodeFactory(name=f"gpu-{i}", reservation=block, capacity_type="reserved")
-    row = viewer_client.get(reverse("reservations:capacity_blocks")).content.decode().split('data-block="cr-0big"')[1].split("</tr>")[0]
-    assert [f"gpu-{i}" in row for i in range(7)] == [True] * 5 + [False] * 2
-    assert '<a href="/reservations/cr-0big/">and 2 more</a>' in row
-
-
 def test_nodepool_detail_and_mode_change_by_operator(operator_client, operator, demo_world):
     url = reverse("scheduling:nodepool", args=["web"])
     page = operator_client.get(url).content.decode()
@@ -173,15 +130,6 @@ def test_mode_change_rejects_bad_value_and_viewers(client, viewer, operator, dem
     assert 'mode: "chaos" is not one of' in [str(m) for m in response.context["messages"]][0]
     assert NodePool.objects.get(name="web").mode == ""
     assert not AuditEntry.objects.exists()
-
-
-def test_decisions_filter(viewer_client, db):
-    DecisionFactory(kind=Decision.Kind.DRAIN, subject="node gpu-3", reason="node gpu-3 drains at 13:20")
-    DecisionFactory(kind=Decision.Kind.LAUNCH, subject="pod default/web-7", reason="pod web-7 went to on-demand")
-    page = viewer_client.get(reverse("scheduling:decisions"), {"kind": "drain"}).content.decode()
-    assert "gpu-3" in page and "web-7" not in page
-    page = viewer_client.get(reverse("scheduling:decisions"), {"q": "on-demand"}).content.decode()
-    assert "web-7" in page and "gpu-3" not in page
 
 
 def grow_world(extra):
@@ -222,18 +170,6 @@ def test_detail_query_counts_do_not_grow(viewer_client, demo_world):
         NodeFactory(reservation=reservation, node_pool=NodePool.objects.get(name="web"))
     after = [query_count(viewer_client, url) for url in urls]
     assert after == before
-
-
-def test_overview_alarms_a_block_still_running_45_minutes_before_its_end(viewer_client, db):
-    import time_machine
-
-    now = timezone.now()
-    block = CapacityReservationFactory(reservation_id="cr-0late", capacity_block=True, end_date=now + datetime.timedelta(minutes=50))
-    NodeFactory(reservation=block, reservation_label=block.reservation_id)
-    assert "block-alarms" not in viewer_client.get(reverse("scheduling:overview")).content.decode()
-    with time_machine.travel(now + datetime.timedelta(minutes=5, seconds=1)):
-        page = viewer_client.get(reverse("scheduling:overview")).content.decode()
-    assert "block-alarms" in page and "cr-0late" in page
 
 
 def test_instance_types_show_the_labels_nodepools_are_written_against(viewer_client, demo_world):
