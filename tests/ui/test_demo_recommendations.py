@@ -124,3 +124,29 @@ def test_a_capacity_block_offering_not_sold_is_refused(demo_world, control, oper
     rec = rec_of("extend", CB_0005)
     refused = apply(operator_client, rec, offering="cbeo-nope")
     assert refused.status_code == 400 and "is not one of this recommendation" in refused.content.decode()
+
+
+def test_every_place_that_lists_the_kinds_knows_move_and_split(demo_world, viewer_client, admin_user_client):
+    """The list page's kind filter, the API's filter and schema, the metric's kind label and the admin's filter:
+    each offers move and split, and filtering by them finds the demo's two."""
+    import json
+
+    listing = viewer_client.get(reverse("reservations:recommendations"), {"kind": "move"}).content.decode()
+    assert 'value="move"' in listing and 'value="split"' in listing
+    assert listing.count("move units</a>") == 1 and "split off and share</a>" not in listing
+    assert 'id="total-per-month">$275.94</strong>' in listing
+
+    found = viewer_client.get("/api/v1/recommendations/", {"kind": ["move", "split"]}).json()
+    assert sorted((r["kind"], r["reservationID"]) for r in found["results"]) == [("move", COMMITTED), ("split", COMMITTED)]
+    refused = viewer_client.get("/api/v1/recommendations/", {"kind": "merge"})
+    assert refused.status_code == 400 and "kind" in refused.json()
+    schema = json.loads(viewer_client.get("/api/schema/", {"format": "json"}).content)
+    kinds = schema["components"]["schemas"]["RecommendationKindEnum"]["enum"]
+    assert {"move", "split"} <= set(kinds) and set(kinds) == set(Recommendation.Kind.values)
+
+    scrape = viewer_client.get("/metrics").content.decode()
+    assert 'karpweb_recommendation_savings_dollars_per_month{kind="move"} 275.94' in scrape
+    assert 'karpweb_recommendation_savings_dollars_per_month{kind="split"} 91.98' in scrape
+
+    admin = admin_user_client.get("/admin/reservations/recommendation/", {"kind__exact": "split"}).content.decode()
+    assert "?kind__exact=move" in admin and "1 recommendation" in admin
