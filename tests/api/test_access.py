@@ -122,7 +122,7 @@ def test_operator_and_superuser_may_write(demo_world, operator, method, url, bod
 
 def test_session_authentication_works_for_the_browser(viewer_client, demo_world):
     response = viewer_client.get("/api/v1/capacity-reservations/")
-    assert response.status_code == 200 and response.json()["count"] == 10  # the demo fleet's ten reservations
+    assert response.status_code == 200 and response.json()["count"] == 12  # the demo fleet's twelve reservations
 
 
 def test_session_writes_need_the_csrf_token(demo_world, operator):
