@@ -66,7 +66,7 @@ def sync_ec2(now=None) -> dict:
     counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
-    counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date, split, move
+    counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date
     counts.update(utilization.prune(now))
     counts.update(prune_history(now))
     return counts
