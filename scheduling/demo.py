@@ -1,10 +1,10 @@
 """The demo world `seed_demo` writes: a small fleet of two AWS accounts and three clusters, three
 AZs, real us-east-1 list prices, reservations of every kind (one capacity block ending within the
 hour, one idle ODCR, one expired, one no class selects beside on-demand nodes of its type, one
-ending in ten days, one the first account shares with the second through RAM), NodePools and the
-nodes, node claims and pods that use them, 15 days of hourly use (the 14 the shrink window needs),
-and the recommendations computed from it: every kind appears (shrink, cancel, select, extend, end
-date).
+ending in ten days, one the first account shares with the second through RAM, one under a commitment
+with idle units beside a full one of the same shape), NodePools and the nodes, node claims and pods
+that use them, 15 days of hourly use (the 14 the shrink window needs), and the recommendations
+computed from it: every kind appears (shrink, cancel, select, extend, end date, move, split).
 
 The fleet: the first cluster (the default one, named PROD_CLUSTER when it has no name of its own)
 holds the single-cluster world as it always was, in the first account; a second cluster in the same
@@ -172,6 +172,7 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
         _seed_catalogue(now)
         with cluster_scope(first):
             reservations = _seed_reservations(now)
+            reservations.update(_seed_committed_reservations(now, fleet))  # move and split (#37)
         # The owner's account shares one with the second: RAM, as EC2 reports it to the second account.
         if fleet:
             ReservationVisibility.objects.update_or_create(
@@ -180,18 +181,21 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
         with cluster_scope(first):
             node_classes = _seed_node_classes(now, NODE_CLASSES)
             pools = _seed_node_pools(now, node_classes, NODE_POOLS)
-            nodes = _seed_nodes(now, pools, reservations, _node_plan())
+            nodes = _seed_nodes(now, pools, reservations, _node_plan() + COMMITTED_NODE_PLANS[FIRST])
             _seed_pods(now, nodes, _pending_pods())
+            _seed_memory_pods(now, nodes)
             refresh_node_class_status(now)
         for cluster in others:
             with cluster_scope(cluster):
-                node_classes = _seed_node_classes(now, OTHER_NODE_CLASSES[cluster.name])
+                node_classes = _seed_node_classes(now, _with_committed_terms(cluster.name, OTHER_NODE_CLASSES[cluster.name]))
                 pools = _seed_node_pools(now, node_classes, OTHER_NODE_POOLS[cluster.name])
-                nodes = _seed_nodes(now, pools, reservations, OTHER_NODE_PLANS[cluster.name],
+                nodes = _seed_nodes(now, pools, reservations,
+                                    OTHER_NODE_PLANS[cluster.name] + COMMITTED_NODE_PLANS.get(cluster.name, []),
                                     network=NETWORKS[cluster.name])
                 pending = [(name, _pod_spec(size["cpu"], size["memory"]), app)
                            for name, size, app in OTHER_PENDING[cluster.name]]
                 _seed_pods(now, nodes, pending)
+                _seed_memory_pods(now, nodes)
                 refresh_node_class_status(now)
         _seed_samples(now, reservations)
         _seed_recommendations(now)
@@ -511,3 +515,78 @@ def _seed_samples(now, reservations):
                                              total=total))
     UtilizationSample.objects.bulk_create(samples, batch_size=2000)
     roll_up(since=now - HISTORY - HOUR)
+
+
+# --- Commitments and ownership (issue #37): a committed reservation with idle units, a move and a split ---
+#
+# 0012: the first cluster's web pool bought 8 r6i.large in us-east-1a as a future-dated reservation whose
+# commitment (CommitmentInfo: 8 units) runs six more weeks; it runs 2 of them (3 by day). EC2 refuses a cancel,
+# or a shrink below 8, before the commitment ends, so the advice puts the 4 units its use does not need to work:
+# 0013: the same shape (type, platform, zone, tenancy, no placement group, no end; one owner), full, selected by
+# staging-use1's class while that cluster runs 3 on-demand r6i.large beside it: *move* 3 units there.
+# research-use1 (the second account, which does not see 0012) runs one on-demand r6i.large in that zone:
+# *split* the last idle unit off and share it with that account.
+# Every r6i.large runs a memory-heavy pod pinned to the type and kept off spot, so consolidation keeps the on-demand
+# ones until moved or shared units are there to take them (else the loop's next recompute finds no need to meet),
+# and moves nothing out of the two reservations.
+COMMITTED_SOURCE, MOVE_DESTINATION = "0012", "0013"
+COMMITTED_TYPE, COMMITTED_ZONE = "r6i.large", "us-east-1a"
+FIRST = "first"  # COMMITTED_NODE_PLANS' key for the first cluster (its name is the install's)
+COMMITTED_NODE_PLANS = {
+    FIRST: [("web", COMMITTED_TYPE, COMMITTED_ZONE, "reserved", COMMITTED_SOURCE, 2)],
+    "staging-use1": [("staging-web", COMMITTED_TYPE, COMMITTED_ZONE, "reserved", MOVE_DESTINATION, 2),
+                     ("staging-web", COMMITTED_TYPE, COMMITTED_ZONE, "on-demand", "", 3)],
+    "research-use1": [("research-batch", COMMITTED_TYPE, COMMITTED_ZONE, "on-demand", "", 1)],
+}
+# The classes' extra terms: staging's class selects the destination by id.
+COMMITTED_TERMS = {"staging-use1": {"staging": [{"id": reservation_id(MOVE_DESTINATION)}]}}
+MEMORY_POD = {"cpu": 500, "memory": 10 * 1024}  # Mi: fits an r6i.large beside the node's three small pods, nothing smaller
+
+
+def _committed_reservations(now) -> list[dict]:
+    """The two rows (the destination only in the fleet: staging-use1 runs what uses it)."""
+    started = now - 30 * DAY
+    return [
+        dict(suffix=COMMITTED_SOURCE, total=8, used=2, tags={"team": "web"}, create_date=started - 7 * DAY,
+             start_date=started, committed_instance_count=8, commitment_end_date=now + 6 * 7 * DAY,
+             delivery_preference="fixed"),
+        dict(suffix=MOVE_DESTINATION, total=2, used=2, tags={"team": "staging"}, create_date=now - 60 * DAY,
+             start_date=now - 60 * DAY),
+    ]
+
+
+def _seed_committed_reservations(now, fleet: bool) -> dict:
+    reservations = {}
+    instance_type = InstanceType.objects.get(name=COMMITTED_TYPE)
+    for row in _committed_reservations(now)[: 2 if fleet else 1]:
+        rid, total, used = reservation_id(row.pop("suffix")), row.pop("total"), row.pop("used")
+        reservations[rid], _ = CapacityReservation.objects.fleet().update_or_create(reservation_id=rid, defaults=dict(
+            arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
+            instance_type=COMMITTED_TYPE, availability_zone=COMMITTED_ZONE, availability_zone_id=ZONES[COMMITTED_ZONE],
+            total_instance_count=total, available_instance_count=total - used, state="active",
+            instance_match_criteria="targeted", reservation_type="default", end_date=None, end_date_type="unlimited",
+            capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now, **row))
+        Offering.objects.update_or_create(reservation=reservations[rid], defaults=dict(
+            instance_type=instance_type, capacity_type=CapacityType.RESERVED, zone=COMMITTED_ZONE,
+            zone_id=ZONES[COMMITTED_ZONE], price=INSTANCE_TYPES[COMMITTED_TYPE][0] / 10_000_000, available=total > used,
+            updated_at=now))
+    record_visibility([r.pk for r in reservations.values()])  # the owner's account sees them, as its EC2 sync records
+    return reservations
+
+
+def _with_committed_terms(cluster_name: str, classes: dict) -> dict:
+    extra = COMMITTED_TERMS.get(cluster_name, {})
+    return {name: terms + extra.get(name, []) for name, terms in classes.items()}
+
+
+def _seed_memory_pods(now, nodes) -> None:
+    """One memory-heavy pod pinned to the type on each r6i.large (after _seed_pods, which removes the demo
+    pods it did not write)."""
+    for node in nodes:
+        if node.instance_type == COMMITTED_TYPE:
+            spec = _pod_spec(MEMORY_POD["cpu"], MEMORY_POD["memory"], {"node.kubernetes.io/instance-type": COMMITTED_TYPE})
+            # Not to be interrupted: reserved or on-demand, never spot (research's pool allows spot).
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                       "values": ["reserved", "on-demand"]}]}]}}}
+            _upsert_pod(now, f"cache-{node.name.split('.')[0]}", node, spec, {"app": "cache"})

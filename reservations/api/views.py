@@ -363,7 +363,7 @@ class AlarmList(generics.GenericAPIView):
 
 @extend_schema_view(
     list=list_schema(RecommendationSerializer, summary="List recommendations",
-                     description="Shrink, cancel, select, extend and end-date, biggest money first."),
+                     description="Shrink, cancel, select, extend, end-date, split and move, biggest money first."),
     retrieve=detail_schema(RecommendationSerializer, summary="One recommendation"),
 )
 class RecommendationViewSet(ReadOnlyViewSet):
@@ -377,7 +377,9 @@ class RecommendationViewSet(ReadOnlyViewSet):
 
     @extend_schema(
         summary="Apply a recommendation (operators, control mode)",
-        description="ModifyCapacityReservation, CancelCapacityReservation or PurchaseCapacityBlockExtension, once: "
+        description="ModifyCapacityReservation, CancelCapacityReservation, PurchaseCapacityBlockExtension, "
+                    "CreateCapacityReservationBySplitting, MoveCapacityReservationInstances or (select) the EC2NodeClass's "
+                    "selector terms, once: "
                     "a second apply returns the applied recommendation. 409 when the recommendation or the reservation "
                     "changed since `computedAt`, or karpweb only observes (the body names the field and says why).",
         request=RecommendationApplySerializer,

@@ -120,8 +120,10 @@ class SimulatedCloud:
             new.committed_instance_count, new.commitment_end_date = None, None
             new.tags, new.create_date = {SPLIT_TOKEN_TAG: client_token}, timezone.now()
             new.save()
+            # Saving it recorded its owner's account already (reservations.models._reservation_saved): the others too.
             ReservationVisibility.objects.bulk_create([ReservationVisibility(reservation=new, account_id=v.account_id, shared=False)
-                                                       for v in source.visibilities.filter(shared=False)])
+                                                       for v in source.visibilities.filter(shared=False)],
+                                                      ignore_conflicts=True)
             _resize(source, -instance_count)
         return _described(new)
 

@@ -112,7 +112,7 @@ def test_operator_and_superuser_may_write(demo_world, operator, method, url, bod
 
 def test_session_authentication_works_for_the_browser(viewer_client, demo_world):
     response = viewer_client.get("/api/v1/capacity-reservations/")
-    assert response.status_code == 200 and response.json()["count"] == 11  # the demo fleet's eleven reservations (one future-dated)
+    assert response.status_code == 200 and response.json()["count"] == 13  # the demo fleet's thirteen reservations (one future-dated)
 
 
 def test_session_writes_need_the_csrf_token(demo_world, operator):

@@ -18,7 +18,8 @@ def test_money_labels_on_the_list_the_page_and_the_overview(demo, operator_login
     one_off = page.locator("td .money-one-off")
     expect(one_off.first).to_contain_text("one-off: an extension costs $")
     assert "a month" not in " ".join(one_off.all_inner_texts())
-    monthly = [rec.savings_per_month for rec in Recommendation.objects.filter(kind__in=["shrink", "cancel", "select"])]
+    monthly = [rec.savings_per_month for rec in Recommendation.objects.filter(kind__in=["shrink", "cancel", "select", "move",
+                                                                                     "split"])]
     shown = float(page.locator("#total-per-month").inner_text().strip("$").replace(",", ""))
     assert 0 < shown < sum(monthly), "cancel and select of one reservation are alternatives: counted once"
     page.screenshot(path=artifacts / "recommendations-money.png", full_page=True)

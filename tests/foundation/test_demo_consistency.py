@@ -1,6 +1,7 @@
 """The demo world does not contradict itself: what seed_demo writes, and what the loop's first pass over it
 records, agree on when each reservation lived, who launched each NodeClaim, and how full each reservation was;
-and the demo fleet's clusters run only in reservations their accounts see."""
+the demo fleet's clusters run only in reservations their accounts see; and the committed reservation's move and
+split point at what the fleet really runs, before and after that pass."""
 
 import datetime
 
@@ -9,14 +10,16 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from fleet.models import AwsAccount, Cluster
-from fleet.scope import cluster_scope
+from fleet.scope import cluster_scope, unscoped
 from reservations.models import CapacityReservation, Recommendation, ReservationVisibility, UtilizationHour, UtilizationSample
+from reservations.recommendations import recompute
 from scheduling import demo
 from scheduling.claim_hashes import PROVISIONER_LABEL
 from scheduling.loop import steps
 from scheduling.loop.karpenter_audit import audit_launches
 from scheduling.models import Decision, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.modes import control_refusal, global_mode
+from scheduling.simulated_extensions import extension_offerings
 
 pytestmark = pytest.mark.django_db
 
@@ -165,3 +168,66 @@ def test_seeding_twice_gives_the_same_fleet(demo_and_first_pass):
     assert ReservationVisibility.objects.count() == visibilities
     after = {model.__name__: model.objects.fleet().count() for model in (Node, NodeClaim, Pod, NodePool)}
     assert after["NodePool"] == before["NodePool"]
+
+
+def shape(reservation) -> tuple:
+    """What MoveCapacityReservationInstances asks to be equal (and one owner, an active ODCR)."""
+    return (reservation.owner_id, reservation.instance_type, reservation.instance_platform, reservation.availability_zone,
+            reservation.tenancy, reservation.placement_group_arn, reservation.end_date, reservation.reservation_type,
+            reservation.state)
+
+
+def on_demand(cluster_name, reservation) -> int:
+    return Node.objects.fleet().filter(cluster__name=cluster_name, capacity_type="on-demand",
+                                       instance_type=reservation.instance_type, zone=reservation.availability_zone).count()
+
+
+def assert_move_and_split_match_the_fleet(source, destination, now):
+    """The committed source gets a move and a split, never a cancel or a shrink; the move goes to the destination,
+    which the named cluster selects while it pays for at least that many on-demand nodes of its shape; the split
+    goes to an account that does not see the source and pays for on-demand nodes of its shape; the money adds up."""
+    recs = {r.kind: r for r in Recommendation.objects.filter(reservation=source, state="open")}
+    assert set(recs) == {"move", "split"}, {kind: r.reason for kind, r in recs.items()}
+    move, split = recs["move"], recs["split"]
+    assert move.details["destination"] == destination.reservation_id
+    assert move.details["destinationSeenTotal"] == destination.total_instance_count
+    assert set(destination.node_classes.values_list("cluster__name", flat=True)) == {move.details["cluster"]}
+    assert on_demand(move.details["cluster"], destination) - destination.available_instance_count >= move.details["count"] > 0
+    account = split.details["shareWith"]
+    assert not ReservationVisibility.objects.filter(reservation=source, account__account_id=account).exists()
+    paid = sum(on_demand(c.name, source) for c in Cluster.objects.filter(account__account_id=account))
+    assert paid >= split.details["coveredUnits"] > 0
+    # Both take the units the commitment keeps and the use does not need: no more, no less.
+    assert move.details["count"] + split.details["count"] == move.details["idleUnits"] == source.total_instance_count - 4
+    assert move.details["count"] <= source.available_instance_count
+    for rec in (move, split):
+        assert rec.details["idleCostPerMonth"] == pytest.approx(rec.savings_per_month + rec.details["stillIdleCostPerMonth"])
+        assert rec.is_monthly and rec.reservation.is_committed(now)
+
+
+def test_the_committed_reservation_moves_and_splits_to_where_the_fleet_pays_on_demand(demo_and_first_pass):
+    now = demo_and_first_pass
+    source, destination = (CapacityReservation.objects.fleet().get(reservation_id=demo.reservation_id(suffix))
+                           for suffix in (demo.COMMITTED_SOURCE, demo.MOVE_DESTINATION))
+    assert source.is_committed(now) and source.committed_instance_count == source.total_instance_count == 8
+    assert shape(source) == shape(destination) and source.reservation_type == "default" and source.state == "active"
+    # As seeded (seed_demo computed them) ...
+    assert_move_and_split_match_the_fleet(source, destination, now)
+    # ... and as the loop's next recompute has them after its first pass: that pass moved no node into, or out
+    # of, either reservation, and consolidation kept the on-demand nodes the two meet.
+    source.refresh_from_db()
+    destination.refresh_from_db()
+    assert (source.used_instance_count, destination.used_instance_count, destination.available_instance_count) == (2, 2, 0)
+    with unscoped():
+        recompute(timezone.now(), extension_offerings=extension_offerings)
+    assert_move_and_split_match_the_fleet(source, destination, now)
+
+
+def test_a_single_cluster_demo_has_the_committed_reservation_and_no_destination_it_cannot_run():
+    """--one-cluster: no staging-use1 to run the destination's nodes, so no destination; the idle units the
+    commitment keeps are a split that saves nothing yet (no other account of the fleet), said as a warning."""
+    call_command("seed_demo", "--one-cluster")
+    ids = set(CapacityReservation.objects.fleet().values_list("reservation_id", flat=True))
+    assert demo.reservation_id(demo.COMMITTED_SOURCE) in ids and demo.reservation_id(demo.MOVE_DESTINATION) not in ids
+    recs = {r.kind: r for r in Recommendation.objects.filter(reservation__reservation_id=demo.reservation_id(demo.COMMITTED_SOURCE))}
+    assert set(recs) == {"split"} and recs["split"].money == "warning" and recs["split"].details["count"] == 4

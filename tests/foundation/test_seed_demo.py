@@ -37,7 +37,7 @@ def test_seed_demo_world_has_what_operators_look_at():
     now = datetime.datetime(2026, 11, 21, 12, tzinfo=datetime.UTC)
     assert set(Offering.objects.values_list("zone", flat=True)) == {"us-east-1a", "us-east-1b", "us-east-1c"}
     assert InstanceType.objects.count() >= 20
-    assert 6 <= CapacityReservation.objects.count() <= 11
+    assert 6 <= CapacityReservation.objects.count() <= 14
     # One future-dated ODCR, scheduled with its commitment (issue #37).
     future = CapacityReservation.objects.get(state="scheduled", reservation_type="default")
     assert future.start_date > now and future.commitment_end_date > future.start_date and future.committed_instance_count
@@ -69,7 +69,8 @@ def test_seed_demo_rejects_bad_now():
 
 
 def test_seed_demo_writes_the_history_recommendations_need():
-    """15 days of hourly use (a block's only since it started) and every recommendation kind computed."""
+    """15 days of hourly use (a block's only since it started) and every recommendation kind computed (move and
+    split too: the committed reservation beside a full one of its shape)."""
     from reservations.models import Recommendation, UtilizationHour
 
     call_command("seed_demo", now=NOW)
@@ -78,7 +79,7 @@ def test_seed_demo_writes_the_history_recommendations_need():
     assert UtilizationHour.objects.filter(reservation=odcr, hour__gte=now - datetime.timedelta(days=14)).count() >= 14 * 24
     block = CapacityReservation.objects.get(reservation_id="cr-0a1b2c3d4e5f60006")
     assert not UtilizationHour.objects.filter(reservation=block, hour__lt=block.start_date - datetime.timedelta(hours=1)).exists()
-    assert set(Recommendation.objects.values_list("kind", flat=True)) == {"shrink", "cancel", "select", "extend", "end-date"}
+    assert set(Recommendation.objects.values_list("kind", flat=True)) == set(Recommendation.Kind.values)
     for node in Node.objects.filter(reservation__reservation_type="capacity-block"):
         assert node.created_at >= node.reservation.start_date, f"{node.name} is older than its Capacity Block"
 

@@ -56,3 +56,18 @@ def test_a_move_recommendation_applies_in_the_demo(settings, operator):
     assert totals("cr-src", "cr-dst") == [(8, 4), (6, 2)]  # moved once, not twice nor mirrored twice
     assert Recommendation.objects.get(pk=rec.pk).state == "applied"
     assert AuditEntry.objects.filter(changes__moved_from__isnull=False).count() == 1
+
+
+def test_a_split_of_a_reservation_an_account_of_the_fleet_owns_keeps_one_visibility_per_account():
+    """The new reservation's save records its owner's account (as the EC2 sync would); copying the source's
+    visibilities then adds the others without a second row for the owner (it raised an IntegrityError)."""
+    from fleet.models import AwsAccount
+    from reservations.models import ReservationVisibility
+
+    owner = AwsAccount.objects.create(account_id="123456789012", name="owner", regions=["us-east-1"])
+    source = CapacityReservationFactory(reservation_id="cr-owned", total_instance_count=8, available_instance_count=6)
+    assert source.visibilities.filter(account=owner, shared=False).exists()
+    new = SimulatedCloud().split_reservation("cr-owned", 1, client_token="t-owned")
+    seen = ReservationVisibility.objects.filter(reservation__reservation_id=new["CapacityReservationId"])
+    assert seen.filter(account=owner, shared=False).count() == 1
+    assert totals("cr-owned", new["CapacityReservationId"]) == [(7, 5), (1, 1)]

@@ -1,5 +1,6 @@
 """Every recommendation kind can be tried in the demo: the seeded 15 days of use and the simulated EC2's
-Capacity Block extension offerings make shrink, cancel, select, extend and end date appear; each applies
+Capacity Block extension offerings make shrink, cancel, select, extend and end date appear, and the committed
+reservation beside a full one of its shape move and split; each applies
 once from its page (the page is the confirmation), is audited, and changes what it says; observe mode
 applies nothing and shows the command."""
 
@@ -15,6 +16,7 @@ from scheduling.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 CB_0005, ODCR_0001, ODCR_0003, ODCR_0009 = (f"cr-0a1b2c3d4e5f6000{n}" for n in (5, 1, 3, 9))
+COMMITTED, DESTINATION = "cr-0a1b2c3d4e5f60012", "cr-0a1b2c3d4e5f60013"
 
 
 @pytest.fixture
@@ -35,9 +37,14 @@ def rec_of(kind, reservation_id):
 
 def test_the_demo_has_every_kind(demo_world):
     kinds = set(Recommendation.objects.values_list("kind", flat=True))
-    assert kinds == {"shrink", "cancel", "select", "extend", "end-date"}
+    assert kinds == set(Recommendation.Kind.values)
     assert [o["hours"] for o in rec_of("extend", CB_0005).details["offerings"]] == [24, 48]
     assert rec_of("shrink", ODCR_0001).target_count == 8  # a peak of 7 by day, plus one
+    # 8 committed, 4 needed (a peak of 3 by day, plus one): 3 go where staging-use1 pays on-demand, 1 to research.
+    move, split = rec_of("move", COMMITTED), rec_of("split", COMMITTED)
+    assert (move.details["count"], move.details["destination"], move.details["cluster"]) == (3, DESTINATION, "staging-use1")
+    assert (split.details["count"], split.details["shareWith"]) == (1, "210987654321")
+    assert (move.savings_per_month, split.savings_per_month) == (275.94, 91.98)  # 3 and 1 x $0.126/h x 730 h
 
 
 def apply(client, rec, **extra):
@@ -51,7 +58,8 @@ def audit_entries(model_object):
 
 
 @pytest.mark.parametrize("kind,reservation_id", [("shrink", ODCR_0001), ("cancel", ODCR_0009), ("select", ODCR_0009),
-                                                 ("extend", CB_0005), ("end-date", ODCR_0003)])
+                                                 ("extend", CB_0005), ("end-date", ODCR_0003), ("move", COMMITTED),
+                                                 ("split", COMMITTED)])
 def test_each_kind_applies_once_from_its_page_and_is_audited(demo_world, control, operator_client, kind, reservation_id):
     rec = rec_of(kind, reservation_id)
     page = operator_client.get(reverse("reservations:recommendation", args=[rec.pk])).content.decode()
@@ -76,6 +84,16 @@ def test_each_kind_applies_once_from_its_page_and_is_audited(demo_world, control
         assert audit_entries(EC2NodeClass.objects.get(name="default")).count() == 1
     elif kind == "extend":
         assert after.end_date == before.end_date + datetime.timedelta(hours=24)
+    elif kind == "move":  # 3 idle units from the committed one into the full one, audited on both
+        destination = CapacityReservation.objects.get(reservation_id=DESTINATION)
+        assert (after.total_instance_count, after.available_instance_count) == (5, 3)
+        assert (destination.total_instance_count, destination.available_instance_count) == (5, 3)
+        assert audit_entries(destination).count() == 1
+    elif kind == "split":  # 1 idle unit into a new reservation of the same shape, named on the recommendation
+        new = CapacityReservation.objects.get(reservation_id=rec.details["newReservationId"])
+        assert (after.total_instance_count, after.available_instance_count) == (7, 5)
+        assert (new.instance_type, new.availability_zone, new.total_instance_count, new.committed_instance_count) == (
+            "r6i.large", "us-east-1a", 1, None)
     else:
         assert after.end_date == later
 
@@ -86,6 +104,10 @@ def test_each_kind_applies_once_from_its_page_and_is_audited(demo_world, control
     ("select", ODCR_0009, "kubectl patch ec2nodeclass default --type json -p"),
     ("extend", CB_0005, "aws ec2 purchase-capacity-block-extension --capacity-reservation-id cr-0a1b2c3d4e5f60005"),
     ("end-date", ODCR_0003, "aws ec2 modify-capacity-reservation --capacity-reservation-id cr-0a1b2c3d4e5f60003 --end-date-type limited"),
+    ("move", COMMITTED, "aws ec2 move-capacity-reservation-instances --source-capacity-reservation-id cr-0a1b2c3d4e5f60012 "
+                        "--destination-capacity-reservation-id cr-0a1b2c3d4e5f60013 --instance-count 3"),
+    ("split", COMMITTED, "aws ec2 create-capacity-reservation-by-splitting --source-capacity-reservation-id "
+                         "cr-0a1b2c3d4e5f60012 --instance-count 1"),
 ])
 def test_observe_mode_shows_the_command_and_applies_nothing(demo_world, settings, operator_client, kind, reservation_id, command):
     settings.KARPWEB_MODE = "observe"
@@ -102,3 +124,29 @@ def test_a_capacity_block_offering_not_sold_is_refused(demo_world, control, oper
     rec = rec_of("extend", CB_0005)
     refused = apply(operator_client, rec, offering="cbeo-nope")
     assert refused.status_code == 400 and "is not one of this recommendation" in refused.content.decode()
+
+
+def test_every_place_that_lists_the_kinds_knows_move_and_split(demo_world, viewer_client, admin_user_client):
+    """The list page's kind filter, the API's filter and schema, the metric's kind label and the admin's filter:
+    each offers move and split, and filtering by them finds the demo's two."""
+    import json
+
+    listing = viewer_client.get(reverse("reservations:recommendations"), {"kind": "move"}).content.decode()
+    assert 'value="move"' in listing and 'value="split"' in listing
+    assert listing.count("move units</a>") == 1 and "split off and share</a>" not in listing
+    assert 'id="total-per-month">$275.94</strong>' in listing
+
+    found = viewer_client.get("/api/v1/recommendations/", {"kind": ["move", "split"]}).json()
+    assert sorted((r["kind"], r["reservationID"]) for r in found["results"]) == [("move", COMMITTED), ("split", COMMITTED)]
+    refused = viewer_client.get("/api/v1/recommendations/", {"kind": "merge"})
+    assert refused.status_code == 400 and "kind" in refused.json()
+    schema = json.loads(viewer_client.get("/api/schema/", {"format": "json"}).content)
+    kinds = schema["components"]["schemas"]["RecommendationKindEnum"]["enum"]
+    assert {"move", "split"} <= set(kinds) and set(kinds) == set(Recommendation.Kind.values)
+
+    scrape = viewer_client.get("/metrics").content.decode()
+    assert 'karpweb_recommendation_savings_dollars_per_month{kind="move"} 275.94' in scrape
+    assert 'karpweb_recommendation_savings_dollars_per_month{kind="split"} 91.98' in scrape
+
+    admin = admin_user_client.get("/admin/reservations/recommendation/", {"kind__exact": "split"}).content.decode()
+    assert "?kind__exact=move" in admin and "1 recommendation" in admin

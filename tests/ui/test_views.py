@@ -66,8 +66,9 @@ def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
     research = viewer_client.get(reverse("scheduling:overview"), {"cluster": "research-use1"}).content.decode()
     assert "$0.19/h" in research and "in research-use1" in research
     # Idle m5.xlarge (4 x $0.192, and 3 x $0.192 in the unselected one) + m5.large (4 x $0.096) + c6a.large
-    # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70), and the m6i.large its account owns and shares (2 x $0.096)
-    assert "$146.59/h" in page
+    # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70), the m6i.large its account owns and shares (2 x $0.096),
+    # and the committed r6i.large (6 x $0.126)
+    assert "$147.35/h" in page
     assert "cr-0a1b2c3d4e5f60005" in page  # the block that ends within the hour
     assert "cr-0a1b2c3d4e5f60002" in page  # idle under 20 % for 24 hours
     assert 'id="utilization-chart"' in page and "utilization-data" in page
@@ -112,7 +113,7 @@ def test_reservation_detail_chart_nodes_and_low_use_flag(viewer_client, demo_wor
 def test_nodepool_detail_and_mode_change_by_operator(operator_client, operator, demo_world):
     url = reverse("scheduling:nodepool", args=["web"])
     page = operator_client.get(url).content.decode()
-    assert "Change mode" in page and "cr-0a1b2c3d4e5f60001" in page and "reserved: 7" in page
+    assert "Change mode" in page and "cr-0a1b2c3d4e5f60001" in page and "reserved: 9" in page  # 6 m5.large, 1 r5.large, 2 r6i.large
     response = operator_client.post(reverse("scheduling:nodepool_mode", args=["web"]), {"mode": "control"})
     assert response.status_code == 302
     assert NodePool.objects.get(name="web").mode == "control"
