@@ -7,6 +7,10 @@ app_name = "reservations"
 urlpatterns = [
     path("reservations/", views.ReservationListView.as_view(), name="list"),
     path("reservations/unselected/", views.UnselectedReservationsView.as_view(), name="unselected"),
+    path("reservations/open-trap/", views.OpenTrapView.as_view(), name="open_trap"),
+    path("reservations/open-trap/fix/", views.OpenTrapFixView.as_view(), name="open_trap_fix"),
+    path("reservations/open-trap/<str:cluster>/<str:reservation_id>.yaml", views.OpenTrapYamlView.as_view(),
+         name="open_trap_yaml"),
     path("reservations/<str:reservation_id>/", views.ReservationDetailView.as_view(), name="detail"),
     path("nodeclasses/", views.NodeClassListView.as_view(), name="nodeclasses"),
     path("nodeclasses/<str:name>/", views.NodeClassDetailView.as_view(), name="nodeclass"),

@@ -1,6 +1,8 @@
 """Capacity reservations (read-only, with utilization and capacity-block timing) and EC2NodeClasses
 (read, plus the one write operators make: capacityReservationSelectorTerms, conflict-safe)."""
 
+import contextlib
+
 from django.db.models import Case, ExpressionWrapper, F, FloatField, Prefetch, Value, When
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -11,6 +13,9 @@ from rest_framework.response import Response
 
 from reservations.api.serializers import (
     AlarmSerializer,
+    OpenTrapFixResultSerializer,
+    OpenTrapFixSerializer,
+    OpenTrapListSerializer,
     CapacityReservationSerializer,
     RecommendationApplySerializer,
     RecommendationSerializer,
@@ -396,3 +401,58 @@ class RecommendationViewSet(ReadOnlyViewSet):
         except ApplyRefused as refused:
             return Response({refused.field: [refused.message]}, status=refused.status)
         return Response(RecommendationSerializer(applied).data)
+
+
+@extend_schema(
+    summary="Open-reservation traps",
+    description="Open ODCRs with idle units beside paid on-demand nodes of their type and zone, in clusters whose "
+                "launches opt out of open matching; each with its double payment in dollars per hour and the fix "
+                "(the EC2NodeClass and NodePool patches, and their YAML). `?cluster=` shows one cluster's.",
+    parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description="Only this cluster's traps.")],
+    responses={200: OpenTrapListSerializer, **error_responses(400, 401, 403)},
+)
+class OpenTrapList(generics.GenericAPIView):
+    permission_classes = [IsOperatorOrReadOnly]
+    serializer_class = OpenTrapListSerializer
+    pagination_class = None
+    filter_backends = []
+
+    def get(self, request):
+        from fleet.models import Cluster
+        from fleet.scope import cluster_scope
+        from reservations import open_trap
+
+        name = request.query_params.get("cluster")
+        if name is not None and not Cluster.objects.filter(name=name).exists():
+            raise serializers.ValidationError({"cluster": [f"no cluster named {name[:63]!r} in the fleet"]})
+        with cluster_scope(name) if name else contextlib.nullcontext():
+            traps = open_trap.find()
+        return Response(OpenTrapListSerializer(open_trap.summary(traps)).data)
+
+
+@extend_schema(
+    summary="Fix an open-reservation trap",
+    description="Control mode only: adds the reservation's id term to the EC2NodeClass(es) and `reserved` to the "
+                "NodePool(s) capacity-type requirement, as the YAML says, audited. Refused (409) in observe mode and "
+                "when an object changed since its version was read; a trap already fixed is nothing to do.",
+    request=OpenTrapFixSerializer,
+    responses={200: OpenTrapFixResultSerializer, **error_responses(400, 401, 403, 409)},
+)
+class OpenTrapFix(generics.GenericAPIView):
+    permission_classes = [IsOperatorOrReadOnly]
+    serializer_class = OpenTrapFixSerializer
+    pagination_class = None
+    filter_backends = []
+
+    def post(self, request):
+        from reservations import open_trap
+
+        body = OpenTrapFixSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            result = open_trap.apply_fix(data["cluster"], data["reservationID"], data["versions"], user=request.user,
+                                         source=AuditEntry.Source.API)
+        except open_trap.FixRefused as refused:
+            return Response({refused.field: [refused.message]}, status=400 if refused.field == "cluster" else 409)
+        return Response({"applied": result.applied})
