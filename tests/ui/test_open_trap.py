@@ -97,3 +97,12 @@ def test_the_api_lists_the_trap_and_refuses_the_fix_in_observe(operator_client, 
         "cluster": "staging-use1", "reservationID": OPEN_0003, "versions": open_trap.versions(trap)},
         content_type="application/json")
     assert refused.status_code == 409 and "observe mode" in refused.json()["mode"][0]
+
+
+def test_the_metric_names_the_trap(client, demo_world, settings):
+    settings.KARPWEB_METRICS_PUBLIC, settings.KARPWEB_METRICS_TOKEN = True, ""
+    trap = the_trap()
+    scrape = client.get("/metrics").content.decode()
+    line = next(line for line in scrape.splitlines() if line.startswith("karpweb_open_reservation_double_paid_dollars_per_hour{"))
+    assert f'cluster="staging-use1"' in line and f'reservation="{OPEN_0003}"' in line and 'account="123456789012"' in line
+    assert float(line.rsplit(" ", 1)[1]) == pytest.approx(trap.dollars_per_hour)
