@@ -416,6 +416,19 @@ class OpenTrapView(ViewerRequiredMixin, TemplateView):
         return context
 
 
+class OpenTrapPanelView(ViewerRequiredMixin, TemplateView):
+    """The overview's panel (loaded by htmx after the page): the total paid twice and a link."""
+
+    template_name = "reservations/open_trap_panel_body.html"
+
+    def get_context_data(self, **kwargs):
+        from reservations import open_trap
+
+        context = super().get_context_data(**kwargs)
+        context["open_trap"] = open_trap.summary(open_trap.find())
+        return context
+
+
 class OpenTrapYamlView(ViewerRequiredMixin, View):
     """The fix of one trap as a file, for kubectl apply --server-side -f."""
 

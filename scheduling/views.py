@@ -86,15 +86,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         )
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
             context["chart"] = utilization_chart(now)
-            context["open_trap"] = open_trap_summary(now)
         return context
-
-
-def open_trap_summary(now) -> dict:
-    """The overview's panel: open reservations paid twice (reservations/open_trap.py)."""
-    from reservations import open_trap
-
-    return open_trap.summary(open_trap.find(now))
 
 
 def utilization_chart(now) -> dict:

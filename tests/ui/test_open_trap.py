@@ -50,7 +50,9 @@ def observe(settings):
 def test_the_overview_and_the_trap_page_show_it(viewer_client, demo_world, observe):
     trap = the_trap()
     overview = viewer_client.get(reverse("scheduling:overview")).content.decode()
-    panel = overview.split('id="open-trap-panel"', 1)[1].split("</section>", 1)[0]
+    slot = overview.split('id="open-trap-panel"', 1)[1].split("</section>", 1)[0]
+    assert f'hx-get="{reverse("reservations:open_trap_panel")}"' in slot and 'hx-trigger="load"' in slot
+    panel = viewer_client.get(reverse("reservations:open_trap_panel")).content.decode()
     assert f"${trap.dollars_per_hour:.4f}/h" in panel and OPEN_0003 in panel and reverse("reservations:open_trap") in panel
     page = viewer_client.get(reverse("reservations:open_trap")).content.decode()
     section = page.split(f'id="trap-staging-use1-{OPEN_0003}"', 1)[1]
