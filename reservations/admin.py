@@ -6,7 +6,8 @@ from django.utils.html import format_html
 
 from reservations.models import (
     Recommendation,
-    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, ReservationContention,
+    CapacityReservation, CapacityReservationGroup, ClusterLaunchTemplate, EC2NodeClass, OpenReservationInstance,
+    ReservationContention,
     ReservationHold, ReservationUse, ReservationVisibility, UtilizationHour, UtilizationSample,
 )
 from reservations.open_mode import OpenModeConflict, set_open_mode
@@ -307,3 +308,13 @@ class OpenReservationInstanceAdmin(ReadOnlyAdmin):
     list_filter = ("availability_zone",)
     search_fields = ("instance_id", "node_name", "reservation__reservation_id")
     list_select_related = ("reservation",)
+
+
+@admin.register(ClusterLaunchTemplate)
+class ClusterLaunchTemplateAdmin(ReadOnlyAdmin):
+    """Karpenter's launch templates per cluster, as the EC2 sync read them (the open-reservation trap)."""
+
+    list_display = ("name", "cluster", "preference", "version", "node_class", "synced_at")
+    list_filter = ("preference",)
+    search_fields = ("name", "template_id", "node_class")
+    list_select_related = ("cluster",)
