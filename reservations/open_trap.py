@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from fleet.models import Cluster
+from fleet.models import DNS_LABEL, Cluster
+from karpweb.jsonsafe import printable
 from fleet.scope import cluster_scope, current_cluster
 from reservations.models import (CapacityReservation, ClusterLaunchTemplate, EC2NodeClass, OpenReservationInstance,
                                  ReservationVisibility)
@@ -174,6 +175,12 @@ def summary(traps: list[Trap]) -> dict:
 
 # --- one confirmed click (control mode) -----------------------------------------------------------
 
+def cluster_exists(name) -> bool:
+    """Whether the fleet has a cluster of this name; a string no cluster can be named (a NUL, which
+    PostgreSQL refuses, or anything not a DNS label) is answered without asking the database."""
+    return isinstance(name, str) and bool(DNS_LABEL.match(name)) and Cluster.objects.filter(name=name).exists()
+
+
 class FixRefused(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
@@ -192,8 +199,8 @@ class FixResult:
 def apply_fix(cluster_name: str, reservation_id: str, seen_versions: dict[str, str], *, user, source: str) -> FixResult:
     """Apply the trap's fix on its cluster. Refused in observe mode (the YAML is the answer then) and
     when an object changed since the page was read; a trap already fixed is nothing to do."""
-    if not Cluster.objects.filter(name=cluster_name).exists():
-        raise FixRefused("cluster", f"no cluster named {cluster_name!r} in the fleet")
+    if not cluster_exists(cluster_name):
+        raise FixRefused("cluster", f"no cluster named {printable(cluster_name, 63)!r} in the fleet")
     with cluster_scope(cluster_name):
         if global_mode() != Mode.CONTROL:
             refusal = control_refusal()

@@ -435,19 +435,13 @@ class OpenTrapYamlView(ViewerRequiredMixin, View):
     def get(self, request, cluster, reservation_id):
         from reservations import open_trap
 
-        trap = open_trap.find_one(cluster, reservation_id) if _cluster_exists(cluster) else None
+        trap = open_trap.find_one(cluster, reservation_id) if open_trap.cluster_exists(cluster) else None
         if trap is None:
             return HttpResponse(f"# no open-reservation trap for {printable(reservation_id, 64)} in cluster "
                                 f"{printable(cluster, 63)} now: nothing to apply\n", content_type="text/plain", status=404)
         response = HttpResponse(open_trap.fix_yaml(trap), content_type="application/yaml")
         response["Content-Disposition"] = f'attachment; filename="open-trap-{trap.cluster}-{trap.reservation_id}.yaml"'
         return response
-
-
-def _cluster_exists(name: str) -> bool:
-    from fleet.models import Cluster
-
-    return Cluster.objects.filter(name=name).exists()
 
 
 class OpenTrapFixView(OperatorRequiredMixin, View):

@@ -36,6 +36,7 @@ from reservations.alarms import current_alarms, with_running_nodes
 from reservations.models import (CapacityReservation, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
+from karpweb.jsonsafe import printable
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import (
     FIELD,
@@ -418,13 +419,12 @@ class OpenTrapList(generics.GenericAPIView):
     filter_backends = []
 
     def get(self, request):
-        from fleet.models import Cluster
         from fleet.scope import cluster_scope
         from reservations import open_trap
 
         name = request.query_params.get("cluster")
-        if name is not None and not Cluster.objects.filter(name=name).exists():
-            raise serializers.ValidationError({"cluster": [f"no cluster named {name[:63]!r} in the fleet"]})
+        if name is not None and not open_trap.cluster_exists(name):
+            raise serializers.ValidationError({"cluster": [f"no cluster named {printable(name, 63)!r} in the fleet"]})
         with cluster_scope(name) if name else contextlib.nullcontext():
             traps = open_trap.find()
         return Response(OpenTrapListSerializer(open_trap.summary(traps)).data)

@@ -124,3 +124,18 @@ def test_one_click_fix_is_control_only_audited_idempotent_and_refused_when_stale
     assert again.nothing_to_do
     with pytest.raises(open_trap.FixRefused):
         open_trap.apply_fix("nowhere", trap.reservation_id, seen, user=admin_user, source="ui")
+
+
+def test_names_no_cluster_can_have_are_refused_without_a_traceback(fleet, client, admin_user, settings):
+    settings.KARPWEB_MODE = "control"
+    assert not open_trap.cluster_exists("bad\x00name") and not open_trap.cluster_exists("alpha" * 20)
+    with pytest.raises(open_trap.FixRefused) as refused:
+        open_trap.apply_fix("a\x00b", "cr-1", {}, user=admin_user, source="ui")
+    assert refused.value.field == "cluster" and "\\x00" in refused.value.message
+    client.force_login(admin_user)
+    listed = client.get("/api/v1/open-reservation-traps/", {"cluster": "a\x00b"})
+    assert listed.status_code == 400 and "cluster" in listed.json()
+    form = client.post("/reservations/open-trap/fix/", {"cluster": "a\x00b", "reservation": "cr-1", "versions": "{}",
+                                                         "confirm": "yes"})
+    assert form.status_code == 400 and "no cluster named" in form.content.decode()
+    assert client.get("/reservations/open-trap/a%00b/cr-1.yaml").status_code == 404
