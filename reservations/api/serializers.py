@@ -477,8 +477,17 @@ class OpenTrapListSerializer(serializers.Serializer):
 class OpenTrapFixSerializer(StrictInputMixin, serializers.Serializer):
     cluster = serializers.CharField(max_length=63)
     reservationID = serializers.CharField(max_length=64)
-    versions = serializers.DictField(child=serializers.CharField(max_length=64, allow_blank=True),
-                                     help_text='The resourceVersions you read, {"EC2NodeClass/name": "41", "NodePool/name": "42"}.')
+    versions = serializers.JSONField(
+        help_text='The resourceVersions you read, {"EC2NodeClass/name": "41", "NodePool/name": "42"} (the trap\'s patches).')
+
+    def validate_versions(self, value):
+        # One flat message for the field (a per-key error map would not be the API's error shape).
+        if (not isinstance(value, dict) or len(value) > 100
+                or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 300 and len(v) <= 64
+                           for k, v in value.items())):
+            raise serializers.ValidationError(
+                'expected an object of resourceVersions, {"EC2NodeClass/name": "41", ...}: strings of at most 64 characters')
+        return value
 
 
 class OpenTrapFixResultSerializer(serializers.Serializer):

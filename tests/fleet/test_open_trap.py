@@ -139,3 +139,11 @@ def test_names_no_cluster_can_have_are_refused_without_a_traceback(fleet, client
                                                          "confirm": "yes"})
     assert form.status_code == 400 and "no cluster named" in form.content.decode()
     assert client.get("/reservations/open-trap/a%00b/cr-1.yaml").status_code == 404
+
+
+def test_the_api_says_what_is_wrong_with_versions_in_its_error_shape(fleet, client, admin_user):
+    client.force_login(admin_user)
+    for versions in ({"x": "0" * 65}, ["41"], {"x": 41}):
+        answer = client.post("/api/v1/open-reservation-traps/fix/", {"cluster": "alpha", "reservationID": "cr-1",
+                                                                      "versions": versions}, content_type="application/json")
+        assert answer.status_code == 400 and isinstance(answer.json()["versions"], list), versions
