@@ -7,7 +7,8 @@ from django.utils.html import format_html
 from reservations.models import (
     DoctorFinding,
     Recommendation,
-    CapacityReservation, CapacityReservationGroup, EC2NodeClass, OpenReservationInstance, ReservationContention,
+    CapacityReservation, CapacityReservationGroup, ClusterLaunchTemplate, EC2NodeClass, OpenReservationInstance,
+    ReservationContention,
     ReservationHold, ReservationUse, ReservationVisibility, UtilizationHour, UtilizationSample,
 )
 from reservations.open_mode import OpenModeConflict, set_open_mode
@@ -318,4 +319,13 @@ class DoctorFindingAdmin(ReadOnlyAdmin):
                     "cleared_at")
     list_filter = ("severity", "code", "cluster")
     search_fields = ("reservation_id", "node_class_name", "evidence")
+
+
+@admin.register(ClusterLaunchTemplate)
+class ClusterLaunchTemplateAdmin(ReadOnlyAdmin):
+    """Karpenter's launch templates per cluster, as the EC2 sync read them (the open-reservation trap)."""
+
+    list_display = ("name", "cluster", "preference", "version", "node_class", "synced_at")
+    list_filter = ("preference",)
+    search_fields = ("name", "template_id", "node_class")
     list_select_related = ("cluster",)

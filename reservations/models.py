@@ -431,6 +431,32 @@ class OpenReservationInstance(models.Model):
         return f"{self.instance_id} (on-demand in {self.reservation.reservation_id})"
 
 
+class ClusterLaunchTemplate(models.Model):
+    """A launch template Karpenter made for a cluster (tag karpenter.k8s.aws/cluster), as the EC2 sync
+    last read it: its latest version's CapacityReservationPreference says whether the cluster's
+    launches opt out of open reservations (`none`: the open-reservation trap, scheduling/engine/opentrap.py)."""
+
+    cluster = cluster_field(related_name="launch_templates")
+    template_id = models.CharField(max_length=64)
+    name = models.CharField(max_length=255)
+    version = models.PositiveIntegerField(default=0, help_text="Its latest version, the one read.")
+    preference = models.CharField(
+        max_length=32, blank=True,
+        help_text="CapacityReservationSpecification.CapacityReservationPreference (blank: unset, EC2's default open).")
+    node_class = models.CharField("EC2NodeClass", max_length=253, blank=True,
+                                  help_text="Its karpenter.k8s.aws/ec2nodeclass tag, when it has one.")
+    synced_at = models.DateTimeField()
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "template_id"], name="one_row_per_cluster_launch_template")]
+
+    def __str__(self):
+        return f"{self.name} ({self.preference or 'no preference'})"
+
+
 class UtilizationHour(models.Model):
     """One reservation's samples of one hour, rolled up (reservations/utilization.py): what the
     charts and the low-utilization alarm read, so they cost the same at any sampling rate."""

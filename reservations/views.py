@@ -436,3 +436,94 @@ def _rendered(request, pk, *, form, status):
     response = view.render_to_response(view.get_context_data(pk=pk, form=form))
     response.status_code = status
     return response
+
+
+def open_trap_rows(traps) -> list[dict]:
+    """Each trap with its fix as people read it, and whether karpweb may apply it in its cluster."""
+    from fleet.scope import cluster_scope
+    from reservations import open_trap
+
+    rows = []
+    for trap in traps:
+        with cluster_scope(trap.cluster):
+            control, refusal = global_mode() == Mode.CONTROL, control_refusal()
+        rows.append({"trap": trap, "yaml": open_trap.fix_yaml(trap), "diff": open_trap.fix_diff(trap),
+                     "versions": json.dumps(open_trap.versions(trap), sort_keys=True), "control": control,
+                     "refusal": refusal, "slug": f"{trap.cluster}-{trap.reservation_id}"})
+    return rows
+
+
+class OpenTrapView(ViewerRequiredMixin, TemplateView):
+    """Open reservations paid twice: idle units beside on-demand nodes that cannot launch into them."""
+
+    template_name = "reservations/open_trap.html"
+
+    def get_context_data(self, refused=None, **kwargs):
+        from reservations import open_trap
+
+        context = super().get_context_data(**kwargs)
+        found = open_trap.summary(open_trap.find())
+        context.update(rows=open_trap_rows(found["traps"]), total=found["total"], refused=refused)
+        return context
+
+
+class OpenTrapPanelView(ViewerRequiredMixin, TemplateView):
+    """The overview's panel (loaded by htmx after the page): the total paid twice and a link."""
+
+    template_name = "reservations/open_trap_panel_body.html"
+
+    def get_context_data(self, **kwargs):
+        from reservations import open_trap
+
+        context = super().get_context_data(**kwargs)
+        context["open_trap"] = open_trap.summary(open_trap.find())
+        return context
+
+
+class OpenTrapYamlView(ViewerRequiredMixin, View):
+    """The fix of one trap as a file, for kubectl apply --server-side -f."""
+
+    def get(self, request, cluster, reservation_id):
+        from reservations import open_trap
+
+        trap = open_trap.find_one(cluster, reservation_id) if open_trap.cluster_exists(cluster) else None
+        if trap is None:
+            return HttpResponse(f"# no open-reservation trap for {printable(reservation_id, 64)} in cluster "
+                                f"{printable(cluster, 63)} now: nothing to apply\n", content_type="text/plain", status=404)
+        response = HttpResponse(open_trap.fix_yaml(trap), content_type="application/yaml")
+        response["Content-Disposition"] = f'attachment; filename="open-trap-{trap.cluster}-{trap.reservation_id}.yaml"'
+        return response
+
+
+class OpenTrapFixView(OperatorRequiredMixin, View):
+    """The one confirmed click: the fix applied in control mode (refused, with the YAML shown, otherwise)."""
+
+    def post(self, request):
+        from reservations import open_trap
+
+        cluster, reservation_id = request.POST.get("cluster", ""), request.POST.get("reservation", "")
+        try:
+            versions = json.loads(request.POST.get("versions") or "{}")
+            if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+                raise ValueError
+        except ValueError:
+            return self.refused(request, "versions: expected the {object: resourceVersion} the page carried; reload it")
+        if request.POST.get("confirm") != "yes":
+            return self.refused(request, "confirm: tick the box to confirm the change")
+        try:
+            result = open_trap.apply_fix(cluster, reservation_id, versions, user=request.user, source=AuditEntry.Source.UI)
+        except open_trap.FixRefused as refused:
+            return self.refused(request, f"{refused.field}: {refused.message}", status=400 if refused.field == "cluster" else 409)
+        if result.nothing_to_do:
+            messages.info(request, f"Nothing to do: {printable(reservation_id, 64)} is no longer trapped in {printable(cluster, 63)}.")
+        else:
+            messages.success(request, f"Applied: {', '.join(result.applied)}. Consolidation can now move the paid nodes "
+                                      f"into {reservation_id}.")
+        return redirect("reservations:open_trap")
+
+    def refused(self, request, message, status=400):
+        view = OpenTrapView()
+        view.setup(request)
+        response = view.render_to_response(view.get_context_data(refused=message))
+        response.status_code = status
+        return response

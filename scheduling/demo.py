@@ -131,13 +131,18 @@ OTHER_NODE_CLASSES = {
 }
 OTHER_NODE_POOLS = {
     "staging-use1": {"staging-web": (10, "staging", ["reserved", "on-demand"], [
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}], {"cpu": "100"})},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}], {"cpu": "100"}),
+        # The open-reservation trap: its class selects a reservation (so launches skip open ones) but not
+        # the open 0003, and it allows on-demand only, so its c6a.large run paid beside 0003's idle units.
+        "staging-batch": (5, "staging", ["on-demand"], [
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["c6a"]}], {"cpu": "50"})},
     "research-use1": {"research-batch": (10, "research", None, [], {"cpu": "200"})},
 }
 OTHER_NODE_PLANS = {
     "staging-use1": [
         ("staging-web", "m6i.large", "us-east-1b", "reserved", SHARED_RESERVATION, 2),
         ("staging-web", "m5.large", "us-east-1a", "on-demand", "", 1),
+        ("staging-batch", "c6a.large", "us-east-1a", "on-demand", "", 2),
     ],
     "research-use1": [
         ("research-batch", "m6i.large", "us-east-1b", "reserved", SHARED_RESERVATION, 2),
@@ -146,7 +151,7 @@ OTHER_NODE_PLANS = {
 }
 # Each cluster's nodes on a network of their own: ip-10-<n>-... and i-<n>... (no name twice in the fleet).
 NETWORKS = {"staging-use1": 1, "research-use1": 2}
-APPS = {"web": "web", "general": "worker", "gpu-reserved": "trainer", "staging-web": "staging-api",
+APPS = {"web": "web", "general": "worker", "gpu-reserved": "trainer", "staging-web": "staging-api", "staging-batch": "batch-job",
         "research-batch": "notebook"}
 OTHER_PENDING = {
     "staging-use1": [("staging-api-pending-0", {"cpu": 500, "memory": 1024}, "staging-api")],

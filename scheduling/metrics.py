@@ -44,6 +44,7 @@ class KarpwebCollector:
         yield from self.watch(now)
         yield from self.contention()
         yield from self.doctor()
+        yield from self.open_trap(now)
 
     def doctor(self):
         """The reservation doctor's active findings (reservations/doctor.py), by cluster, account, code and
@@ -69,6 +70,18 @@ class KarpwebCollector:
         for reservation, cluster, n in (ReservationContention.objects.values_list("reservation__reservation_id", "cluster__name")
                                         .annotate(n=Count("id")).order_by("reservation__reservation_id", "cluster__name")):
             met.add_metric([reservation, cluster], n)
+        yield met
+
+    def open_trap(self, now):
+        """Open reservations idle beside paid nodes of clusters whose launches skip open ones (reservations/open_trap.py)."""
+        from reservations import open_trap
+
+        met = GaugeMetricFamily("karpweb_open_reservation_double_paid_dollars_per_hour",
+                                "List-price dollars per hour paid twice: an open reservation's idle units beside on-demand "
+                                "nodes of its type and zone in a cluster whose launches opt out of open matching.",
+                                labels=["cluster", "account", "reservation"])
+        for trap in open_trap.find(now):
+            met.add_metric([trap.cluster, trap.account, trap.reservation_id], trap.dollars_per_hour)
         yield met
 
     def recommendations(self):

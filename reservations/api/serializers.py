@@ -490,3 +490,60 @@ class DoctorFindingSerializer(serializers.ModelSerializer):
         fields = ["id", "code", "severity", "cluster", "account", "reservationID", "nodeClass", "evidence",
                   "evidenceData", "fix", "fixCommand", "firstSeen", "lastSeen", "clearedAt"]
         read_only_fields = fields
+
+
+class OpenTrapPatchSerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="EC2NodeClass or NodePool.")
+    name = serializers.CharField()
+    resourceVersion = serializers.CharField(source="resource_version", help_text="The version the patch was computed on.")
+    before = serializers.JSONField(help_text="capacityReservationSelectorTerms or requirements now.")
+    after = serializers.JSONField(help_text="The same field, fixed.")
+
+
+class OpenTrapSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    account = serializers.CharField(help_text="The cluster's AWS account ID.")
+    reservationID = serializers.CharField(source="reservation_id")
+    instanceType = serializers.CharField(source="instance_type")
+    availabilityZone = serializers.CharField(source="zone")
+    idleUnits = serializers.IntegerField(source="idle", help_text="The reservation's idle units given to this cluster.")
+    paidNodes = serializers.ListField(source="paid_nodes", child=serializers.CharField(),
+                                      help_text="On-demand nodes of its type and zone whose NodePool cannot launch into it.")
+    unitsPaidTwice = serializers.IntegerField(source="units")
+    pricePerHour = serializers.FloatField(source="price_per_hour", allow_null=True, help_text="On-demand list price.")
+    doublePaidDollarsPerHour = serializers.FloatField(source="dollars_per_hour")
+    basis = serializers.CharField(help_text="Where the dollars come from.")
+    optedOutBecause = serializers.ListField(source="opted_out_because", child=serializers.CharField(),
+                                            help_text="Why the cluster's launches skip open reservations.")
+    patches = OpenTrapPatchSerializer(many=True)
+    yaml = serializers.SerializerMethodField(help_text="The fix, for kubectl apply --server-side -f.")
+
+    def get_yaml(self, trap) -> str:
+        from reservations.open_trap import fix_yaml
+
+        return fix_yaml(trap)
+
+
+class OpenTrapListSerializer(serializers.Serializer):
+    doublePaidDollarsPerHour = serializers.FloatField(source="total")
+    traps = OpenTrapSerializer(many=True)
+
+
+class OpenTrapFixSerializer(StrictInputMixin, serializers.Serializer):
+    cluster = serializers.CharField(max_length=63)
+    reservationID = serializers.CharField(max_length=64)
+    versions = serializers.JSONField(
+        help_text='The resourceVersions you read, {"EC2NodeClass/name": "41", "NodePool/name": "42"} (the trap\'s patches).')
+
+    def validate_versions(self, value):
+        # One flat message for the field (a per-key error map would not be the API's error shape).
+        if (not isinstance(value, dict) or len(value) > 100
+                or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 300 and len(v) <= 64
+                           for k, v in value.items())):
+            raise serializers.ValidationError(
+                'expected an object of resourceVersions, {"EC2NodeClass/name": "41", ...}: strings of at most 64 characters')
+        return value
+
+
+class OpenTrapFixResultSerializer(serializers.Serializer):
+    applied = serializers.ListField(child=serializers.CharField(), help_text="The objects written; empty: nothing to do.")

@@ -13,6 +13,8 @@ router.register("reservation-doctor", views.DoctorFindingViewSet, basename="doct
 
 urlpatterns = [
     path("alarms/", views.AlarmList.as_view(), name="alarms"),
+    path("open-reservation-traps/", views.OpenTrapList.as_view(), name="open-traps"),
+    path("open-reservation-traps/fix/", views.OpenTrapFix.as_view(), name="open-traps-fix"),
     path(
         "capacity-reservations/<str:reservation_id>/samples/",
         views.UtilizationSampleList.as_view(),

@@ -1,6 +1,8 @@
 """Capacity reservations (read-only, with utilization and capacity-block timing) and EC2NodeClasses
 (read, plus the one write operators make: capacityReservationSelectorTerms, conflict-safe)."""
 
+import contextlib
+
 from django.db.models import Case, ExpressionWrapper, F, FloatField, Prefetch, Value, When
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -12,6 +14,9 @@ from rest_framework.response import Response
 from reservations.api.serializers import (
     DoctorFindingSerializer,
     AlarmSerializer,
+    OpenTrapFixResultSerializer,
+    OpenTrapFixSerializer,
+    OpenTrapListSerializer,
     CapacityReservationSerializer,
     RecommendationApplySerializer,
     RecommendationSerializer,
@@ -33,6 +38,7 @@ from reservations.alarms import current_alarms, with_running_nodes
 from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
+from karpweb.jsonsafe import printable
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import (
     FIELD,
@@ -416,3 +422,57 @@ class DoctorFindingViewSet(ReadOnlyViewSet):
     ordering_fields = ["severity", "code", "first_seen", "last_seen"]
     ordering = ["severity", "code", "reservation_id", "node_class_name", "id"]
     queryset = DoctorFinding.objects.select_related("cluster")
+
+
+@extend_schema(
+    summary="Open-reservation traps",
+    description="Open ODCRs with idle units beside paid on-demand nodes of their type and zone, in clusters whose "
+                "launches opt out of open matching; each with its double payment in dollars per hour and the fix "
+                "(the EC2NodeClass and NodePool patches, and their YAML). `?cluster=` shows one cluster's.",
+    parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description="Only this cluster's traps.")],
+    responses={200: OpenTrapListSerializer, **error_responses(400, 401, 403)},
+)
+class OpenTrapList(generics.GenericAPIView):
+    permission_classes = [IsOperatorOrReadOnly]
+    serializer_class = OpenTrapListSerializer
+    pagination_class = None
+    filter_backends = []
+
+    def get(self, request):
+        from fleet.scope import cluster_scope
+        from reservations import open_trap
+
+        name = request.query_params.get("cluster")
+        if name is not None and not open_trap.cluster_exists(name):
+            raise serializers.ValidationError({"cluster": [f"no cluster named {printable(name, 63)!r} in the fleet"]})
+        with cluster_scope(name) if name else contextlib.nullcontext():
+            traps = open_trap.find()
+        return Response(OpenTrapListSerializer(open_trap.summary(traps)).data)
+
+
+@extend_schema(
+    summary="Fix an open-reservation trap",
+    description="Control mode only: adds the reservation's id term to the EC2NodeClass(es) and `reserved` to the "
+                "NodePool(s) capacity-type requirement, as the YAML says, audited. Refused (409) in observe mode and "
+                "when an object changed since its version was read; a trap already fixed is nothing to do.",
+    request=OpenTrapFixSerializer,
+    responses={200: OpenTrapFixResultSerializer, **error_responses(400, 401, 403, 409)},
+)
+class OpenTrapFix(generics.GenericAPIView):
+    permission_classes = [IsOperatorOrReadOnly]
+    serializer_class = OpenTrapFixSerializer
+    pagination_class = None
+    filter_backends = []
+
+    def post(self, request):
+        from reservations import open_trap
+
+        body = OpenTrapFixSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            result = open_trap.apply_fix(data["cluster"], data["reservationID"], data["versions"], user=request.user,
+                                         source=AuditEntry.Source.API)
+        except open_trap.FixRefused as refused:
+            return Response({refused.field: [refused.message]}, status=400 if refused.field == "cluster" else 409)
+        return Response({"applied": result.applied})

@@ -153,6 +153,10 @@ class SimulatedCloud:
 
         return purchase_extension(offering_id, reservation_id)
 
+    def cluster_launch_templates(self) -> list:
+        """The simulated world launches without launch templates: Karpenter made none here."""
+        return []
+
     def terminate(self, instance_ids) -> TerminateResult:
         result = TerminateResult()
         for instance in SimulatedInstance.objects.filter(instance_id__in=instance_ids, state="running"):

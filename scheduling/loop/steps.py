@@ -14,6 +14,7 @@ from reservations.groups import sync_groups
 from reservations import doctor, ledger, utilization
 from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
+from reservations.open_trap import sync_launch_templates
 from reservations.recommendations import recompute_hourly
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
@@ -63,6 +64,7 @@ def sync_ec2(now=None) -> dict:
                 add_counts(counts, nodes.collect_instances(member_cloud, now, member_cluster))
     counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
     counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
+    counts.update(sync_launch_templates(cloud, now))  # Karpenter's: do they opt out of open reservations?
     counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)

@@ -47,10 +47,10 @@ def test_seed_demo_world_has_what_operators_look_at():
     assert CapacityReservation.objects.filter(
         state="active", available_instance_count=F("total_instance_count")
     ).exists(), "one reservation should sit idle"
-    # The first cluster's three pools, and one in each of the fleet's other two clusters.
+    # The first cluster's three pools, two in staging-use1 (one caught in the open-reservation trap), one in research-use1.
     with cluster_scope(default_cluster()):
         assert NodePool.objects.count() == 3
-    assert NodePool.objects.count() == 5
+    assert NodePool.objects.count() == 6
     assert set(Node.objects.values_list("capacity_type", flat=True)) == {"reserved", "on-demand", "spot"}
     assert NodeClaim.objects.count() == Node.objects.count()
     assert Pod.objects.filter(node_name="").exists() and Pod.objects.exclude(node_name="").exists()

@@ -312,6 +312,58 @@ class LaunchTemplates:
             params["NextToken"] = token
 
 
+# aws/karpenter-provider-aws pkg/providers/launchtemplate: Karpenter tags the launch templates it
+# makes with the cluster's name (and its EC2NodeClass's), and lists them by this tag.
+KARPENTER_CLUSTER_TAG = "karpenter.k8s.aws/cluster"
+KARPENTER_NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+
+
+@dataclass(frozen=True)
+class TemplatePreference:
+    """A launch template made for a cluster, and the CapacityReservationPreference of its latest
+    version ("" when it sets none: EC2's default, open)."""
+
+    cluster: str
+    template_id: str
+    name: str
+    version: int
+    preference: str
+    node_class: str = ""
+
+
+def cluster_template_preferences(ec2: Any, call: Caller) -> list[TemplatePreference]:
+    """Every launch template tagged karpenter.k8s.aws/cluster in the account and region, with its
+    latest version's preference (DescribeLaunchTemplates, then DescribeLaunchTemplateVersions)."""
+    params: dict[str, Any] = {"Filters": [{"Name": "tag-key", "Values": [KARPENTER_CLUSTER_TAG]}], "MaxResults": 200}
+    templates: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while True:
+        page = call(ec2, "describe_launch_templates", **params)
+        templates += page.get("LaunchTemplates") or []
+        token = page.get("NextToken")
+        if not token or token in seen:
+            break
+        seen.add(token)
+        params["NextToken"] = token
+    found = []
+    for template in templates:
+        tags = {tag["Key"]: tag["Value"] for tag in template.get("Tags") or []}
+        try:
+            versions = call(ec2, "describe_launch_template_versions", LaunchTemplateId=template["LaunchTemplateId"],
+                            Versions=["$Latest"]).get("LaunchTemplateVersions") or []
+        except CloudAPIError as exc:
+            if exc.code.startswith("InvalidLaunchTemplate"):  # deleted between the two calls
+                continue
+            raise
+        data = (versions[0].get("LaunchTemplateData") or {}) if versions else {}
+        spec = data.get("CapacityReservationSpecification") or {}
+        found.append(TemplatePreference(
+            cluster=tags.get(KARPENTER_CLUSTER_TAG, ""), template_id=template["LaunchTemplateId"],
+            name=template.get("LaunchTemplateName", ""), version=int(template.get("LatestVersionNumber") or 0),
+            preference=spec.get("CapacityReservationPreference") or "", node_class=tags.get(KARPENTER_NODECLASS_TAG, "")))
+    return sorted(found, key=lambda t: (t.cluster, t.name))
+
+
 def reservation_target(data: Mapping[str, Any]) -> str | None:
     """The reservation id or group ARN a launch template's data targets, if any."""
     target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}

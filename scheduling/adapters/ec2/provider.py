@@ -144,6 +144,10 @@ class EC2CloudProvider:
             name, selector_terms, self.describe_reservations, self.clock(), enabled=self.config.reserved_capacity
         )
 
+    def cluster_launch_templates(self) -> list[launch_mod.TemplatePreference]:
+        """Karpenter's launch templates (tag karpenter.k8s.aws/cluster) and their reservation preference."""
+        return launch_mod.cluster_template_preferences(self.ec2, self.call)
+
     # --- catalogue ---------------------------------------------------------------------------
     def catalogue(self, refresh: bool = False) -> Catalogue:
         """Instance types and on-demand/spot offerings; fetched at most every five minutes, with

@@ -473,6 +473,25 @@ class KubeClusterAdapter:
         except Exception as exc:
             raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc
 
+    def update_nodepool_requirements(self, nodepool: str, requirements: list[dict], resource_version: str) -> dict:
+        """Replace a NodePool's spec.template.spec.requirements (a merge patch replaces the list whole)
+        if it is still at `resource_version`; a conflict is reported, never retried, as for selector terms."""
+        subject = NODEPOOL.describe(nodepool)
+        if not resource_version:
+            raise ValueError("update_nodepool_requirements needs the resourceVersion the edit was based on")
+        patch = {"metadata": {"resourceVersion": resource_version},
+                 "spec": {"template": {"spec": {"requirements": list(requirements)}}}}
+        try:
+            return self.rest.patch(NODEPOOL, nodepool, patch)
+        except ApiException as exc:
+            error = self._error(exc, "patch", NODEPOOL, nodepool)
+            if error.conflict:
+                error.message = (f"{subject}: requirements not written: the NodePool changed after resourceVersion "
+                                 f"{resource_version} was read (someone else edited it); reload it and apply the edit again")
+            raise error from exc
+        except Exception as exc:
+            raise self._error(exc, "patch", NODEPOOL, nodepool) from exc
+
     def set_annotations(self, nodeclass: str, annotations: dict[str, str | None], resource_version: str) -> dict:
         """karpweb's settings on an EC2NodeClass (e.g. karpweb.io/open-reservations), as annotations
         that Karpenter ignores; None removes one. A stale resourceVersion is a conflict."""
