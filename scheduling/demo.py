@@ -584,14 +584,24 @@ def _with_committed_terms(cluster_name: str, classes: dict) -> dict:
     return {name: terms + extra.get(name, []) for name, terms in classes.items()}
 
 
+# Pods that hold a node of one type: pinned to the type and kept off spot (reserved or on-demand),
+# each too big to share a node, so consolidation keeps those nodes and the advice they show holds:
+# the r6i.large beside the committed reservations (move and split), the staging-batch c6a.large
+# beside the open 0003 (the open-reservation trap).
+PINNED_PODS = {COMMITTED_TYPE: ("cache", MEMORY_POD)}  # by instance type, in every cluster
+PINNED_POOL_PODS = {"staging-batch": ("batch-hold", {"cpu": 1200, "memory": 2048})}  # by NodePool
+
+
 def _seed_memory_pods(now, nodes) -> None:
-    """One memory-heavy pod pinned to the type on each r6i.large (after _seed_pods, which removes the demo
-    pods it did not write)."""
+    """One pod pinned to the type on each node of a PINNED_PODS type or a PINNED_POOL_PODS pool (after
+    _seed_pods, which removes the demo pods it did not write)."""
     for node in nodes:
-        if node.instance_type == COMMITTED_TYPE:
-            spec = _pod_spec(MEMORY_POD["cpu"], MEMORY_POD["memory"], {"node.kubernetes.io/instance-type": COMMITTED_TYPE})
+        pinned = PINNED_PODS.get(node.instance_type) or PINNED_POOL_PODS.get(node.node_pool.name if node.node_pool else "")
+        if pinned:
+            app, size = pinned
+            spec = _pod_spec(size["cpu"], size["memory"], {"node.kubernetes.io/instance-type": node.instance_type})
             # Not to be interrupted: reserved or on-demand, never spot (research's pool allows spot).
             spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In",
                                        "values": ["reserved", "on-demand"]}]}]}}}
-            _upsert_pod(now, f"cache-{node.name.split('.')[0]}", node, spec, {"app": "cache"})
+            _upsert_pod(now, f"{app}-{node.name.split('.')[0]}", node, spec, {"app": app})
