@@ -11,6 +11,7 @@ from django.utils.html import format_html, format_html_join
 from reservations.models import CapacityReservation
 from scheduling.engine.labels import CAPACITY_TYPE, RESERVATION_ID
 from scheduling.engine.timeutil import format_time, parse_time
+from scheduling.templatetags.karpweb import utc_minute
 from scheduling.engine.worldedits import CAPACITY_TYPES, apply_edits, summarize
 from scheduling.models import CapacityType, InstanceType, NodePool, Offering, Pod
 from scheduling.queries import idle_cost_per_hour
@@ -89,7 +90,7 @@ class WorldEditForm(forms.Form):
             (r.reservation_id, _reservation_label(r)) for r in reservations if r.is_capacity_block]
         now = timezone.now()
         self.fields["start_id"].choices = [("", "—")] + [
-            (r.reservation_id, f"{_reservation_label(r)}, starts {format_time(r.start_date)}")
+            (r.reservation_id, f"{_reservation_label(r)}, starts {utc_minute(r.start_date)} UTC")
             for r in reservations if r.is_upcoming(now) and r.start_date is not None]
         self.fields["pool"].choices = [("", "—")] + [(name, name) for name in
                                                      NodePool.objects.order_by("name").values_list("name", flat=True)]

@@ -73,12 +73,10 @@ def empty_database() -> None:
 
 
 def _forget_caches() -> None:
-    from fleet.middleware import forget_clusters
     from fleet.scope import forget_default
     from scheduling.loop import backends
 
-    forget_default()
-    forget_clusters()
+    forget_default()  # the process's one kept list of clusters (and so the default)
     backends.forget()
 
 

@@ -10,7 +10,7 @@ from fleet.models import (
     validate_region, validate_regions, validate_role_arn, validate_service_cidr, validate_shard,
 )
 from reservations.api.serializers import ro, when
-from scheduling.api.base import StrictInputMixin
+from scheduling.api.base import SlugField, StrictInputMixin
 from scheduling.choices import Mode
 
 # Model field -> API field, for the errors a model's clean() names.
@@ -72,7 +72,7 @@ class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSeri
     name = serializers.CharField(
         max_length=63, help_text="A DNS label, unique in the fleet.",
         validators=[validate_cluster_name, UniqueValidator(Cluster.objects.all(), "a cluster with this name exists")])
-    account = serializers.SlugRelatedField(slug_field="account_id", queryset=AwsAccount.objects.all(),
+    account = SlugField(slug_field="account_id", queryset=AwsAccount.objects.all(),
                                            help_text="The AWS account ID (an account karpweb knows).")
     region = serializers.CharField(max_length=32, required=False, allow_blank=True, validators=[validate_region])
     connection = serializers.ChoiceField(choices=Cluster.Connection.choices, required=False)

@@ -64,7 +64,8 @@ ERROR_DESCRIPTIONS = {
     401: "No or invalid credentials (send `Authorization: Token <key>`, or log in for a session).",
     403: "Authenticated, but the user's role does not allow this (viewer reads, operator writes).",
     404: "No such object.",
-    409: "The `resourceVersion` in the body is not the current one: someone else changed the object.",
+    409: ("A conflict, under the field it concerns: the object changed since it was read (the `resourceVersion` or "
+          "`computedAt` sent is not the current one), or the action is refused now (karpweb only observes)."),
     412: "The `If-Match` version is not the current one: someone else changed the object.",
     413: "The request body is larger than the limit.",
     415: "The request body must be `application/json`.",
@@ -76,8 +77,8 @@ def error_responses(*codes: int) -> dict:
     """OpenAPI responses for the error codes of one operation."""
     responses = {}
     for code in codes:
-        if code == 400:
-            responses[code] = OpenApiResponse(ValidationErrorSchema, description=ERROR_DESCRIPTIONS[400])
+        if code in (400, 409):  # a 409 names its field too (a stale page, observe mode), or says `detail`
+            responses[code] = OpenApiResponse(ValidationErrorSchema, description=ERROR_DESCRIPTIONS[code])
         else:
             responses[code] = OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
     return responses
@@ -169,3 +170,13 @@ def get_or_404(queryset, **lookup):
         raise Http404(f"No {queryset.model._meta.verbose_name} matches {lookup}.") from exc
     except MultipleObjectsReturned:
         raise ambiguous(queryset, lookup) from None
+
+
+class SlugField(serializers.SlugRelatedField):
+    """SlugRelatedField that refuses a NUL character as "does not exist" before looking it up:
+    PostgreSQL refuses NUL in a text parameter (a 500 otherwise)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00")[:64])
+        return super().to_internal_value(data)

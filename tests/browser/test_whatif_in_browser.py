@@ -17,7 +17,7 @@ def test_the_form_with_pickers_gives_idle_dollars_and_placements(demo, operator_
     page.locator("nav .menu", has_text="Tools").hover()  # the navigation's Tools group opens on hover
     page.locator("nav .menu", has_text="Tools").get_by_role("link", name="What-if").click()
     expect(page.locator("#tab-edit")).to_have_attribute("aria-current", "page")
-    expect(page.locator("fieldset.group > legend")).to_have_text(["Capacity changes", "Workload changes", "What to compare"])
+    expect(page.locator("fieldset.group > legend")).to_have_text(["Capacity changes", "Workload changes", "What to compare", "When"])
 
     page.select_option("#id_count_id", RESIZED)
     page.fill("#id_count", "6")

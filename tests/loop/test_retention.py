@@ -28,12 +28,12 @@ def test_history_past_its_retention_is_pruned_and_overrides_are_kept():
                         changes={"weight": [1, 2]})
     AuditEntry.objects.filter(pk=old.pk).update(created_at=now - 1000 * DAY)
 
-    assert steps.prune_history(now) == {"task_runs_pruned": 2, "decisions_pruned": 1}
+    assert steps.prune_history(now) == {"task_runs_pruned": 2, "decisions_pruned": 1, "doctor_findings_pruned": 0}
     assert sorted(TaskRun.objects.values_list("status", flat=True)) == ["running", "succeeded"]
     # The manual change is a decision too (kind override), written now, so kept.
     assert Decision.objects.exclude(kind="override").count() == 1 and AuditEntry.objects.filter(pk=old.pk).exists()
     assert NodePool.objects.filter(name="web").exists()
-    assert steps.prune_history(now) == {"task_runs_pruned": 0, "decisions_pruned": 0}
+    assert steps.prune_history(now) == {"task_runs_pruned": 0, "decisions_pruned": 0, "doctor_findings_pruned": 0}
 
 
 def test_the_sync_step_prunes(db):
