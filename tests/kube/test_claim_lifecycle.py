@@ -521,18 +521,23 @@ def test_should_assume_pod_will_schedule_to_a_tainted_node_with_a_custom_startup
             time.sleep(0.05)
         life.pod("app")
         wait_for_batch(1)
+        deadline = time.monotonic() + 20  # a batch can open before the pod is in the kept world: the next one launches
+        while not life.claims() and time.monotonic() < deadline:
+            time.sleep(0.05)
         [claim] = life.claims()
+        batches_before_the_claim = len(launched)
         node = life.kubelet_registers(claim)
         for touch in range(6):  # each change to the pod is a provisioning batch
             if touch == 3:
                 life.set_node_status(node, ready=True)  # Ready, the startup taint still there
             time.sleep(0.5)  # the watch registers the node meanwhile
             rest.patch(POD, "app", {"metadata": {"labels": {"touch": str(touch)}}}, namespace=life.ns)
-            wait_for_batch(touch + 2)
+            wait_for_batch(batches_before_the_claim + touch + 1)
     finally:
         stop.set()
         worker.join(10)
-    assert launched[0] == 1 and launched[1:] == [0] * (len(launched) - 1), launched
+    # One launch in all the batches (a second claim for the same pod was the bug), whichever batch made it.
+    assert sum(launched) == 1 and set(launched) <= {0, 1}, launched
     assert life.claims() == [claim]
     labels = rest.get(NODE, node)["metadata"]["labels"]
     assert labels.get("karpenter.sh/registered") == "true" and "karpenter.sh/initialized" not in labels
