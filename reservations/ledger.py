@@ -162,8 +162,10 @@ def ledger_free(reservation: CapacityReservation, cluster_id: int, now) -> int:
 def hold_units(reservation_id: str, units: int = 1, claim_name: str = "", now=None) -> tuple[ReservationHold | None, bool]:
     """Claim `units` of a reservation for the working cluster's launch: (the hold, True); (None,
     False) when the ledger has not that many free (other clusters hold or launched them); (None,
-    True) for a reservation karpweb has no row of (EC2 decides). One transaction, the reservation's
-    row locked: two clusters claiming the last unit at once get it once."""
+    True) for a reservation karpweb has no row of (EC2 decides) and for a launch into none (no id).
+    One transaction, the reservation's row locked: two clusters claiming the last unit at once get it once."""
+    if not reservation_id:
+        return None, True
     now = now or timezone.now()
     cluster = scope.working_cluster()
     with transaction.atomic():

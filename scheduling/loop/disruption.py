@@ -143,7 +143,8 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
             fallback_pool = members[0].node_pool.name if members and members[0].node_pool else ""
             claim = {**replacement, "nodePool": replacement.get("nodePool") or fallback_pool}
             # A replacement into a reservation holds its unit in the fleet ledger as any launch does.
-            hold, held = hold_replacement_unit(claim, members, now)
+            subject = "replacement for " + nodes_subject([node.name for node in members])
+            hold, held = ledger.hold_units((claim.get("launch") or {}).get("reservationID"), 1, claim_name=subject, now=now)
             if not held:
                 return Decision.Outcome.SKIPPED, (f"another cluster of the fleet holds the free units of reservation "
                                                   f"{claim['launch']['reservationID']}: the replacement waits for the next pass")
@@ -159,15 +160,6 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
     # Disrupting a node = deleting its NodeClaim; termination drains it (scheduling/loop/nodes.py).
     problems = [problem for node in members if (problem := disrupt(cloud, cluster, node))]
     return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
-
-
-def hold_replacement_unit(claim: dict, members: list, now) -> tuple[object, bool]:
-    """(hold, True) when the replacement's reservation unit is held, or it launches into none."""
-    reservation_id = (claim.get("launch") or {}).get("reservationID")
-    if not reservation_id:
-        return None, True
-    subject = "replacement for " + nodes_subject([node.name for node in members])
-    return ledger.hold_units(reservation_id, 1, claim_name=subject[:253], now=now)
 
 
 def demote(cloud, cluster, now=None, decisions: dict | None = None) -> dict:

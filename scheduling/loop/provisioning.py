@@ -58,7 +58,8 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
             objects_involved={"pods": claim["pods"]}, details=claim,
         )
         if mode == Mode.CONTROL:
-            hold, held = hold_reservation_units(claim, now)  # the fleet ledger: no unit given to two clusters
+            hold, held = ledger.hold_units(claim["launch"].get("reservationID"), 1, claim_name=claim_subject(claim),
+                                          now=now)  # the fleet ledger: no unit given to two clusters
             if not held:
                 decision.outcome, held_elsewhere = Decision.Outcome.SKIPPED, True
                 decision.reason += ("; another cluster of the fleet holds the reservation's free units: "
@@ -97,16 +98,6 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
         again = provision(cloud, cluster, now, replanning=True)
         counts = {key: value + again.get(key, 0) for key, value in counts.items()}
     return counts
-
-
-def hold_reservation_units(claim: dict, now) -> tuple[object, bool]:
-    """Before a launch into a reservation: hold its unit in the fleet ledger (reservations/ledger.py).
-    (hold, True) when held or nothing to hold (not a reservation launch); (None, False) when other
-    clusters hold or launched the free units."""
-    reservation_id = claim["launch"].get("reservationID")
-    if not reservation_id:
-        return None, True
-    return ledger.hold_units(reservation_id, 1, claim_name=claim_subject(claim), now=now)
 
 
 NOTHING_PLANNED = {"nodeClaims": [], "unschedulable": [], "deferred": []}
@@ -328,7 +319,7 @@ def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None, no
         hold = result = None
         try:
             found = already_launched(cloud, row.name)  # launched before: EC2 gave it its unit already
-            hold, held = (None, True) if found else hold_relaunch_unit(row, now)
+            hold, held = (None, True) if found else ledger.hold_units(row.reservation_label, 1, claim_name=row.name, now=now)
             if not held:
                 # Another cluster holds the reservation's free units: relaunching now would take a unit
                 # the ledger gave it. Tried again next run; deleted after the launch timeout as any.
@@ -353,14 +344,6 @@ def relaunch_unlaunched_claims(cloud, cluster, decisions: list | None = None, no
 
 class ReservationHeldElsewhere(Exception):
     """A relaunch into a reservation whose free units the fleet ledger gives other clusters."""
-
-
-def hold_relaunch_unit(row: NodeClaim, now) -> tuple[object, bool]:
-    """A relaunch into a reservation holds its unit in the fleet ledger as a first launch does
-    (hold_reservation_units), so two clusters never get the same free unit."""
-    if not row.reservation_label:
-        return None, True
-    return ledger.hold_units(row.reservation_label, 1, claim_name=row.name, now=now)
 
 
 def relaunch_held_elsewhere(row: NodeClaim, why: str) -> PendingDecision:
