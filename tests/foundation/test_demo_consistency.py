@@ -20,6 +20,7 @@ from scheduling.loop.karpenter_audit import audit_launches
 from scheduling.models import Decision, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod
 from scheduling.modes import control_refusal, global_mode
 from scheduling.simulated_extensions import extension_offerings
+from tests.support.module_rows import rolled_back_at_the_end
 
 pytestmark = pytest.mark.django_db
 
@@ -28,8 +29,7 @@ pytestmark = pytest.mark.django_db
 USES_A_RESERVATION = {Decision.Kind.LAUNCH, Decision.Kind.BIND, Decision.Kind.CONSOLIDATE_REPLACE}
 
 
-@pytest.fixture
-def demo_and_first_pass():
+def seed_and_first_pass():
     """The demo world, seeded now, and the loop's first pass over each of its clusters (what a worker runs
     when it starts), each in its cluster's scope."""
     call_command("seed_demo")
@@ -40,6 +40,19 @@ def demo_and_first_pass():
             steps.provision(now)
             steps.lifecycle(now)
     return now
+
+
+@pytest.fixture(scope="module")
+def demo_and_first_pass_for_module(django_db_setup, django_db_blocker):
+    """Seeded and passed over once for the module (tests/support/module_rows.py): every test reads it,
+    and what a test writes (a second seed, a recompute) is rolled back after it."""
+    with rolled_back_at_the_end(django_db_blocker, seed_and_first_pass) as now:
+        yield now
+
+
+@pytest.fixture
+def demo_and_first_pass(demo_and_first_pass_for_module, db):
+    return demo_and_first_pass_for_module
 
 
 def life(reservation, now=None) -> tuple[datetime.datetime, datetime.datetime]:
@@ -221,13 +234,3 @@ def test_the_committed_reservation_moves_and_splits_to_where_the_fleet_pays_on_d
     with unscoped():
         recompute(timezone.now(), extension_offerings=extension_offerings)
     assert_move_and_split_match_the_fleet(source, destination, now)
-
-
-def test_a_single_cluster_demo_has_the_committed_reservation_and_no_destination_it_cannot_run():
-    """--one-cluster: no staging-use1 to run the destination's nodes, so no destination; the idle units the
-    commitment keeps are a split that saves nothing yet (no other account of the fleet), said as a warning."""
-    call_command("seed_demo", "--one-cluster")
-    ids = set(CapacityReservation.objects.fleet().values_list("reservation_id", flat=True))
-    assert demo.reservation_id(demo.COMMITTED_SOURCE) in ids and demo.reservation_id(demo.MOVE_DESTINATION) not in ids
-    recs = {r.kind: r for r in Recommendation.objects.filter(reservation__reservation_id=demo.reservation_id(demo.COMMITTED_SOURCE))}
-    assert set(recs) == {"split"} and recs["split"].money == "warning" and recs["split"].details["count"] == 4

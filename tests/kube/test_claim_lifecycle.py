@@ -77,6 +77,10 @@ class Lifecycle:
         return sorted(c["metadata"]["name"] for c in self.rest.list(NODECLAIM, label_selector=f"karpenter.sh/nodepool={self.pool}")["items"]
                       if not c["metadata"].get("deletionTimestamp"))
 
+    def launched_claims(self):
+        """The claims whose instance is launched (their status has the providerID)."""
+        return [c for c in self.claims() if self.rest.get(NODECLAIM, c).get("status", {}).get("providerID")]
+
     def instance_of(self, claim):
         return self.rest.get(NODECLAIM, claim)["status"]["providerID"].rsplit("/", 1)[-1]
 
@@ -521,10 +525,12 @@ def test_should_assume_pod_will_schedule_to_a_tainted_node_with_a_custom_startup
             time.sleep(0.05)
         life.pod("app")
         wait_for_batch(1)
-        deadline = time.monotonic() + 20  # a batch can open before the pod is in the kept world: the next one launches
-        while not life.claims() and time.monotonic() < deadline:
+        # A batch can open before the pod is in the kept world (the next one launches), and a claim is
+        # created before its instance is launched: wait for the claim's providerID, which the node needs.
+        deadline = time.monotonic() + 20
+        while not life.launched_claims() and time.monotonic() < deadline:
             time.sleep(0.05)
-        [claim] = life.claims()
+        [claim] = life.launched_claims()
         batches_before_the_claim = len(launched)
         node = life.kubelet_registers(claim)
         for touch in range(6):  # each change to the pod is a provisioning batch
