@@ -1,3 +1,4 @@
+import gc
 import os
 from pathlib import Path
 
@@ -72,6 +73,17 @@ def pytest_collection_modifyitems(config, items):
         layer = layer_of(item)
         if not item.get_closest_marker(layer):
             item.add_marker(getattr(pytest.mark, layer))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _settled_heap():
+    """Each module starts with what earlier modules left alive moved out of the cyclic collector's
+    way (gc.freeze, as karpweb/wsgi.py and the watch loop do): a worker's heap grows with every
+    module it runs, and each full collection (the engine benchmark's and the GC tests' own, the
+    interpreter's) would otherwise scan all of it. Each collect here scans only the last module's."""
+    gc.collect()
+    gc.freeze()
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -57,18 +57,29 @@ def test_secret_key_required_to_serve_pages_when_debug_off():
 STRONG_KEY = "Zq8-vN3rTw_pL6yXc2bH9mKe4sJd7fGa1uRo5iWt0hYbV-nC8xEq_3zMl6kP"
 
 
-@pytest.mark.parametrize(("key", "problem"), [
-    ("CHANGE-ME", "SECRET_KEY is a placeholder, not a secret"),
-    ("django-insecure-" + STRONG_KEY, "SECRET_KEY is a placeholder, not a secret"),
-    ("s3cr3t-but-short", "SECRET_KEY is 16 characters long; use at least 50"),
-    ("abab" * 20, "SECRET_KEY has 2 distinct characters; use at least 5"),
-])
-def test_a_weak_secret_key_stops_the_web_and_the_workers(key, problem):
+WEAK_KEYS = [
+    ("CHANGE-ME", "is a placeholder, not a secret"),
+    ("django-insecure-" + STRONG_KEY, "is a placeholder, not a secret"),
+    ("s3cr3t-but-short", "is 16 characters long; use at least 50"),
+    ("abab" * 20, "has 2 distinct characters; use at least 5"),
+]
+
+
+@pytest.mark.parametrize(("key", "problem"), WEAK_KEYS)
+def test_a_weak_secret_key_is_named_for_what_is_wrong_and_never_shown(key, problem):
+    from karpweb.env import secret_key_problem
+
+    assert secret_key_problem(key) == problem and key not in problem
+    assert secret_key_problem(STRONG_KEY) == ""
+
+
+def test_a_weak_secret_key_stops_the_web_and_the_workers():
+    """The check above runs at the start of both processes (one weak key: each shape is tested in-process)."""
+    key, problem = WEAK_KEYS[1]
     for command in (("-c", "import karpweb.wsgi"), ("-m", "celery", "-A", "karpweb", "worker", "--pool=solo")):
         result = run_check(*command, SECRET_KEY=key, DEBUG="false")
-        assert result.returncode != 0 and problem in result.stderr, (command, result.stderr[-500:])
-        if len(key) > 12:
-            assert key not in result.stderr  # the message never shows the key
+        assert result.returncode != 0 and f"SECRET_KEY {problem}" in result.stderr, (command, result.stderr[-500:])
+        assert key not in result.stderr  # the message never shows the key
     # A strong key starts the web process: test_the_web_process_freezes_what_it_loaded_out_of_the_cyclic_collector
     # imports karpweb.wsgi with STRONG_KEY and DEBUG off (once, not once per weak key).
     # The manifests' placeholder never signs anything, but commands that serve no page still run.
