@@ -67,18 +67,38 @@ def test_concurrent_edit_is_reported(demo, operator_login, live_server, artifact
     page.screenshot(path=artifacts / "selector-term-conflict.png", full_page=True)
 
 
-@pytest.mark.parametrize("path", ["/reservations/", "/reservations/cr-0a1b2c3d4e5f60001/", "/nodepools/web/", "/nodes/", "/decisions/", "/what-if/?from=current"])
-def test_main_pages_render_in_the_browser(demo, operator_login, live_server, artifacts, path):
+MAIN_PAGES = ["/reservations/", "/reservations/cr-0a1b2c3d4e5f60001/", "/nodepools/web/", "/nodes/", "/decisions/",
+              "/what-if/?from=current"]
+
+
+def each_page(pages, check) -> None:
+    """``check(page)`` for every page in one signed-in browser over one seeded world (a seed and a sign-in
+    per page cost more than the page); fails once, naming every page that failed and why."""
+    failures = []
+    for one in pages:
+        try:
+            check(one)
+        except Exception as problem:  # noqa: BLE001 - an assertion or a Playwright timeout: both name the page
+            failures.append(f"{one}: {problem}")
+    assert failures == [], "\n".join(failures)
+
+
+def test_main_pages_render_in_the_browser(demo, operator_login, live_server, artifacts):
     page = operator_login
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_server.url}{path}")
-    expect(page.locator("h1")).to_be_visible()
-    if path.startswith("/reservations/cr-"):
-        page.wait_for_selector("#reservation-chart .main-svg", timeout=15000)
-    name = path.strip("/").replace("/", "-").replace("?from=current", "") or "root"
-    page.screenshot(path=artifacts / f"{name}.png", full_page=True)
-    assert errors == []
+
+    def renders(path):
+        errors.clear()
+        page.goto(f"{live_server.url}{path}")
+        expect(page.locator("h1")).to_be_visible()
+        if path.startswith("/reservations/cr-"):
+            page.wait_for_selector("#reservation-chart .main-svg", timeout=15000)
+        name = path.strip("/").replace("/", "-").replace("?from=current", "") or "root"
+        page.screenshot(path=artifacts / f"{name}.png", full_page=True)
+        assert errors == []
+
+    each_page(MAIN_PAGES, renders)
 
 
 # The filter labels and column headers as the browser lays them out: the text of each filter's own
@@ -94,18 +114,22 @@ READ_LABELS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("page_name", LIST_PAGES)
-def test_every_list_page_reads_in_words(demo, operator_login, live_server, artifacts, page_name):
+def test_every_list_page_reads_in_words(demo, operator_login, live_server, artifacts):
     page = operator_login
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_server.url}{reverse(page_name)}")
-    expect(page.locator("h1")).to_be_visible()
-    seen = page.evaluate(READ_LABELS)
-    page.screenshot(path=artifacts / f"list-{page_name.replace(':', '-')}.png", full_page=True)
-    assert seen["filters"] and label_problems(seen["filters"]) == []
-    assert seen["headers"] and label_problems(seen["headers"]) == []
-    assert not seen["unknown"] and errors == []
+
+    def reads_in_words(page_name):
+        errors.clear()
+        page.goto(f"{live_server.url}{reverse(page_name)}")
+        expect(page.locator("h1")).to_be_visible()
+        seen = page.evaluate(READ_LABELS)
+        page.screenshot(path=artifacts / f"list-{page_name.replace(':', '-')}.png", full_page=True)
+        assert seen["filters"] and label_problems(seen["filters"]) == []
+        assert seen["headers"] and label_problems(seen["headers"]) == []
+        assert not seen["unknown"] and errors == []
+
+    each_page(LIST_PAGES, reads_in_words)
 
 
 def test_the_state_filter_shows_every_choice_and_what_is_chosen(demo, operator_login, live_server, artifacts):
