@@ -301,9 +301,12 @@ def record_visibility(reservation_ids, account=None) -> int:
         account = cluster.account if cluster is not None else None
     rows = list(CapacityReservation.objects.fleet().filter(pk__in=ids).values_list("pk", "owner_id", "owner_account_id"))
     owners = dict(AwsAccount.objects.filter(account_id__in={owner for _, owner, _ in rows}).values_list("account_id", "pk"))
+    relink = {}  # owner account pk (None: not one of ours) -> the reservations to link to it
     for pk, owner, linked in rows:
         if owners.get(owner) != linked:
-            CapacityReservation.objects.fleet().filter(pk=pk).update(owner_account_id=owners.get(owner))
+            relink.setdefault(owners.get(owner), []).append(pk)
+    for account_pk, pks in relink.items():
+        CapacityReservation.objects.fleet().filter(pk__in=pks).update(owner_account_id=account_pk)
     wanted = {(pk, owners[owner], False) for pk, owner, _ in rows if owner in owners}
     if account is not None:
         wanted |= {(pk, account.pk, owner != account.account_id) for pk, owner, _ in rows}

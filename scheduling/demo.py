@@ -174,10 +174,10 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
     """The demo fleet; `fleet=False`: its first cluster and account only (a single-cluster install)."""
     with unscoped():
         first, others, accounts = _seed_fleet(fleet)
-        _seed_catalogue(now)
+        types = _seed_catalogue(now)
         with cluster_scope(first):
-            reservations = _seed_reservations(now)
-            reservations.update(_seed_committed_reservations(now, fleet))  # move and split (#37)
+            reservations = _seed_reservations(now, types)
+            reservations.update(_seed_committed_reservations(now, fleet, types))  # move and split (#37)
         # The owner's account shares one with the second: RAM, as EC2 reports it to the second account.
         if fleet:
             ReservationVisibility.objects.update_or_create(
@@ -186,9 +186,8 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
         with cluster_scope(first):
             node_classes = _seed_node_classes(now, NODE_CLASSES)
             pools = _seed_node_pools(now, node_classes, NODE_POOLS)
-            nodes = _seed_nodes(now, pools, reservations, _node_plan() + COMMITTED_NODE_PLANS[FIRST])
+            nodes = _seed_nodes(now, pools, reservations, _node_plan() + COMMITTED_NODE_PLANS[FIRST], types=types)
             _seed_pods(now, nodes, _pending_pods())
-            _seed_memory_pods(now, nodes)
             refresh_node_class_status(now)
         for cluster in others:
             with cluster_scope(cluster):
@@ -196,11 +195,10 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
                 pools = _seed_node_pools(now, node_classes, OTHER_NODE_POOLS[cluster.name])
                 nodes = _seed_nodes(now, pools, reservations,
                                     OTHER_NODE_PLANS[cluster.name] + COMMITTED_NODE_PLANS.get(cluster.name, []),
-                                    network=NETWORKS[cluster.name])
+                                    network=NETWORKS[cluster.name], types=types)
                 pending = [(name, _pod_spec(size["cpu"], size["memory"]), app)
                            for name, size, app in OTHER_PENDING[cluster.name]]
                 _seed_pods(now, nodes, pending)
-                _seed_memory_pods(now, nodes)
                 refresh_node_class_status(now)
         _seed_samples(now, reservations)
         _seed_recommendations(now)
@@ -247,28 +245,80 @@ def described_types() -> dict[str, dict]:
 
 def _seed_catalogue(now):
     described = described_types()
-    for name, (price, spot) in INSTANCE_TYPES.items():
-        row = instance_type_row(instance_type_info(described[name]), now)
-        instance_type, _ = InstanceType.objects.update_or_create(name=row.pop("name"), defaults=row)
+    rows = [instance_type_row(instance_type_info(described[name]), now) for name in INSTANCE_TYPES]
+    types = _upsert(InstanceType.objects, ("name",), [InstanceType(**row) for row in rows],
+                    [field for field in rows[0] if field != "name"])
+    offerings = []
+    for instance_type, (name, (price, spot)) in zip(types, INSTANCE_TYPES.items()):
         for zone, zone_id in ZONES.items():
-            Offering.objects.update_or_create(
-                instance_type=instance_type, capacity_type=CapacityType.ON_DEMAND, zone=zone, reservation=None,
-                defaults=dict(zone_id=zone_id, price=price, available=True, updated_at=now),
-            )
+            offerings.append(Offering(instance_type=instance_type, capacity_type=CapacityType.ON_DEMAND, zone=zone,
+                                      reservation=None, zone_id=zone_id, price=price, available=True, updated_at=now))
             if spot:
                 # Spot runs at 30-45 % of list, varying by pool; fixed per (type, zone).
                 discount = random.Random(f"{name}/{zone}").uniform(0.30, 0.45)
-                Offering.objects.update_or_create(
-                    instance_type=instance_type, capacity_type=CapacityType.SPOT, zone=zone, reservation=None,
-                    defaults=dict(zone_id=zone_id, price=round(price * discount, 4), available=True, updated_at=now),
-                )
+                offerings.append(Offering(instance_type=instance_type, capacity_type=CapacityType.SPOT, zone=zone,
+                                          reservation=None, zone_id=zone_id, price=round(price * discount, 4),
+                                          available=True, updated_at=now))
+    _upsert(Offering.objects.filter(reservation=None), ("instance_type", "capacity_type", "zone", "reservation"),
+            offerings, ["zone_id", "price", "available", "updated_at"])
+    return {it.name: it for it in types}
 
 
-def _seed_reservations(now):
-    reservations = {}
+def _upsert(queryset, key: tuple[str, ...], objects: list, fields: list[str]) -> list:
+    """What `update_or_create(<key fields>, defaults=<fields>)` does for each of `objects` (unsaved rows,
+    looked up by their `key` fields in `queryset`), in a few queries instead of several per row: a row
+    found gets `fields` written and keeps its other columns (read back onto the object, as update_or_create
+    returns it); the others are bulk-created in the order given, so they get their primary keys in the order
+    seeding them one by one gave them. The first key field must not be None. Returns `objects`, saved."""
+    if not objects:
+        return objects
+    model = queryset.model
+    keys = [model._meta.get_field(name).attname for name in key]
+    written = {*keys, *(model._meta.get_field(name).attname for name in fields)}
+    found = {tuple(row[k] for k in keys): row for row in queryset.filter(
+        **{f"{keys[0]}__in": {getattr(obj, keys[0]) for obj in objects}}).values(*(f.attname for f in model._meta.concrete_fields))}
+    existing, new = [], []
+    for obj in objects:
+        row = found.get(tuple(getattr(obj, k) for k in keys))
+        if row is None:
+            new.append(obj)
+            continue
+        for column, value in row.items():
+            if column not in written:
+                setattr(obj, column, value)
+        obj._state.adding, obj._state.db = False, queryset.db
+        existing.append(obj)
+    if existing:
+        queryset.bulk_update(existing, fields)
+    if new:
+        queryset.bulk_create(new)
+    return objects
+
+
+def _upsert_reservations(rows: list[dict]) -> dict:
+    """Reservations (each row: the reservation's fields) by id, as update_or_create by reservation_id would
+    write them (the rows share their fields); the post_save signal's record_visibility is the caller's."""
+    objects = _upsert(CapacityReservation.objects.fleet(), ("reservation_id",),
+                      [CapacityReservation(**row) for row in rows], [field for field in rows[0] if field != "reservation_id"])
+    return {r.reservation_id: r for r in objects}
+
+
+def _upsert_reserved_offerings(now, reservations: dict, types: dict, available) -> None:
+    """The offering of each reservation (priced at its type's on-demand price / 10,000,000, as Karpenter
+    models them); `available(reservation)` says whether it is."""
+    _upsert(Offering.objects, ("reservation",), [
+        Offering(reservation=r, instance_type=types[r.instance_type], capacity_type=CapacityType.RESERVED,
+                 zone=r.availability_zone, zone_id=ZONES[r.availability_zone],
+                 price=INSTANCE_TYPES[r.instance_type][0] / 10_000_000, available=available(r), updated_at=now)
+        for r in reservations.values()], ["instance_type", "capacity_type", "zone", "zone_id", "price", "available", "updated_at"])
+
+
+def _seed_reservations(now, types: dict):
+    rows = []
     for suffix, itype, zone, kind, match, total, used, end, tags, ultraserver, state in _reservations(now):
         rid = reservation_id(suffix)
-        reservations[rid], _ = CapacityReservation.objects.fleet().update_or_create(reservation_id=rid, defaults=dict(
+        rows.append(dict(
+            reservation_id=rid,
             arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
             instance_type=itype, availability_zone=zone, availability_zone_id=ZONES[zone],
             total_instance_count=total, available_instance_count=total - used, state=state,
@@ -277,14 +327,9 @@ def _seed_reservations(now):
             end_date_type="limited" if end else "unlimited", ultraserver_type=ultraserver, tags=tags,
             capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now,
         ))
-        instance_type = InstanceType.objects.get(name=itype)
-        od_price = INSTANCE_TYPES[itype][0]
-        Offering.objects.update_or_create(reservation=reservations[rid], defaults=dict(
-            instance_type=instance_type, capacity_type=CapacityType.RESERVED, zone=zone, zone_id=ZONES[zone],
-            price=od_price / 10_000_000, available=reservations[rid].is_usable(now) and total > used,
-            updated_at=now,
-        ))
-    reservations.update(_seed_future_reservation(now))
+    reservations = _upsert_reservations(rows)
+    _upsert_reserved_offerings(now, reservations, types, lambda r: r.is_usable(now) and r.total_instance_count > r.used_instance_count)
+    reservations.update(_seed_future_reservation(now, types))
     # Seen by the first cluster's account (their owner): what its EC2 sync records.
     record_visibility([r.pk for r in reservations.values()])
     return reservations
@@ -295,51 +340,50 @@ def _seed_reservations(now):
 FUTURE_RESERVATION = "0011"
 
 
-def _seed_future_reservation(now) -> dict:
+def _seed_future_reservation(now, types: dict) -> dict:
     rid, start = reservation_id(FUTURE_RESERVATION), now + 4 * DAY
-    reservation, _ = CapacityReservation.objects.fleet().update_or_create(reservation_id=rid, defaults=dict(
+    reservations = _upsert_reservations([dict(
+        reservation_id=rid,
         arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
         instance_type="m6i.xlarge", availability_zone="us-east-1b", availability_zone_id=ZONES["us-east-1b"],
         total_instance_count=3, available_instance_count=3, state=CapacityReservation.State.SCHEDULED,
         instance_match_criteria="targeted", reservation_type="default", create_date=now - 2 * DAY, start_date=start,
         end_date=None, end_date_type="unlimited", tags={"team": "batch"}, committed_instance_count=3,
         commitment_end_date=start + 14 * DAY, delivery_preference="fixed", last_seen=now,
-    ))
-    Offering.objects.update_or_create(reservation=reservation, defaults=dict(
-        instance_type=InstanceType.objects.get(name="m6i.xlarge"), capacity_type=CapacityType.RESERVED,
-        zone="us-east-1b", zone_id=ZONES["us-east-1b"], price=INSTANCE_TYPES["m6i.xlarge"][0] / 10_000_000,
-        available=False, updated_at=now))
-    return {rid: reservation}
+    )])
+    _upsert_reserved_offerings(now, reservations, types, lambda r: False)
+    return reservations
 
 
 def _seed_node_classes(now, classes):
-    return {
-        name: EC2NodeClass.objects.update_or_create(name=name, defaults=dict(
-            uid=f"demo-nodeclass-{name}", capacity_reservation_selector_terms=terms,
+    fields = ["uid", "capacity_reservation_selector_terms", "spec", "created_at", "synced_at"]
+    return {node_class.name: node_class for node_class in _upsert(EC2NodeClass.objects, ("name",), [
+        EC2NodeClass(
+            name=name, uid=f"demo-nodeclass-{name}", capacity_reservation_selector_terms=terms,
             spec={"role": "KarpenterNodeRole-demo", "amiSelectorTerms": [{"alias": "al2023@latest"}],
                   "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
                   "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]},
-            created_at=now - 90 * DAY, synced_at=now,
-        ))[0]
-        for name, terms in classes.items()
-    }
+            created_at=now - 90 * DAY, synced_at=now)
+        for name, terms in classes.items()], fields)}
 
 
 def _seed_node_pools(now, node_classes, node_pools):
-    pools = {}
+    pools = []
     for name, (weight, node_class, capacity_types, extra, limits) in node_pools.items():
         requirements = list(extra)
         if capacity_types:
             requirements.insert(0, {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types})
-        pools[name], _ = NodePool.objects.update_or_create(name=name, defaults=dict(
-            uid=f"demo-nodepool-{name}", weight=weight, node_class=node_classes[node_class],
+        pools.append(NodePool(
+            name=name, uid=f"demo-nodepool-{name}", weight=weight, node_class=node_classes[node_class],
             node_class_ref={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
             requirements=requirements, limits=limits, created_at=now - 90 * DAY, synced_at=now,
             taints=[GPU_TAINT] if name == "gpu-reserved" else [],
             conditions=[{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
                          "lastTransitionTime": (now - 90 * DAY).strftime("%Y-%m-%dT%H:%M:%SZ")}],
         ))
-    return pools
+    fields = ["uid", "weight", "node_class", "node_class_ref", "requirements", "limits", "created_at", "synced_at",
+              "taints", "conditions"]
+    return {pool.name: pool for pool in _upsert(NodePool.objects, ("name",), pools, fields)}
 
 
 def _node_plan():
@@ -360,15 +404,22 @@ def _node_plan():
     ]
 
 
-def _seed_nodes(now, pools, reservations, plan, network=0):
+def _seed_nodes(now, pools, reservations, plan, network=0, types=None):
     rng = random.Random(7 + network)
-    nodes = []
+    claims, nodes, instances = [], [], []
     sequence = 0
-    types = {it.name: it for it in InstanceType.objects.all()}
+    types = types or {it.name: it for it in InstanceType.objects.all()}
     shapes = {it.name: (it.arch, variant_of(it.labels or {})) for it in types.values()}
     for pool_name, itype, zone, capacity_type, suffix, count in plan:
-        room = node_allocatable(types[itype], pools[pool_name].node_class)
+        pool = pools[pool_name]
+        room = node_allocatable(types[itype], pool.node_class)
         reservation = reservations.get(reservation_id(suffix)) if suffix else None
+        # What the simulated EC2 launches this shape with from the class as seeded (its newest image, its
+        # zone's subnet, its groups): the first lifecycle pass finds nothing drifted.
+        image, subnet, groups = launched_with(dict(pool.node_class.spec or {}), zone, *shapes[itype])
+        annotations, expire_after = claim_annotations(pool), claim_expire_after(pool)
+        # The simulated EC2's view of the same instance: an ended reservation no longer holds it.
+        held = reservation is not None and reservation.is_usable(now)
         for _ in range(count):
             sequence += 1
             claim_name = f"{pool_name}-{''.join(rng.choice('abcdefghjkmnpqrstvwxz2456789') for _ in range(5))}"
@@ -394,18 +445,15 @@ def _seed_nodes(now, pools, reservations, plan, network=0):
                 launched = max(launched, reservation.start_date + 5 * MINUTE)
                 if reservation.end_date is not None and reservation.end_date < now:
                     launched = min(launched, reservation.end_date - DAY)
-            pool = pools[pool_name]
-            # What the simulated EC2 launches this shape with from the class as seeded (its newest image, its
-            # zone's subnet, its groups): the first lifecycle pass finds nothing drifted.
-            image, subnet, groups = launched_with(dict(pool.node_class.spec or {}), zone, *shapes[itype])
             # karpweb runs the demo world in control mode: its loop launched these claims, as create_claim
             # writes them (its label, the hash annotations drift reads, expireAfter), not Karpenter.
-            claim, _ = NodeClaim.objects.update_or_create(name=claim_name, defaults=dict(
+            claim = NodeClaim(
+                name=claim_name,
                 uid=f"demo-claim-{network}-{sequence}" if network else f"demo-claim-{sequence}", node_pool=pool, node_class=pool.node_class, instance_type=itype,
                 zone=zone, capacity_type=capacity_type, reservation=reservation,
                 reservation_label=reservation.reservation_id if reservation else "",
-                labels={**labels, PROVISIONER_LABEL: "karpweb"}, annotations=claim_annotations(pool),
-                expire_after=claim_expire_after(pool),
+                labels={**labels, PROVISIONER_LABEL: "karpweb"}, annotations=dict(annotations),
+                expire_after=expire_after,
                 requirements=pool.requirements, provider_id=provider_id, node_name=node_name,
                 image_id=image, created_at=launched, launched_at=launched + 20 * datetime.timedelta(seconds=1),
                 registered_at=launched + datetime.timedelta(seconds=45),
@@ -413,8 +461,10 @@ def _seed_nodes(now, pools, reservations, plan, network=0):
                 conditions=[{"type": c, "status": "True", "reason": c, "message": "",
                              "lastTransitionTime": launched.strftime("%Y-%m-%dT%H:%M:%SZ")}
                             for c in ("Initialized", "Launched", "Ready", "Registered")],
-            ))
-            node, _ = Node.objects.update_or_create(name=node_name, defaults=dict(
+            )
+            claims.append(claim)
+            nodes.append(Node(
+                name=node_name,
                 uid=f"demo-node-{network}-{sequence}" if network else f"demo-node-{sequence}", node_pool=pool, node_claim=claim, instance_type=itype, zone=zone,
                 capacity_type=capacity_type, reservation=reservation,
                 reservation_label=reservation.reservation_id if reservation else "", labels=labels,
@@ -423,17 +473,32 @@ def _seed_nodes(now, pools, reservations, plan, network=0):
                 allocatable_extended={k: v for k, v in room.items() if "/" in k}, provider_id=provider_id, ready=True, unschedulable=False,
                 created_at=launched + datetime.timedelta(seconds=45), synced_at=now,
             ))
-            # The simulated EC2's view of the same instance: an ended reservation no longer holds it.
-            held = reservation is not None and reservation.is_usable(now)
-            SimulatedInstance.objects.update_or_create(instance_id=instance_id, defaults=dict(
+            instances.append(SimulatedInstance(
+                instance_id=instance_id,
                 client_token=claim_name, instance_type=itype, zone=zone, state="running", launched_at=launched,
                 capacity_type=capacity_type if held or capacity_type != "reserved" else CapacityType.ON_DEMAND,
                 reservation_id=reservation.reservation_id if held else "",
                 reservation_type=reservation.reservation_type if held else "",
                 image_id=image, subnet_id=subnet, security_group_ids=groups,
             ))
-            nodes.append(node)
+    _upsert(NodeClaim.objects, ("name",), claims, CLAIM_FIELDS)
+    for node in nodes:
+        node.node_claim = node.node_claim  # the claim's primary key, now that it has one
+    _upsert(Node.objects, ("name",), nodes, NODE_FIELDS)
+    _upsert(SimulatedInstance.objects, ("instance_id",), instances, INSTANCE_FIELDS)
     return nodes
+
+
+# What update_or_create wrote (its defaults) into a claim, a node and a simulated instance found by name.
+CLAIM_FIELDS = ["uid", "node_pool", "node_class", "instance_type", "zone", "capacity_type", "reservation",
+                "reservation_label", "labels", "annotations", "expire_after", "requirements", "provider_id", "node_name",
+                "image_id", "created_at", "launched_at", "registered_at", "initialized_at", "synced_at", "conditions"]
+NODE_FIELDS = ["uid", "node_pool", "node_claim", "instance_type", "zone", "capacity_type", "reservation",
+               "reservation_label", "labels", "annotations", "taints", "allocatable_cpu_millicores",
+               "allocatable_memory_bytes", "allocatable_pods", "allocatable_extended", "provider_id", "ready",
+               "unschedulable", "created_at", "synced_at"]
+INSTANCE_FIELDS = ["client_token", "instance_type", "zone", "state", "launched_at", "capacity_type", "reservation_id",
+                   "reservation_type", "image_id", "subnet_id", "security_group_ids"]
 
 
 def _pod_spec(cpu_m, mem_mi, node_selector=None, gpus=0, accelerator="nvidia.com/gpu"):
@@ -461,8 +526,10 @@ def _pending_pods():
 
 
 def _seed_pods(now, nodes, pending):
+    """The cluster's pods: a few on each node, the pending ones, and one pinned to each node that holds one
+    (_memory_pods); the demo pods it no longer has (an older demo's) go."""
     rng = random.Random(11)
-    wanted = set()
+    pods = []
     for index, node in enumerate(nodes):
         pool = node.labels["karpenter.sh/nodepool"]
         app = APPS[pool]
@@ -474,25 +541,28 @@ def _seed_pods(now, nodes, pending):
             # Trainium nodes advertise Neuron devices, not GPUs.
             accelerator = "aws.amazon.com/neuron" if node.instance_type.startswith("trn") else "nvidia.com/gpu"
             spec = _pod_spec(cpu, rng.choice([256, 512, 1024]), gpus=gpus, accelerator=accelerator)
-            _upsert_pod(now, name, node, spec, {"app": app})
-            wanted.add(("default", name))
+            pods.append(_pod(now, name, node, spec, {"app": app}))
     for name, spec, app in pending:
-        _upsert_pod(now, name, None, spec, {"app": app})
-        wanted.add(("default", name))
-    demo_pods = Pod.objects.filter(namespace="default", uid__startswith="demo-pod-")
-    for pod in demo_pods:
-        if (pod.namespace, pod.name) not in wanted:
-            pod.delete()
+        pods.append(_pod(now, name, None, spec, {"app": app}))
+    pods += _memory_pods(now, nodes)
+    Pod.objects.filter(namespace="default", uid__startswith="demo-pod-").exclude(
+        name__in=[pod.name for pod in pods]).delete()
+    _upsert(Pod.objects.filter(namespace="default"), ("name", "namespace"), pods, POD_FIELDS)
 
 
-def _upsert_pod(now, name, node, spec, labels):
+POD_FIELDS = ["uid", "node", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes", "labels", "spec",
+              "owner_kind", "owner_name", "created_at", "synced_at"]
+
+
+def _pod(now, name, node, spec, labels) -> Pod:
     cpu, memory = pod_requests(spec)
-    Pod.objects.update_or_create(namespace="default", name=name, defaults=dict(
+    return Pod(
+        namespace="default", name=name,
         uid=f"demo-pod-{name}", node=node, node_name=node.name if node else "",
         phase="Running" if node else "Pending", cpu_request_millicores=cpu,
         memory_request_bytes=memory, labels=labels, spec=spec,
         owner_kind="ReplicaSet", owner_name=f"{labels['app']}-5d8f7c", created_at=now - 3 * HOUR, synced_at=now,
-    ))
+    )
 
 
 HISTORY = 15 * DAY  # the shrink window (14 days) and then some
@@ -560,21 +630,22 @@ def _committed_reservations(now) -> list[dict]:
     ]
 
 
-def _seed_committed_reservations(now, fleet: bool) -> dict:
-    reservations = {}
-    instance_type = InstanceType.objects.get(name=COMMITTED_TYPE)
+def _seed_committed_reservations(now, fleet: bool, types: dict) -> dict:
+    rows = []
     for row in _committed_reservations(now)[: 2 if fleet else 1]:
         rid, total, used = reservation_id(row.pop("suffix")), row.pop("total"), row.pop("used")
-        reservations[rid], _ = CapacityReservation.objects.fleet().update_or_create(reservation_id=rid, defaults=dict(
+        rows.append(dict(
+            reservation_id=rid,
             arn=f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/{rid}", owner_id=ACCOUNT, region=REGION,
             instance_type=COMMITTED_TYPE, availability_zone=COMMITTED_ZONE, availability_zone_id=ZONES[COMMITTED_ZONE],
             total_instance_count=total, available_instance_count=total - used, state="active",
             instance_match_criteria="targeted", reservation_type="default", end_date=None, end_date_type="unlimited",
             capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now, **row))
-        Offering.objects.update_or_create(reservation=reservations[rid], defaults=dict(
-            instance_type=instance_type, capacity_type=CapacityType.RESERVED, zone=COMMITTED_ZONE,
-            zone_id=ZONES[COMMITTED_ZONE], price=INSTANCE_TYPES[COMMITTED_TYPE][0] / 10_000_000, available=total > used,
-            updated_at=now))
+    # The rows differ in their fields (only the source has a commitment): each written as update_or_create wrote it.
+    reservations = {}
+    for row in rows:
+        reservations.update(_upsert_reservations([row]))
+    _upsert_reserved_offerings(now, reservations, types, lambda r: r.total_instance_count > r.used_instance_count)
     record_visibility([r.pk for r in reservations.values()])  # the owner's account sees them, as its EC2 sync records
     return reservations
 
@@ -592,9 +663,9 @@ PINNED_PODS = {COMMITTED_TYPE: ("cache", MEMORY_POD)}  # by instance type, in ev
 PINNED_POOL_PODS = {"staging-batch": ("batch-hold", {"cpu": 1200, "memory": 2048})}  # by NodePool
 
 
-def _seed_memory_pods(now, nodes) -> None:
-    """One pod pinned to the type on each node of a PINNED_PODS type or a PINNED_POOL_PODS pool (after
-    _seed_pods, which removes the demo pods it did not write)."""
+def _memory_pods(now, nodes) -> list[Pod]:
+    """One pod pinned to the type on each node of a PINNED_PODS type or a PINNED_POOL_PODS pool."""
+    pods = []
     for node in nodes:
         pinned = PINNED_PODS.get(node.instance_type) or PINNED_POOL_PODS.get(node.node_pool.name if node.node_pool else "")
         if pinned:
@@ -604,4 +675,5 @@ def _seed_memory_pods(now, nodes) -> None:
             spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In",
                                        "values": ["reserved", "on-demand"]}]}]}}}
-            _upsert_pod(now, f"{app}-{node.name.split('.')[0]}", node, spec, {"app": app})
+            pods.append(_pod(now, f"{app}-{node.name.split('.')[0]}", node, spec, {"app": app}))
+    return pods

@@ -204,3 +204,110 @@ def demo_world_for_module(django_db_setup, django_db_blocker):
 
     with rolled_back_at_the_end(django_db_blocker, lambda: call_command("seed_demo")):
         yield
+
+
+# --- the workers' PostgreSQL databases: migrated once, copied for the others (issue #35) ---------
+# Each pytest-xdist worker makes its own test database. On PostgreSQL the first worker to get here
+# migrates its own and copies it into a template (CREATE DATABASE ... TEMPLATE needs the source
+# without connections, so it closes its own for the moment); the others wait for that under a file
+# lock and create theirs from the template, where migrate then finds nothing to do. The controller
+# drops the template at the end. SQLite, a single process and --reuse-db are left to pytest-django.
+# KARPWEB_TEST_DB_TEMPLATE=off turns it off.
+
+TEMPLATE_WAIT_SECONDS = 300
+
+
+def _template_plan(request):
+    """(lock path, marker path, template name) when the workers' databases are copied; else None."""
+    worker = getattr(request.config, "workerinput", None)
+    database = settings.DATABASES["default"]
+    if (worker is None or database["ENGINE"] != "django.db.backends.postgresql" or request.config.getoption("reuse_db")
+            or os.environ.get("KARPWEB_TEST_DB_TEMPLATE") == "off"):
+        return None
+    base = _marker_base(worker["testrunuid"])
+    return f"{base}.lock", f"{base}.ready", _template_name()
+
+
+def _marker_base(run: str) -> Path:
+    """The lock and ready files of one run, named after the template (the controller removes its own)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"karpweb-{_template_name()}-{run}"
+
+
+def _template_name() -> str:
+    return f"test_{settings.DATABASES['default']['NAME']}_template"[:63]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings, request):
+    """pytest-django's (the worker's suffix), then: wait for the template, or become the worker that makes it."""
+    import fcntl
+    import time
+
+    plan = _template_plan(request)
+    request.config._karpweb_template_lock = None
+    if plan is None:
+        return
+    lock_path, ready_path, template = plan
+    lock = open(lock_path, "a")
+    deadline = time.monotonic() + TEMPLATE_WAIT_SECONDS
+    while True:  # the worker making the template holds the lock while it migrates
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:  # it failed or hangs: migrate this worker's own, as without the template
+                lock.close()
+                return
+            time.sleep(0.2)
+    if Path(ready_path).exists():
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+        settings.DATABASES["default"]["TEST"]["TEMPLATE"] = template
+    else:
+        request.config._karpweb_template_lock = (lock, ready_path, template)  # released once this worker migrated
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, request):
+    """pytest-django's; then, in the worker that migrated first, its database copied into the template."""
+    import fcntl
+
+    held = getattr(request.config, "_karpweb_template_lock", None)
+    if held is not None:
+        lock, ready_path, template = held
+        try:
+            from django.db import connection, connections
+
+            with django_db_blocker.unblock():
+                source = connection.settings_dict["NAME"]
+                connections.close_all()
+                with connection._nodb_cursor() as cursor:
+                    cursor.execute(f'DROP DATABASE IF EXISTS "{template}"')
+                    cursor.execute(f'CREATE DATABASE "{template}" TEMPLATE "{source}"')
+            Path(ready_path).touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.close()
+            request.config._karpweb_template_lock = None
+    yield
+
+
+def pytest_sessionfinish(session):
+    """The controller drops the template the workers' databases were copied from (workers leave it)."""
+    if hasattr(session.config, "workerinput") or not session.config.pluginmanager.hasplugin("dsession"):
+        return
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        return
+    try:
+        import psycopg
+
+        database = settings.DATABASES["default"]
+        with psycopg.connect(dbname="postgres", user=database.get("USER") or None, password=database.get("PASSWORD") or None,
+                             host=database.get("HOST") or None, port=database.get("PORT") or None, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{_template_name()}"')
+    except Exception:  # noqa: BLE001 - a leftover template is harmless (the next run replaces it)
+        pass
+    for marker in _marker_base("*").parent.glob(_marker_base("*").name + ".*"):
+        marker.unlink(missing_ok=True)

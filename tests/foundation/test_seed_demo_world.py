@@ -1,0 +1,104 @@
+"""seed_demo writes the world it always wrote (issue #35 made it cheaper, not different), in few queries.
+
+The digests below (tests/support/world_digest.py: per model, its rows and a hash of them, keys written as the
+rows they point at) are those of the world the row-by-row seeding wrote, at NOW with the clock stopped there.
+A change that means to change the demo's world updates them: a failure names each model whose rows differ,
+with the (rows, hash) it gets now."""
+
+import hashlib
+
+import pytest
+import time_machine
+from django.core.management import call_command
+from django.db import connection
+
+from tests.support.world_digest import world_digest
+
+pytestmark = pytest.mark.django_db
+
+NOW = "2026-11-21T12:00:00Z"
+
+# model -> (rows, hash) of the models with rows: on an empty database, the fleet's world and the one-cluster one.
+FLEET_WORLD = {
+    "fleet.AwsAccount": (2, "97bf250deca147de"),
+    "fleet.Cluster": (3, "e448561328677126"),
+    "reservations.CapacityReservation": (13, "9d229de4e27c34d2"),
+    "reservations.DoctorFinding": (3, "45530a2850140309"),
+    "reservations.EC2NodeClass": (5, "d99d17500e0be459"),
+    "reservations.EC2NodeClass_selected_reservations": (12, "fa2789e13a1108b9"),
+    "reservations.Recommendation": (11, "8be15107e77168b4"),
+    "reservations.ReservationVisibility": (14, "39b833ae0a5417d8"),
+    "reservations.UtilizationHour": (3372, "823cc45d9c5cf40b"),
+    "reservations.UtilizationSample": (3372, "4556b29a94b9a7bd"),
+    "scheduling.InstanceType": (24, "27892ed7da85c5ba"),
+    "scheduling.Node": (40, "d9e56830348f0cab"),
+    "scheduling.NodeClaim": (40, "0861d3e64d818b9c"),
+    "scheduling.NodePool": (6, "b8e97044b96276a1"),
+    "scheduling.Offering": (151, "0ab04431c0c0f9a1"),
+    "scheduling.Pod": (128, "d8ab4a264fdbc340"),
+    "scheduling.SimulatedInstance": (40, "0aec8603bd5c2852"),
+}
+ONE_CLUSTER_WORLD = {
+    "fleet.AwsAccount": (1, "f0f78620b66203db"),
+    "fleet.Cluster": (1, "8eeb5fd8ee88ad59"),
+    "reservations.CapacityReservation": (12, "f0cc4ca13f6f4b54"),
+    "reservations.DoctorFinding": (2, "a2c6d9e295ecc0b8"),
+    "reservations.EC2NodeClass": (3, "11880ac56f1ae19f"),
+    "reservations.EC2NodeClass_selected_reservations": (9, "99aa97999debdc65"),
+    "reservations.Recommendation": (10, "e68f1d5de3f28c80"),
+    "reservations.ReservationVisibility": (12, "7095c26b77357de3"),
+    "reservations.UtilizationHour": (3011, "6715c5a7f511affd"),
+    "reservations.UtilizationSample": (3011, "ff70fb8350ee3fd9"),
+    "scheduling.InstanceType": (24, "27892ed7da85c5ba"),
+    "scheduling.Node": (26, "ea396d1cff1c4eee"),
+    "scheduling.NodeClaim": (26, "83624b1b32ac5307"),
+    "scheduling.NodePool": (3, "80068ded70d34060"),
+    "scheduling.Offering": (150, "c66e5427110b9166"),
+    "scheduling.Pod": (76, "927abeef8bc71877"),
+    "scheduling.SimulatedInstance": (26, "5bbe5671053d226a"),
+}
+# One hash for the whole world after seeding over a seeded database (`./karpweb.sh run` seeds at each start).
+OVER_A_SEEDED_WORLD = {" then ": "424e27ae0dd59820", " then --one-cluster": "424e27ae0dd59820",
+                       "--one-cluster then ": "6c66c2fcb96b4dda"}
+
+# Queries seed_demo may make on an empty database (the fleet's world), savepoints included: row by row it made
+# 2,920 on PostgreSQL (1,820 of them savepoints); a few upserts per model, 216 (264 on SQLite, whose inserts
+# take fewer rows at a time).
+QUERY_BUDGET = {"postgresql": 240, "sqlite": 290}
+
+
+def seeded(*args) -> dict:
+    with time_machine.travel(NOW, tick=False):
+        call_command("seed_demo", *args, now=NOW)
+        return {model: digest for model, digest in world_digest().items() if digest[0]}
+
+
+def one_hash(world: dict) -> str:
+    return hashlib.sha256(repr(sorted(world.items())).encode()).hexdigest()[:16]
+
+
+def differences(got: dict, expected: dict) -> dict:
+    return {model: (got.get(model), expected.get(model)) for model in sorted(set(got) | set(expected))
+            if got.get(model) != expected.get(model)}
+
+
+@pytest.mark.parametrize("args,expected", [((), "FLEET_WORLD"), (("--one-cluster",), "ONE_CLUSTER_WORLD")])
+def test_the_world_is_the_one_it_always_was(args, expected):
+    expected = globals()[expected]
+    got = seeded(*args)
+    assert not differences(got, expected), f"(got, expected): {differences(got, expected)}\nwhole: {got}"
+
+
+@pytest.mark.parametrize("first,then", [((), ()), ((), ("--one-cluster",)), (("--one-cluster",), ())])
+def test_seeding_over_a_seeded_world(first, then):
+    """Again over its own world: nothing changes; the fleet over the one-cluster world and back: what it always gave."""
+    before = seeded(*first)
+    after = seeded(*then)
+    if first == then:
+        assert after == before
+    assert one_hash(after) == OVER_A_SEEDED_WORLD[f"{' '.join(first)} then {' '.join(then)}"], after
+
+
+def test_seed_demo_stays_within_its_query_budget(django_assert_max_num_queries):
+    with django_assert_max_num_queries(QUERY_BUDGET.get(connection.vendor, max(QUERY_BUDGET.values()))):
+        call_command("seed_demo", now=NOW)
