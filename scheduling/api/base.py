@@ -120,12 +120,16 @@ def takes_cluster(view) -> bool:
 
 class ReadOnlyViewSetSchema(AutoSchema):
     """Documents the `?cluster=` of the details addressed by name (retrieve, writes and actions) of
-    the viewsets that take it (takes_cluster); the lists document it with their other filters."""
+    the viewsets that take it (takes_cluster), and their 400; the lists document it with their other
+    filters."""
+
+    def _takes_cluster(self) -> bool:
+        lookup = self.view.lookup_url_kwarg or self.view.lookup_field
+        return takes_cluster(self.view) and f"{{{lookup}}}" in self.path
 
     def get_override_parameters(self):
         parameters = super().get_override_parameters()
-        lookup = self.view.lookup_url_kwarg or self.view.lookup_field
-        if takes_cluster(self.view) and f"{{{lookup}}}" in self.path:
+        if self._takes_cluster():
             kind = self.view.filterset_class._meta.model._meta.verbose_name
             parameters = [*parameters, OpenApiParameter(
                 "cluster", str, description=(
@@ -134,6 +138,15 @@ class ReadOnlyViewSetSchema(AutoSchema):
                     f"naming those clusters. With it, 404 when that cluster has no {kind} of this name. An object's "
                     "`url` carries it once the fleet has several clusters."))]
         return parameters
+
+    def _get_response_bodies(self, direction="response"):
+        # Not get_response_serializers: @extend_schema's responses replace what it returns.
+        responses = super()._get_response_bodies(direction)
+        if self._takes_cluster() and "400" not in responses:
+            responses["400"] = self._get_response_for_code(OpenApiResponse(ValidationErrorSchema, description=(
+                "Several clusters have an object of this name and no `cluster` says which, or `cluster` is not a "
+                "valid value (over 256 characters, a NUL): the message is under `cluster`.")), "400", direction=direction)
+        return responses
 
 
 class ReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):

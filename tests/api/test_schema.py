@@ -125,6 +125,7 @@ def test_the_details_found_by_name_document_the_cluster(schema):
             documenting.add((path, method))
             assert not cluster[0].get("required") and cluster[0]["schema"] == {"type": "string"}, (method, path)
             assert "several clusters" in cluster[0]["description"] and "400" in cluster[0]["description"], (method, path)
+            assert "400" in operation["responses"], (method, path)
     assert accepting >= {
         ("/api/v1/nodepools/{name}/", "get"), ("/api/v1/nodepools/{name}/", "patch"), ("/api/v1/nodes/{name}/", "get"),
         ("/api/v1/nodeclaims/{name}/", "get"), ("/api/v1/pods/{namespace}/{name}/", "get"),
