@@ -135,6 +135,9 @@ def test_the_api_details_take_the_cluster(as_viewer, twins):
         assert as_viewer.get(url).status_code == 400, url
         assert as_viewer.get(url, {"cluster": "east"}).status_code == 200, url
     assert as_viewer.get("/api/v1/nodepools/default/", {"cluster": "nowhere"}).status_code == 404
+    for invalid in ("w" * 300, "we\x00st"):  # as the schema documents the details' 400
+        response = as_viewer.get("/api/v1/nodepools/default/", {"cluster": invalid})
+        assert response.status_code == 400 and list(response.json()) == ["cluster"]
 
 
 def test_pages_that_list_nodes_by_name_link_to_their_clusters_node(viewer_client, as_viewer, twins):
