@@ -707,3 +707,8 @@ class DoctorFinding(models.Model):
     @property
     def is_active(self) -> bool:
         return self.cleared_at is None
+
+    @property
+    def node_class_url(self) -> str:
+        """The page of the EC2NodeClass it concerns, in its own cluster ("" when it concerns none)."""
+        return cluster_detail_url("reservations:nodeclass", self.cluster_id, self.node_class_name) if self.node_class_name else ""

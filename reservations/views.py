@@ -13,6 +13,7 @@ from django.views.generic import TemplateView
 from fleet.scope import current_cluster
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
+from karpweb.urlcache import cluster_detail_url
 from karpweb.views_generic import ObjectListView
 from reservations.forms import EditorInputError, RecommendationApplyForm, apply_action, editor_rows, terms_from_post
 from reservations.selector_terms import (
@@ -38,6 +39,7 @@ from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.tables import CapacityReservationTable, EC2NodeClassTable, RecommendationTable
 from scheduling.engine.groups import group_arns
+from scheduling.engine.instances import instance_id
 from scheduling.models import AuditEntry, Mode, Node
 from scheduling.modes import control_refusal, global_mode
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
@@ -80,7 +82,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             reservation=reservation,
             timing=reservation.timing,
             nodes=nodes,
-            open_instances=reservation.open_instances.order_by("instance_id"),
+            open_instances=open_instance_nodes(reservation.open_instances.order_by("instance_id")),
             groups=reservation.groups.order_by("arn"),
             node_classes=reservation.node_classes.all(),
             chart=chart,
@@ -169,9 +171,10 @@ class NodeClassDetailView(ViewerRequiredMixin, TemplateView):
         context.update(
             node_class=node_class,
             groups=groups_of(node_class),
-            open_instances=OpenReservationInstance.objects.filter(
+            # By name, then only those whose node is this cluster's (another may have a node of the name).
+            open_instances=[i for i in open_instance_nodes(OpenReservationInstance.objects.filter(
                 node_name__in=Node.objects.filter(node_pool__node_class=node_class).values("name")
-            ).select_related("reservation").order_by("instance_id"),
+            ).select_related("reservation").order_by("instance_id")) if i.node_cluster_id in (None, node_class.cluster_id)],
             reservations=node_class.selected_reservations.order_by("reservation_id"),
             pools=node_class.node_pools.order_by("-weight", "name"),
             terms_json=json.dumps(node_class.capacity_reservation_selector_terms, indent=2),
@@ -284,22 +287,45 @@ def unselected_reservations(now):
     pools = {(r.instance_type, r.availability_zone) for r in reservations}
     on_demand = (
         Node.objects.filter(capacity_type="on-demand", instance_type__in={t for t, _ in pools}, zone__in={z for _, z in pools})
-        .order_by("name").values_list("instance_type", "zone", "name")
+        .order_by("name").values_list("instance_type", "zone", "cluster_id", "name", "provider_id")
     )
-    inside = {}
-    for rid, instance_id, node_name in OpenReservationInstance.objects.filter(reservation__in=reservations).values_list(
-            "reservation__reservation_id", "instance_id", "node_name").order_by("instance_id"):
-        inside.setdefault(rid, []).append(node_name or instance_id)
-    matching = {}
-    for instance_type, zone, name in on_demand:
-        matching.setdefault((instance_type, zone), []).append(name)
-    return [
-        {"reservation": r, "idle_cost": idle_cost_per_hour(r, prices),
-         "in_it": inside.get(r.reservation_id, []),
-         "on_demand_nodes": [n for n in matching.get((r.instance_type, r.availability_zone), [])
-                             if n not in inside.get(r.reservation_id, ())]}
-        for r in reservations
-    ]
+    inside = defaultdict(list)
+    for instance in open_instance_nodes(OpenReservationInstance.objects.filter(reservation__in=reservations)
+                                        .only("instance_id", "node_name", "reservation").order_by("instance_id")):
+        inside[instance.reservation_id].append(instance)
+    matching = defaultdict(list)
+    for instance_type, zone, cluster_id, name, provider_id in on_demand:
+        matching[instance_type, zone].append((cluster_id, name, instance_id(provider_id)))
+    rows = []
+    for r in reservations:
+        # Its open instances, and their nodes (names are unique per cluster only): not among those that could use it.
+        in_it = inside[r.pk]
+        taken = {i.instance_id for i in in_it} | {(i.node_cluster_id, i.node_name) for i in in_it if i.node_name}
+        rows.append({
+            "reservation": r, "idle_cost": idle_cost_per_hour(r, prices),
+            "in_it": [(i.node_name or i.instance_id, i.node_url) for i in in_it],
+            "on_demand_nodes": [(name, cluster_detail_url("scheduling:node", cluster_id, name))
+                                for cluster_id, name, iid in matching[r.instance_type, r.availability_zone]
+                                if iid not in taken and (cluster_id, name) not in taken]})
+    return rows
+
+
+def open_instance_nodes(instances) -> list[OpenReservationInstance]:
+    """`instances` (open-mode OpenReservationInstance rows), each given `node_cluster_id` and `node_url`:
+    the cluster of the node running on it and that node's page. Node names are unique per cluster only,
+    instance ids in all of EC2: the node is the one whose providerID names the instance, else the only
+    node of its name; neither (None) links to the route without a cluster, which asks which cluster."""
+    instances = list(instances)
+    nodes = defaultdict(list)
+    for cluster_id, name, provider_id in Node.objects.fleet().filter(
+            name__in={i.node_name for i in instances if i.node_name}).values_list("cluster_id", "name", "provider_id"):
+        nodes[name].append((cluster_id, instance_id(provider_id)))
+    for i in instances:
+        found = nodes[i.node_name]
+        i.node_cluster_id = next((cluster_id for cluster_id, iid in found if iid == i.instance_id),
+                                 found[0][0] if len(found) == 1 else None)
+        i.node_url = cluster_detail_url("scheduling:node", i.node_cluster_id, i.node_name) if i.node_name else ""
+    return instances
 
 
 class UnselectedReservationsView(ViewerRequiredMixin, TemplateView):
@@ -326,15 +352,16 @@ class DoctorView(ViewerRequiredMixin, TemplateView):
         for f in active:
             if f.reservation_id:
                 by_reservation.setdefault(f.reservation_id, []).append(f)
-            elif f.node_class_name:
-                by_node_class.setdefault(f.node_class_name, []).append(f)
+            elif f.node_class_name:  # per cluster: two clusters may each have an EC2NodeClass of the name
+                by_node_class.setdefault((f.node_class_name, f.cluster_id), []).append(f)
             else:
                 others.append(f)
         counts = {s: 0 for s in SEVERITIES}
         for f in active:
             counts[f.severity] += 1
         context.update(
-            by_reservation=sorted(by_reservation.items()), by_node_class=sorted(by_node_class.items()), others=others,
+            by_reservation=sorted(by_reservation.items()), others=others,
+            by_node_class=[(name, findings[0].node_class_url, findings) for (name, _), findings in sorted(by_node_class.items())],
             cleared=DoctorFinding.objects.filter(cleared_at__gte=now - datetime.timedelta(days=1))
             .select_related("cluster").order_by("-cleared_at"),
             counts=counts,

@@ -8,11 +8,13 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import MultipleObjectsReturned
 from django.http import Http404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status, viewsets
 
 from fleet.scope import cluster_name, several_clusters
 from scheduling.api.permissions import IsOperatorOrReadOnly
+from scheduling.filtersets import ClusterFilters
 
 # Names are Kubernetes names or EC2 ids: they may contain dots (m5.large, node-1.ec2.internal).
 NAME_IN_PATH = r"[^/]+"
@@ -109,11 +111,51 @@ def detail_schema(serializer, *, summary, description=""):
 
 # --- viewsets ---------------------------------------------------------------------------------
 
+def takes_cluster(view) -> bool:
+    """Whether `view` finds a Kubernetes-side object (unique per cluster and name) by its name, and so
+    its detail takes the list's `?cluster=` (ClusterFilters: get_object filters as the list does)."""
+    filterset = getattr(view, "filterset_class", None)
+    return getattr(view, "lookup_field", "pk") != "pk" and filterset is not None and issubclass(filterset, ClusterFilters)
+
+
+class ReadOnlyViewSetSchema(AutoSchema):
+    """Documents the `?cluster=` of the details addressed by name (retrieve, writes and actions) of
+    the viewsets that take it (takes_cluster), and their 400; the lists document it with their other
+    filters."""
+
+    def _takes_cluster(self) -> bool:
+        lookup = self.view.lookup_url_kwarg or self.view.lookup_field
+        return takes_cluster(self.view) and f"{{{lookup}}}" in self.path
+
+    def get_override_parameters(self):
+        parameters = super().get_override_parameters()
+        if self._takes_cluster():
+            kind = self.view.filterset_class._meta.model._meta.verbose_name
+            parameters = [*parameters, OpenApiParameter(
+                "cluster", str, description=(
+                    f"The name of the cluster the {kind} is in. Needed only when several clusters of the fleet have a "
+                    f"{kind} of this name: without it the request is then refused with 400, the error under `cluster` "
+                    f"naming those clusters. With it, 404 when that cluster has no {kind} of this name. An object's "
+                    "`url` carries it once the fleet has several clusters."))]
+        return parameters
+
+    def _get_response_bodies(self, direction="response"):
+        # Not get_response_serializers: @extend_schema's responses replace what it returns.
+        responses = super()._get_response_bodies(direction)
+        if self._takes_cluster() and "400" not in responses:
+            responses["400"] = self._get_response_for_code(OpenApiResponse(ValidationErrorSchema, description=(
+                "Several clusters have an object of this name and no `cluster` says which, or `cluster` is not a "
+                "valid value (over 256 characters, a NUL): the message is under `cluster`.")), "400", direction=direction)
+        return responses
+
+
 class ReadOnlyViewSet(viewsets.ReadOnlyModelViewSet):
     """List + detail, looked up by a name unless the subclass says otherwise. The detail of a
     Kubernetes-side object (unique per cluster and name) takes the list's `?cluster=` too: with
-    several clusters holding the name and no `?cluster=`, 400 naming the parameter and the clusters."""
+    several clusters holding the name and no `?cluster=`, 400 naming the parameter and the clusters
+    (documented on every such detail by ReadOnlyViewSetSchema)."""
 
+    schema = ReadOnlyViewSetSchema()
     permission_classes = [IsOperatorOrReadOnly]
     lookup_field = "name"
     lookup_value_regex = NAME_IN_PATH
@@ -135,15 +177,19 @@ def ambiguous(queryset, lookup: dict) -> serializers.ValidationError:
         "say which with ?cluster=<name>"]})
 
 
+def with_cluster(url: str, obj) -> str:
+    """A Kubernetes-side object's detail `url`, with `?cluster=<its cluster>` once the fleet has several
+    clusters (two clusters may both have a NodePool "default")."""
+    if url and getattr(obj, "cluster_id", None) is not None and several_clusters():
+        url = f"{url}?{urlencode({'cluster': cluster_name(obj.cluster_id)})}"
+    return url
+
+
 class ClusterHyperlinkedIdentityField(serializers.HyperlinkedIdentityField):
-    """The `url` of a Kubernetes-side object: its detail endpoint, with `?cluster=<its cluster>` once the
-    fleet has several clusters (two clusters may both have a NodePool "default")."""
+    """The `url` of a Kubernetes-side object: its detail endpoint, with_cluster."""
 
     def get_url(self, obj, view_name, request, format):
-        url = super().get_url(obj, view_name, request, format)
-        if url and getattr(obj, "cluster_id", None) is not None and several_clusters():
-            url = f"{url}?{urlencode({'cluster': cluster_name(obj.cluster_id)})}"
-        return url
+        return with_cluster(super().get_url(obj, view_name, request, format), obj)
 
 
 class StrictInputMixin:

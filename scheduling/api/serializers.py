@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reservations.api.serializers import ConditionsField, StringMapField, ro, when
-from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin
+from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin, with_cluster
 from scheduling.engine.requirements import OPERATORS
 from scheduling.models import (
     Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
@@ -241,7 +241,7 @@ class PodSerializer(serializers.ModelSerializer):
     def get_url(self, pod) -> str:
         path = reverse("scheduling-api:pod-detail", kwargs={"namespace": pod.namespace, "name": pod.name})
         request = self.context.get("request")
-        return request.build_absolute_uri(path) if request else path
+        return with_cluster(request.build_absolute_uri(path) if request else path, pod)
 
 
 # --- instance types and offerings -------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from django.apps import apps
 from django.core.management import call_command
-from django.urls import get_resolver
+from django.urls import get_resolver, resolve
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +104,35 @@ def test_writes_document_conflicts_and_validation(schema):
     for path in ("/api/v1/accounts/", "/api/v1/clusters/"):
         assert {"201", "400"} <= set(schema["paths"][path]["post"]["responses"])
     assert {"400", "404", "409"} <= set(schema["paths"]["/api/v1/recommendations/{id}/apply/"]["post"]["responses"])
+
+
+def test_the_details_found_by_name_document_the_cluster(schema):
+    """Two clusters may both have a NodePool "default": a detail that finds a Kubernetes-side object by
+    its name filters as its list does, `?cluster=` included (ClusterFilters), and answers 400 without it
+    when several clusters have the name (tests/fleet/test_object_urls.py). Every such operation, read,
+    write or action, documents the parameter; no other detail does."""
+    accepting, documenting = set(), set()
+    for path, method, operation in operations(schema):
+        if "{" not in path:
+            continue  # the lists document `cluster` with their other filters
+        view = getattr(resolve(re.sub(r"\{\w+\}", "1", path)).func, "cls", None)
+        filterset = getattr(view, "filterset_class", None)
+        cluster_filter = filterset.base_filters.get("cluster") if filterset else None
+        if getattr(cluster_filter, "field_name", None) == "cluster__name" and view.lookup_field != "pk":
+            accepting.add((path, method))
+        cluster = [p for p in operation.get("parameters", []) if p["name"] == "cluster" and p["in"] == "query"]
+        if cluster:
+            documenting.add((path, method))
+            assert not cluster[0].get("required") and cluster[0]["schema"] == {"type": "string"}, (method, path)
+            assert "several clusters" in cluster[0]["description"] and "400" in cluster[0]["description"], (method, path)
+            assert "400" in operation["responses"], (method, path)
+    assert accepting >= {
+        ("/api/v1/nodepools/{name}/", "get"), ("/api/v1/nodepools/{name}/", "patch"), ("/api/v1/nodes/{name}/", "get"),
+        ("/api/v1/nodeclaims/{name}/", "get"), ("/api/v1/pods/{namespace}/{name}/", "get"),
+        ("/api/v1/ec2nodeclasses/{name}/", "get"), ("/api/v1/ec2nodeclasses/{name}/", "put"),
+        ("/api/v1/ec2nodeclasses/{name}/", "patch"), ("/api/v1/ec2nodeclasses/{name}/preview/", "post"),
+    }
+    assert documenting == accepting
 
 
 def test_token_and_session_auth_are_declared(schema):

@@ -135,3 +135,51 @@ def test_the_api_details_take_the_cluster(as_viewer, twins):
         assert as_viewer.get(url).status_code == 400, url
         assert as_viewer.get(url, {"cluster": "east"}).status_code == 200, url
     assert as_viewer.get("/api/v1/nodepools/default/", {"cluster": "nowhere"}).status_code == 404
+    for invalid in ("w" * 300, "we\x00st"):  # as the schema documents the details' 400
+        response = as_viewer.get("/api/v1/nodepools/default/", {"cluster": invalid})
+        assert response.status_code == 400 and list(response.json()) == ["cluster"]
+
+
+def test_pages_that_list_nodes_by_name_link_to_their_clusters_node(viewer_client, as_viewer, twins):
+    """The pages that know a node or an EC2NodeClass only by name (an open-mode instance's node, the
+    on-demand nodes beside a reservation, the doctor's findings) link to the one in its own cluster:
+    east's "twin-node" runs in an open reservation by open matching, west's of the same name beside it."""
+    from django.utils import timezone
+
+    from reservations.models import DoctorFinding, OpenReservationInstance
+    from scheduling.engine.instances import instance_id
+    from tests.factories.reservations import CapacityReservationFactory
+
+    east, west, made = twins
+    now = timezone.now()
+    east_node, west_node = made["east"]["node"], made["west"]["node"]
+    reservation = CapacityReservationFactory(
+        reservation_id="cr-0000000000000twin", instance_type=east_node.instance_type, availability_zone=east_node.zone,
+        instance_match_criteria="open", total_instance_count=3, available_instance_count=1, tags={})
+    in_it = instance_id(east_node.provider_id)
+    OpenReservationInstance.objects.create(instance_id=in_it, reservation=reservation, instance_type=east_node.instance_type,
+                                           availability_zone=east_node.zone, node_name="twin-node", first_seen=now, last_seen=now)
+    for cluster in (east, west):
+        DoctorFinding.objects.create(cluster=cluster, key=f"twin-{cluster.name}", code="no-selector-term", severity="warning",
+                                     node_class_name="twin-class", evidence="e", fix="f", first_seen=now, last_seen=now)
+    east_href, west_href = 'href="/clusters/east/nodes/twin-node/"', 'href="/clusters/west/nodes/twin-node/"'
+
+    unselected = viewer_client.get(reverse("reservations:unselected")).content.decode()
+    could_use, open_in_it = unselected.split(f'data-reservation="{reservation.reservation_id}"')[1].split("</tr>")[0].split(
+        'class="open-in-it"')
+    assert west_href in could_use and east_href not in could_use  # east's node of the name is the one in it
+    assert east_href in open_in_it and west_href not in open_in_it
+    detail = viewer_client.get(reservation.get_absolute_url()).content.decode()
+    assert east_href in detail.split('id="open-instances"')[1]
+    east_class = viewer_client.get("/clusters/east/nodeclasses/twin-class/").content.decode()
+    west_class = viewer_client.get("/clusters/west/nodeclasses/twin-class/").content.decode()
+    assert east_href in east_class and in_it not in west_class and east_href not in west_class
+    doctor = viewer_client.get(reverse("reservations:doctor")).content.decode()
+    by_class = doctor.split('id="by-nodeclass"')[1].split("</section>")[0]
+    assert by_class.count('href="/clusters/east/nodeclasses/twin-class/"') == 2  # the heading and the finding
+    assert by_class.count('href="/clusters/west/nodeclasses/twin-class/"') == 2
+    assert 'href="/nodeclasses/twin-class/"' not in doctor
+    assert 'href="/nodes/twin-node/"' not in unselected + detail + east_class
+    # The API's pod `url`, which is built by hand, names its cluster as the other objects' urls do.
+    pod = as_viewer.get("/api/v1/pods/ns/twin-pod/", {"cluster": "west"}).json()
+    assert pod["url"].endswith("/api/v1/pods/ns/twin-pod/?cluster=west") and as_viewer.get(pod["url"]).status_code == 200

@@ -249,6 +249,27 @@ def test_selector_term_edit_writes_the_whole_list_and_is_refused_on_a_stale_vers
     assert rest.get(EC2NODECLASS, name)["spec"]["capacityReservationSelectorTerms"] == mine
 
 
+def test_nodepool_requirements_edit_is_refused_on_a_stale_version(adapter, rest, unique):
+    name = f"np-{unique}"
+    stale = h.nodepool(rest, name)["metadata"]["resourceVersion"]
+    theirs = adapter.update_nodepool_requirements(name, [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                          "values": ["on-demand"]}], stale)
+    mine = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved", "spot"]}]
+    with pytest.raises(ClusterError) as info:
+        adapter.update_nodepool_requirements(name, mine, stale)
+    assert info.value.conflict
+    assert info.value.message == (
+        f"NodePool {name}: requirements not written: the NodePool changed after resourceVersion {stale} was read "
+        "(someone else edited it); reload it and apply the edit again")
+    requirements = lambda: rest.get(NODEPOOL, name)["spec"]["template"]["spec"]["requirements"]  # noqa: E731
+    assert requirements()[0]["values"] == ["on-demand"]
+    adapter.update_nodepool_requirements(name, mine, theirs["metadata"]["resourceVersion"])
+    assert requirements() == mine
+    with pytest.raises(ClusterError) as info:
+        adapter.update_nodepool_requirements(f"np-{unique}-absent", mine, stale)
+    assert info.value.not_found and not info.value.conflict
+
+
 def test_invalid_selector_terms_are_refused_before_writing(adapter, rest, unique):
     name = f"nc-{unique}"
     h.ec2nodeclass(rest, name, terms=[{"id": "cr-0000000000000000a"}])

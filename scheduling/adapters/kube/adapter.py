@@ -461,54 +461,40 @@ class KubeClusterAdapter:
         patch = {"metadata": {"resourceVersion": resource_version,
                               "annotations": {GROUPS_ANNOTATION: annotation_value(group_arns)}},
                  "spec": {"capacityReservationSelectorTerms": spec_terms}}
-        try:
-            return self.rest.patch(EC2NODECLASS, nodeclass, patch)
-        except ApiException as exc:
-            error = self._error(exc, "patch", EC2NODECLASS, nodeclass)
-            if error.conflict:
-                error.message = (f"{subject}: capacityReservationSelectorTerms not written: the EC2NodeClass changed "
-                                 f"after resourceVersion {resource_version} was read (someone else edited it); "
-                                 "reload it and apply the edit again")
-            raise error from exc
-        except Exception as exc:
-            raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc
+        return self._patch_edit(EC2NODECLASS, nodeclass, patch, "capacityReservationSelectorTerms")
 
     def update_nodepool_requirements(self, nodepool: str, requirements: list[dict], resource_version: str) -> dict:
         """Replace a NodePool's spec.template.spec.requirements (a merge patch replaces the list whole)
         if it is still at `resource_version`; a conflict is reported, never retried, as for selector terms."""
-        subject = NODEPOOL.describe(nodepool)
         if not resource_version:
             raise ValueError("update_nodepool_requirements needs the resourceVersion the edit was based on")
         patch = {"metadata": {"resourceVersion": resource_version},
                  "spec": {"template": {"spec": {"requirements": list(requirements)}}}}
-        try:
-            return self.rest.patch(NODEPOOL, nodepool, patch)
-        except ApiException as exc:
-            error = self._error(exc, "patch", NODEPOOL, nodepool)
-            if error.conflict:
-                error.message = (f"{subject}: requirements not written: the NodePool changed after resourceVersion "
-                                 f"{resource_version} was read (someone else edited it); reload it and apply the edit again")
-            raise error from exc
-        except Exception as exc:
-            raise self._error(exc, "patch", NODEPOOL, nodepool) from exc
+        return self._patch_edit(NODEPOOL, nodepool, patch, "requirements")
 
     def set_annotations(self, nodeclass: str, annotations: dict[str, str | None], resource_version: str) -> dict:
         """karpweb's settings on an EC2NodeClass (e.g. karpweb.io/open-reservations), as annotations
         that Karpenter ignores; None removes one. A stale resourceVersion is a conflict."""
-        subject = EC2NODECLASS.describe(nodeclass)
         if not resource_version:
             raise ValueError("set_annotations needs the resourceVersion the edit was based on")
         patch = {"metadata": {"resourceVersion": resource_version, "annotations": dict(annotations)}}
+        return self._patch_edit(EC2NODECLASS, nodeclass, patch, "annotations")
+
+    def _patch_edit(self, resource: Resource, name: str, patch: dict, written: str) -> dict:
+        """PATCH an operator's edit at the resourceVersion it was based on (patch's metadata): a stale
+        version is a conflict, reported with what was not written (never retried: the edit was made
+        on what the operator saw); any other failure as a ClusterError."""
         try:
-            return self.rest.patch(EC2NODECLASS, nodeclass, patch)
+            return self.rest.patch(resource, name, patch)
         except ApiException as exc:
-            error = self._error(exc, "patch", EC2NODECLASS, nodeclass)
+            error = self._error(exc, "patch", resource, name)
             if error.conflict:
-                error.message = (f"{subject}: annotations not written: the EC2NodeClass changed after resourceVersion "
-                                 f"{resource_version} was read (someone else edited it); reload it and apply the edit again")
+                error.message = (f"{resource.describe(name)}: {written} not written: the {resource.kind} changed after "
+                                 f"resourceVersion {patch['metadata']['resourceVersion']} was read (someone else edited "
+                                 "it); reload it and apply the edit again")
             raise error from exc
         except Exception as exc:
-            raise self._error(exc, "patch", EC2NODECLASS, nodeclass) from exc
+            raise self._error(exc, "patch", resource, name) from exc
 
     # --- termination (kubernetes-sigs/karpenter pkg/controllers/node/termination) --------------
     def eviction_api_version(self) -> str:
