@@ -61,3 +61,15 @@ def no_content_security_policy_violations(request):
             if "Content Security Policy" in message.text else None)
     yield
     assert refused == [], refused
+
+
+def each_page(pages, check) -> None:
+    """``check(page)`` for every page in one signed-in browser over one seeded world (a seed and a sign-in
+    per page cost more than the page); fails once, naming every page that failed and why."""
+    failures = []
+    for one in pages:
+        try:
+            check(one)
+        except Exception as problem:  # noqa: BLE001 - an assertion or a Playwright timeout: both name the page
+            failures.append(f"{one}: {problem}")
+    assert failures == [], "\n".join(failures)

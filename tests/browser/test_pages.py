@@ -10,6 +10,8 @@ from django.urls import reverse
 from reservations.models import CapacityReservation, EC2NodeClass
 from tests.support.labels import LIST_PAGES, label_problems
 
+from .conftest import each_page
+
 pytestmark = pytest.mark.browser
 
 
@@ -69,18 +71,6 @@ def test_concurrent_edit_is_reported(demo, operator_login, live_server, artifact
 
 MAIN_PAGES = ["/reservations/", "/reservations/cr-0a1b2c3d4e5f60001/", "/nodepools/web/", "/nodes/", "/decisions/",
               "/what-if/?from=current"]
-
-
-def each_page(pages, check) -> None:
-    """``check(page)`` for every page in one signed-in browser over one seeded world (a seed and a sign-in
-    per page cost more than the page); fails once, naming every page that failed and why."""
-    failures = []
-    for one in pages:
-        try:
-            check(one)
-        except Exception as problem:  # noqa: BLE001 - an assertion or a Playwright timeout: both name the page
-            failures.append(f"{one}: {problem}")
-    assert failures == [], "\n".join(failures)
 
 
 def test_main_pages_render_in_the_browser(demo, operator_login, live_server, artifacts):
