@@ -51,7 +51,9 @@ def refresh(cluster, now=None) -> int:
         nodes = Node.objects.fleet().filter(cluster_id=cluster_id)
         groups = {tuple(row[key] for key in GROUP): row for row in nodes.order_by().values(*GROUP).annotate(
             nodes=Count("pk"), cpu=Sum("allocatable_cpu_millicores"), memory=Sum("allocatable_memory_bytes"))}
-        bound = (Pod.objects.fleet().filter(cluster_id=cluster_id, node__isnull=False).exclude(phase__in=TERMINAL_PHASES)
+        # The node's cluster too: the join reads the cluster's 1,000 nodes, not the fleet's 50,000.
+        bound = (Pod.objects.fleet().filter(cluster_id=cluster_id, node__cluster_id=cluster_id)
+                 .exclude(phase__in=TERMINAL_PHASES)
                  .order_by().values(*(f"node__{key}" for key in GROUP))
                  .annotate(cpu=Sum("cpu_request_millicores"), memory=Sum("memory_request_bytes")))
         requested = {tuple(row[f"node__{key}"] for key in GROUP): row for row in bound}
@@ -182,19 +184,21 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
     used = {name: value for name, value in (filters or {}).items() if value not in (None, "")}
     if set(used) - set(GROUP_FILTERS):
         return None
-    groups = NodeGroupTotals.objects.filter(**{GROUP_FILTERS[name]: value for name, value in used.items()})
-    uncounted = Cluster.objects.filter(totals__isnull=True)
+    clusters = Cluster.objects.all()
     if (scoped := current_cluster_id()) is not None:
-        uncounted = uncounted.filter(pk=scoped)
-    uncounted = list(uncounted.values_list("pk", flat=True))
+        clusters = clusters.filter(pk=scoped)
+    listed = list(clusters.values_list("pk", "totals__id", "totals__refreshed_at"))
+    uncounted = [pk for pk, kept, _at in listed if kept is None]
+    if len(uncounted) == len(listed):
+        return None  # nothing counted by the loop yet: the rows, as before the totals
+    groups = NodeGroupTotals.objects.filter(**{GROUP_FILTERS[name]: value for name, value in used.items()})
     by_price = defaultdict(int)
     sums = {"nodes": 0, "cpu_requested": 0, "cpu_allocatable": 0, "memory_requested": 0, "memory_allocatable": 0}
     for row in groups.order_by().values("instance_type", "zone", "capacity_type").annotate(
-            nodes=Sum("nodes"), cpu_requested=Sum("cpu_requested"), cpu_allocatable=Sum("cpu_allocatable"),
-            memory_requested=Sum("memory_requested"), memory_allocatable=Sum("memory_allocatable")):
-        by_price[(row["instance_type"], row["zone"], row["capacity_type"])] += row["nodes"]
+            **{f"sum_{key}": Sum(key) for key in sums}):
+        by_price[(row["instance_type"], row["zone"], row["capacity_type"])] += row["sum_nodes"]
         for key in sums:
-            sums[key] += row[key] or 0
+            sums[key] += row[f"sum_{key}"] or 0
     prices = paid_prices({name for name, _zone, _kind in by_price})
     cost, reserved, unpriced = 0.0, 0, 0
     for (name, zone, kind), n in by_price.items():
@@ -206,10 +210,10 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
         else:
             cost += price * n
     totals = {**sums, "cost": cost, "prices": prices, "reserved": reserved, "unpriced": unpriced, "kept": True,
-              "as_of": freshness()["oldest"]}
+              "as_of": min((at for _pk, kept, at in listed if kept is not None and at is not None), default=None)}
     if uncounted:  # counted now, as before the totals, and added in
         live = node_totals(nodes.filter(cluster_id__in=uncounted))
-        for key in ("nodes", "cost", "reserved", "unpriced", *sums):
+        for key in ("cost", "reserved", "unpriced", *sums):
             totals[key] += live[key]
         totals["prices"] = {**prices, **live["prices"]}
     return totals
