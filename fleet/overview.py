@@ -101,7 +101,8 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
             seen_by[visibility.reservation_id].append(visibility)
         names = {cluster.pk: cluster.name for cluster in clusters}
         used_by = defaultdict(dict)
-        for reservation_id, cluster_id, count in nodes_by_reservation([r.pk for r in reservations]):
+        uncounted = [cluster.pk for cluster in clusters if cluster.totals_at is None]
+        for reservation_id, cluster_id, count in nodes_by_reservation([r.pk for r in reservations], uncounted):
             used_by[reservation_id][names.get(cluster_id, "?")] = count
         for reservation in reservations:
             reservation.owner = next((v.account for v in seen_by[reservation.pk] if not v.shared), None)

@@ -219,15 +219,12 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
     return totals
 
 
-def nodes_by_reservation(reservation_ids) -> list[tuple[int, int, int]]:
+def nodes_by_reservation(reservation_ids, uncounted_cluster_ids) -> list[tuple[int, int, int]]:
     """[(reservation pk, cluster pk, nodes)] in these reservations, from the node groups (the fleet
-    overview's nodes by cluster); clusters without totals yet are counted now."""
-    from fleet.models import Cluster
-
-    kept = list(NodeGroupTotals.objects.fleet().filter(reservation__in=reservation_ids).order_by()
-                .values_list("reservation_id", "cluster_id").annotate(n=Sum("nodes")))
-    uncounted = list(Cluster.objects.filter(totals__isnull=True).values_list("pk", flat=True))
-    if uncounted:
-        kept += list(Node.objects.fleet().filter(reservation__in=reservation_ids, cluster_id__in=uncounted).order_by()
-                     .values_list("reservation_id", "cluster_id").annotate(n=Count("pk")))
-    return kept
+    overview's nodes by cluster); the nodes of the clusters without totals yet counted now, in the
+    same query (one whatever the fleet)."""
+    kept = (NodeGroupTotals.objects.fleet().filter(reservation__in=reservation_ids).order_by()
+            .values_list("reservation_id", "cluster_id").annotate(n=Sum("nodes")))
+    counted_now = (Node.objects.fleet().filter(reservation__in=reservation_ids, cluster_id__in=uncounted_cluster_ids)
+                   .order_by().values_list("reservation_id", "cluster_id").annotate(n=Count("pk")))
+    return list(kept.union(counted_now, all=True))
