@@ -125,30 +125,48 @@ def _live(queryset, outer: str, field=None):
     return Coalesce(Subquery(rows.annotate(n=value).values("n"), output_field=BigIntegerField()), 0)
 
 
-def cluster_counts() -> dict:
+def _kept_or_live(kept: str, live, needed: bool, output_field):
+    """The kept total `kept`, or with `needed` (some row has none) the live count for the rows without.
+    Without any row to count, the SQL holds no fallback at all: its correlated subqueries, though never
+    run, are costed as if run per row, and that estimate alone made PostgreSQL compile the query (JIT):
+    85 ms of the fleet overview's 95 at 50 clusters."""
+    if needed:
+        return Coalesce(F(kept), live, output_field=output_field)
+    return Coalesce(F(kept), 0, output_field=output_field)
+
+
+def cluster_counts(fallback: bool | None = None) -> dict:
     """Annotations of a Cluster queryset: `node_count`, `pod_count`, `pending_pods` from its totals
-    (counted now for a cluster without any), and `totals_at`, when they were counted (None: now)."""
+    (counted now for a cluster without any; `fallback`: whether one may lack them, else asked: one
+    query), and `totals_at`, when they were counted (None: now)."""
+    from fleet.models import Cluster
+
+    if fallback is None:
+        fallback = Cluster.objects.filter(totals__isnull=True).exists()
     return {
-        "node_count": Coalesce(F("totals__nodes"), _live(Node.objects.fleet(), "cluster"), output_field=IntegerField()),
-        "pod_count": Coalesce(F("totals__pods"), _live(Pod.objects.fleet(), "cluster"), output_field=IntegerField()),
-        "pending_pods": Coalesce(F("totals__pending_pods"),
-                                 _live(Pod.objects.fleet().filter(node_name="", phase="Pending"), "cluster"),
-                                 output_field=IntegerField()),
+        "node_count": _kept_or_live("totals__nodes", _live(Node.objects.fleet(), "cluster"), fallback, IntegerField()),
+        "pod_count": _kept_or_live("totals__pods", _live(Pod.objects.fleet(), "cluster"), fallback, IntegerField()),
+        "pending_pods": _kept_or_live(
+            "totals__pending_pods", _live(Pod.objects.fleet().filter(node_name="", phase="Pending"), "cluster"),
+            fallback, IntegerField()),
         "totals_at": F("totals__refreshed_at"),
     }
 
 
-def pool_usage() -> dict:
+def pool_usage(fallback: bool | None = None) -> dict:
     """Annotations of a NodePool queryset: `node_count`, `used_cpu`, `used_memory` (its nodes'
     allocatable) from its totals, counted now for a pool without any (new since its cluster's last
-    refresh, or in a cluster not counted yet)."""
+    refresh, or in a cluster not counted yet; `fallback`: whether one may lack them, else asked of the
+    pools in scope: one query)."""
+    if fallback is None:
+        fallback = NodePool.objects.filter(totals__isnull=True).exists()
     nodes = Node.objects.fleet()
     return {
-        "node_count": Coalesce(F("totals__nodes"), _live(nodes, "node_pool"), output_field=IntegerField()),
-        "used_cpu": Coalesce(F("totals__cpu_allocatable"), _live(nodes, "node_pool", "allocatable_cpu_millicores"),
-                             output_field=BigIntegerField()),
-        "used_memory": Coalesce(F("totals__memory_allocatable"), _live(nodes, "node_pool", "allocatable_memory_bytes"),
-                                output_field=BigIntegerField()),
+        "node_count": _kept_or_live("totals__nodes", _live(nodes, "node_pool"), fallback, IntegerField()),
+        "used_cpu": _kept_or_live("totals__cpu_allocatable", _live(nodes, "node_pool", "allocatable_cpu_millicores"),
+                                  fallback, BigIntegerField()),
+        "used_memory": _kept_or_live("totals__memory_allocatable", _live(nodes, "node_pool", "allocatable_memory_bytes"),
+                                     fallback, BigIntegerField()),
     }
 
 

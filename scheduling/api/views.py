@@ -82,8 +82,11 @@ class NodePoolViewSet(ReadOnlyViewSet):
     filterset_class = NodePoolFilterSet
     ordering_fields = ["name", "weight", "node_count", "created_at"]
     ordering = ["-weight", "name"]
-    # nodeCount: the pool's running total, as its cluster's last loop step counted it (scheduling/totals.py).
-    queryset = NodePool.objects.select_related("node_class").annotate(node_count=pool_usage()["node_count"])
+    queryset = NodePool.objects.select_related("node_class")
+
+    def get_queryset(self):
+        # nodeCount: the pool's running total, as its cluster's last loop step counted it (scheduling/totals.py).
+        return super().get_queryset().annotate(node_count=pool_usage()["node_count"])
 
     @extend_schema(
         summary="Switch a NodePool's mode",
