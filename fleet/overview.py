@@ -22,7 +22,7 @@ from scheduling.loop.health import loop_health
 from scheduling.models import ControllerGuard, WatchState
 from scheduling.modes import configured_mode
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
-from scheduling.totals import cluster_counts, nodes_by_reservation
+from scheduling.totals import cluster_counts, freshness_note, nodes_by_reservation
 
 BLOCKS_SHOWN = 5
 # The reservations listed: those idling the most money first (the totals count every one).
@@ -115,7 +115,8 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
         counted = [cluster.totals_at for cluster in clusters if cluster.totals_at is not None]
         context.update(
             now=now, accounts=accounts, clusters=clusters,
-            totals_oldest=min(counted, default=None), uncounted=len(clusters) - len(counted), reservations=reservations,
+            totals_note=freshness_note("Nodes and pending pods", {"oldest": min(counted, default=None),
+                                                                  "uncounted": len(clusters) - len(counted)}, now), reservations=reservations,
             more_reservations=len(usable) - len(reservations),
             used=totals["used"], idle=totals["idle"], total=totals["total"], idle_cost=totals["idle_cost"],
             unpriced=totals["unpriced"],

@@ -20,7 +20,7 @@ from karpweb.roles import ViewerRequiredMixin, can_view
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.models import Node, NodePool, Pod
-from scheduling.totals import cluster_counts, freshness
+from scheduling.totals import cluster_counts, freshness, freshness_note
 
 
 class AwsAccountListView(ObjectListView):
@@ -36,8 +36,6 @@ class ClusterListView(ObjectListView):
     title = "Clusters"
     filterset_class = ClusterFilterSet
     table_class = ClusterTable
-    template_name = "fleet/cluster_list.html"
-
     def get_queryset(self):
         # Nodes and pods from each cluster's running totals (scheduling/totals.py), not counted per request.
         counts = cluster_counts()
@@ -49,7 +47,7 @@ class ClusterListView(ObjectListView):
 
         context = super().get_context_data(**kwargs)
         found = freshness(cluster_ids=[cluster.pk for cluster in fleet_clusters()])
-        return {**context, "now": timezone.now(), "totals_oldest": found["oldest"], "uncounted": found["uncounted"]}
+        return {**context, "totals_note": freshness_note("Nodes and pods", found, timezone.now())}
 
 
 class AwsAccountDetailView(ViewerRequiredMixin, TemplateView):

@@ -22,7 +22,7 @@ from collections import defaultdict
 from types import SimpleNamespace
 
 from django.db import transaction
-from django.db.models import BigIntegerField, Count, F, IntegerField, Min, OuterRef, Q, Subquery, Sum
+from django.db.models import BigIntegerField, Count, F, IntegerField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -170,19 +170,37 @@ def pool_usage(fallback: bool | None = None) -> dict:
     }
 
 
+def _counted(cluster_ids=None) -> tuple[list[int], dict]:
+    """The clusters a page lists (`cluster_ids`; None: the scope's, or every one, from the process's
+    kept list: no read of the clusters) and {cluster pk: refreshed_at} of those with totals."""
+    from fleet.scope import current_cluster_id, fleet_clusters
+
+    if cluster_ids is None:
+        scoped = current_cluster_id()
+        cluster_ids = [scoped] if scoped is not None else [cluster.pk for cluster in fleet_clusters()]
+    return list(cluster_ids), dict(ClusterTotals.objects.fleet().filter(cluster_id__in=cluster_ids)
+                                   .values_list("cluster_id", "refreshed_at"))
+
+
 def freshness(cluster_ids=None) -> dict:
     """{oldest, counted, uncounted} of the totals of these clusters (None: the scope's, or every one):
     the oldest refresh among them, how many have totals and how many are counted at request time."""
-    from fleet.models import Cluster
-    from fleet.scope import current_cluster_id
+    listed, counted = _counted(cluster_ids)
+    return {"oldest": min((at for at in counted.values() if at is not None), default=None), "counted": len(counted),
+            "uncounted": len(listed) - len(counted)}
 
-    clusters = Cluster.objects.all()
-    if cluster_ids is not None:
-        clusters = clusters.filter(pk__in=cluster_ids)
-    elif (scoped := current_cluster_id()) is not None:
-        clusters = clusters.filter(pk=scoped)
-    found = clusters.aggregate(oldest=Min("totals__refreshed_at"), counted=Count("totals"), all=Count("pk"))
-    return {"oldest": found["oldest"], "counted": found["counted"], "uncounted": found["all"] - found["counted"]}
+
+def freshness_note(what: str, found: dict, now=None) -> str:
+    """What a page says of its totals: "Nodes and pods: as of each cluster's last loop step (the oldest
+    12s ago); 1 cluster not counted by the loop yet, counted now." (`found`: freshness())."""
+    from scheduling.templatetags.karpweb import countdown
+
+    note = f"{what}: as of each cluster's last loop step"
+    if found["oldest"] is not None:
+        note += f" (the oldest {countdown(found['oldest'], now or timezone.now())})"
+    if found["uncounted"]:
+        note += f"; {found['uncounted']} cluster{'s' if found['uncounted'] != 1 else ''} not counted by the loop yet, counted now"
+    return note + "."
 
 
 # Filters of the node list the node groups can answer (each with its lookup on NodeGroupTotals).
@@ -195,19 +213,14 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
     `nodes` (the list's filtered queryset) filtered by `filters` (the filter form's cleaned data; None:
     none). None when a filter the groups cannot answer is set (a search, a reservation label): the
     caller counts those nodes. Clusters without totals yet are counted now and added in."""
-    from fleet.models import Cluster
-    from fleet.scope import current_cluster_id
     from scheduling.queries import PREPAID, node_cost_per_hour, node_totals, paid_prices
 
     used = {name: value for name, value in (filters or {}).items() if value not in (None, "")}
     if set(used) - set(GROUP_FILTERS):
         return None
-    clusters = Cluster.objects.all()
-    if (scoped := current_cluster_id()) is not None:
-        clusters = clusters.filter(pk=scoped)
-    listed = list(clusters.values_list("pk", "totals__id", "totals__refreshed_at"))
-    uncounted = [pk for pk, kept, _at in listed if kept is None]
-    if len(uncounted) == len(listed):
+    listed, counted = _counted()
+    uncounted = [pk for pk in listed if pk not in counted]
+    if not counted:
         return None  # nothing counted by the loop yet: the rows, as before the totals
     groups = NodeGroupTotals.objects.filter(**{GROUP_FILTERS[name]: value for name, value in used.items()})
     by_price = defaultdict(int)
@@ -228,7 +241,7 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
         else:
             cost += price * n
     totals = {**sums, "cost": cost, "prices": prices, "reserved": reserved, "unpriced": unpriced, "kept": True,
-              "as_of": min((at for _pk, kept, at in listed if kept is not None and at is not None), default=None)}
+              "as_of": min((at for at in counted.values() if at is not None), default=None)}
     if uncounted:  # counted now, as before the totals, and added in
         live = node_totals(nodes.filter(cluster_id__in=uncounted))
         for key in ("cost", "reserved", "unpriced", *sums):

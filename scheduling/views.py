@@ -33,7 +33,7 @@ from scheduling.modes import control_refusal, controller_status, effective_mode,
 from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
 from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_count, pod_requests
-from scheduling.totals import freshness, node_list_totals, pool_usage
+from scheduling.totals import freshness, freshness_note, node_list_totals, pool_usage
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
@@ -130,16 +130,13 @@ class NodePoolListView(ObjectListView):
     filterset_class = NodePoolFilterSet
     table_class = NodePoolTable
 
-    template_name = "scheduling/nodepool_list.html"
-
     def get_queryset(self):
         # Nodes and allocatable from the pools' running totals, not a join over every node per request.
         return NodePool.objects.select_related("node_class").annotate(**pool_usage()).order_by("-weight", "name")
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        found = freshness()
-        return {**context, "now": timezone.now(), "totals_oldest": found["oldest"], "uncounted": found["uncounted"]}
+        return {**context, "totals_note": freshness_note("Nodes and their CPU and memory", freshness(), timezone.now())}
 
 
 class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
