@@ -2,7 +2,9 @@
 shows. Its accounts, its clusters (mode, Karpenter, nodes, pending pods, when each was last synced),
 every reservation with the accounts that see it and the clusters whose nodes run in it, idle prepaid
 cost per hour, the Capacity Blocks that end soonest, the loop's failing steps and the top
-recommendations. A fixed number of queries whatever the fleet's size (tests/fleet/test_overview.py)."""
+recommendations. A fixed number of queries whatever the fleet's size (tests/fleet/test_overview.py);
+the clusters' nodes and pending pods and the reservations' nodes by cluster are the running totals
+each cluster's last loop step counted (scheduling/totals.py), not a count of the fleet's rows."""
 
 from collections import defaultdict
 
@@ -17,9 +19,10 @@ from karpweb.roles import ViewerRequiredMixin
 from reservations.models import CapacityReservation, Recommendation, ReservationVisibility
 from reservations.views import upcoming_capacity_blocks
 from scheduling.loop.health import loop_health
-from scheduling.models import ControllerGuard, Node, Pod, WatchState
+from scheduling.models import ControllerGuard, WatchState
 from scheduling.modes import configured_mode
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
+from scheduling.totals import cluster_counts, freshness_note, nodes_by_reservation
 
 BLOCKS_SHOWN = 5
 # The reservations listed: those idling the most money first (the totals count every one).
@@ -37,10 +40,11 @@ def _per_cluster(queryset, value=None):
 
 
 def fleet_clusters():
-    """Every cluster with its account, node count, pending pods, last sync and Karpenter check; one query."""
+    """Every cluster with its account, node count and pending pods (its running totals, as its last loop
+    step counted them: scheduling/totals.py), last sync and Karpenter check; one query."""
+    counts = cluster_counts()
     return list(Cluster.objects.select_related("account").annotate(
-        node_count=_per_cluster(Node.objects.fleet()),
-        pending_pods=_per_cluster(Pod.objects.fleet().filter(node_name="", phase="Pending")),
+        node_count=counts["node_count"], pending_pods=counts["pending_pods"], totals_at=counts["totals_at"],
         world_as_of=_per_cluster(WatchState.objects.fleet(), "world_as_of"),
         karpenter_live=_per_cluster(ControllerGuard.objects.fleet(), "karpenter_live"),
         karpenter_checked_at=_per_cluster(ControllerGuard.objects.fleet(), "checked_at"),
@@ -97,9 +101,8 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
             seen_by[visibility.reservation_id].append(visibility)
         names = {cluster.pk: cluster.name for cluster in clusters}
         used_by = defaultdict(dict)
-        for reservation_id, cluster_id, count in (Node.objects.fleet().filter(reservation__in=[r.pk for r in reservations])
-                                                  .values_list("reservation_id", "cluster_id").annotate(n=Count("pk"))
-                                                  .order_by()):
+        uncounted = [cluster.pk for cluster in clusters if cluster.totals_at is None]
+        for reservation_id, cluster_id, count in nodes_by_reservation([r.pk for r in reservations], uncounted):
             used_by[reservation_id][names.get(cluster_id, "?")] = count
         for reservation in reservations:
             reservation.owner = next((v.account for v in seen_by[reservation.pk] if not v.shared), None)
@@ -109,8 +112,11 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
         open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN)
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         failing = [step for step in loop_health(now) if step.problem]
+        counted = [cluster.totals_at for cluster in clusters if cluster.totals_at is not None]
         context.update(
-            now=now, accounts=accounts, clusters=clusters, reservations=reservations,
+            now=now, accounts=accounts, clusters=clusters,
+            totals_note=freshness_note("Nodes and pending pods", {"oldest": min(counted, default=None),
+                                                                  "uncounted": len(clusters) - len(counted)}, now), reservations=reservations,
             more_reservations=len(usable) - len(reservations),
             used=totals["used"], idle=totals["idle"], total=totals["total"], idle_cost=totals["idle_cost"],
             unpriced=totals["unpriced"],

@@ -5,8 +5,7 @@ object's pages (unique per cluster and name) their cluster: `in_cluster` and `by
 import functools
 from urllib.parse import quote
 
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.urls import get_script_prefix, path
@@ -14,19 +13,14 @@ from django.views.generic import TemplateView
 
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
 from fleet.models import AwsAccount, Cluster
-from fleet.scope import cluster_name, cluster_named, cluster_scope, current_cluster, several_clusters
+from fleet.scope import cluster_name, cluster_named, cluster_scope, current_cluster, fleet_clusters, several_clusters
 from fleet.tables import AwsAccountTable, ClusterTable
 from karpweb.jsonsafe import printable
 from karpweb.roles import ViewerRequiredMixin, can_view
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.models import Node, NodePool, Pod
-
-
-def _count(model):
-    """How many of a Kubernetes-side model's rows each cluster has (a subquery, so no join fans out)."""
-    rows = model.objects.fleet().filter(cluster=OuterRef("pk")).order_by().values("cluster")
-    return Coalesce(Subquery(rows.annotate(n=Count("pk")).values("n")), 0)
+from scheduling.totals import cluster_counts, freshness, freshness_note
 
 
 class AwsAccountListView(ObjectListView):
@@ -42,10 +36,18 @@ class ClusterListView(ObjectListView):
     title = "Clusters"
     filterset_class = ClusterFilterSet
     table_class = ClusterTable
-
     def get_queryset(self):
+        # Nodes and pods from each cluster's running totals (scheduling/totals.py), not counted per request.
+        counts = cluster_counts()
         return Cluster.objects.select_related("account").annotate(
-            node_count=_count(Node), pod_count=_count(Pod)).order_by("name")
+            node_count=counts["node_count"], pod_count=counts["pod_count"]).order_by("name")
+
+    def get_context_data(self, **kwargs):
+        from django.utils import timezone
+
+        context = super().get_context_data(**kwargs)
+        found = freshness(cluster_ids=[cluster.pk for cluster in fleet_clusters()])
+        return {**context, "totals_note": freshness_note("Nodes and pods", found, timezone.now())}
 
 
 class AwsAccountDetailView(ViewerRequiredMixin, TemplateView):

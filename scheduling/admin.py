@@ -9,6 +9,9 @@ from scheduling.audit import record_change
 from scheduling.modes import control_refusal
 from scheduling.models import (
     AuditEntry,
+    ClusterTotals,
+    NodeGroupTotals,
+    NodePoolTotals,
     ControllerGuard,
     Decision,
     EventCount,
@@ -294,3 +297,25 @@ class EventCountAdmin(ReadOnlyAdmin):
 
     list_display = ("name", "label", "value")
     list_filter = ("name",)
+
+
+@admin.register(ClusterTotals)
+class ClusterTotalsAdmin(ReadOnlyAdmin):
+    """A cluster's nodes and pods as its last loop step counted them (scheduling/totals.py)."""
+
+    list_display = ("cluster", "nodes", "pods", "pending_pods", "refreshed_at")
+
+
+@admin.register(NodePoolTotals)
+class NodePoolTotalsAdmin(ReadOnlyAdmin):
+    """A NodePool's nodes and allocatable as its cluster's last loop step counted them."""
+
+    list_display = ("node_pool", "cluster", "nodes", "cpu_allocatable", "memory_allocatable")
+
+
+@admin.register(NodeGroupTotals)
+class NodeGroupTotalsAdmin(ReadOnlyAdmin):
+    """A cluster's nodes by pool, type, zone, capacity type and reservation, with their pods' requests."""
+
+    list_display = ("cluster", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "nodes",
+                    "cpu_requested", "cpu_allocatable")

@@ -205,6 +205,11 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
         for cluster in [first, *others]:  # the reservation doctor, as after an EC2 sync (docs/reservation-doctor.md)
             with cluster_scope(cluster):
                 doctor.examine(None, now)
+        # The running totals the fleet's pages read, as each cluster's loop step would count them (scheduling/totals.py).
+        from scheduling import totals
+
+        for cluster in [first, *others]:
+            totals.refresh(cluster)
 
 
 def _seed_fleet(fleet: bool = True) -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:

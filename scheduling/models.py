@@ -663,3 +663,73 @@ class EventCount(models.Model):
                     cls.objects.create(name=name, label=label, value=by)
             except IntegrityError:  # another worker created it meanwhile
                 cls.objects.filter(name=name, label=label).update(value=models.F("value") + by)
+
+
+# --- running totals: what the fleet's pages sum, kept by the loop (scheduling/totals.py) ---------
+
+class ClusterTotals(models.Model):
+    """One cluster's nodes and pods as its last loop step counted them (scheduling/totals.py): the
+    fleet's pages read these instead of counting the fleet's rows on every request."""
+
+    cluster = models.OneToOneField("fleet.Cluster", on_delete=models.CASCADE, related_name="totals")
+    nodes = models.PositiveIntegerField(default=0)
+    pods = models.PositiveIntegerField(default=0)
+    pending_pods = models.PositiveIntegerField(default=0, help_text="Pending with no node (as the fleet overview counts them).")
+    refreshed_at = models.DateTimeField(null=True, blank=True, help_text="When the loop last counted them.")
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        verbose_name_plural = "cluster totals"
+
+    def __str__(self):
+        return f"{self.nodes} nodes, {self.pods} pods as of {self.refreshed_at}"
+
+
+class NodePoolTotals(models.Model):
+    """One NodePool's nodes and their allocatable CPU and memory as its cluster's last loop step
+    counted them (the pool lists and the overview's limits). No foreign-key constraint on the pool:
+    a pool deleted between the count and the write leaves a row the next refresh drops."""
+
+    cluster = cluster_field("+")
+    node_pool = models.OneToOneField(NodePool, on_delete=models.DO_NOTHING, db_constraint=False, related_name="totals")
+    nodes = models.PositiveIntegerField(default=0)
+    cpu_allocatable = models.PositiveBigIntegerField(default=0, help_text="millicores")
+    memory_allocatable = models.PositiveBigIntegerField(default=0, help_text="bytes")
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        verbose_name_plural = "NodePool totals"
+
+    def __str__(self):
+        return f"{self.nodes} nodes"
+
+
+class NodeGroupTotals(models.Model):
+    """A cluster's nodes of one NodePool, instance type, zone, capacity type and reservation, with
+    their allocatable and their running pods' requests, as its last loop step counted them: the
+    node lists' totals line (count, list price an hour, CPU and memory requested of allocatable)
+    with no filter or one of these, and the fleet overview's nodes by reservation."""
+
+    cluster = cluster_field("+")
+    node_pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
+                                  related_name="+")
+    instance_type = models.CharField(max_length=64, blank=True)
+    zone = models.CharField(max_length=32, blank=True)
+    capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, blank=True)
+    reservation = models.ForeignKey(CapacityReservation, null=True, blank=True, on_delete=models.DO_NOTHING,
+                                    db_constraint=False, related_name="+")
+    nodes = models.PositiveIntegerField(default=0)
+    cpu_allocatable = models.PositiveBigIntegerField(default=0, help_text="millicores")
+    memory_allocatable = models.PositiveBigIntegerField(default=0, help_text="bytes")
+    cpu_requested = models.PositiveBigIntegerField(default=0, help_text="millicores, by pods not Succeeded or Failed")
+    memory_requested = models.PositiveBigIntegerField(default=0, help_text="bytes, by pods not Succeeded or Failed")
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        verbose_name_plural = "node group totals"
+
+    def __str__(self):
+        return f"{self.nodes} {self.instance_type} {self.capacity_type} in {self.zone}"

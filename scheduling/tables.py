@@ -14,9 +14,9 @@ from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
     INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_LOCAL_NVME, INSTANCE_NETWORK_BANDWIDTH,
 )
-from scheduling.queries import PREPAID, node_cost_per_hour, node_totals
+from scheduling.queries import PREPAID, node_cost_per_hour, node_totals, paid_prices
 from scheduling.templatetags.karpweb import per_hour
-from scheduling.models import Decision, InstanceType, KarpenterLaunch, Node, NodeClaim, NodePool, Pod
+from scheduling.models import CapacityType, Decision, InstanceType, KarpenterLaunch, Node, NodeClaim, NodePool, Pod
 
 
 def _reservation_url(record):
@@ -99,11 +99,23 @@ def cost_text(cost) -> SafeString | str:
     return per_hour(cost)
 
 
+PAID = (CapacityType.ON_DEMAND, CapacityType.SPOT)
+
+
+def totals_heading(totals: dict) -> SafeString:
+    """The totals row's heading: with the loop's running totals, how fresh they are."""
+    if not totals.get("kept"):
+        return mark_safe("Totals")
+    when = totals.get("as_of")
+    return format_html('Totals <span class="muted nowrap" title="Counted by each cluster\'s last loop step">as of {}</span>',
+                       f"the last loop step, {when:%H:%M:%S} UTC" if when else "now")
+
+
 class NodeTable(_AgeMixin, tables.Table):
     """The nodes with what each costs an hour and how much of its CPU and memory its pods request, and a
     totals row over every node the filter keeps."""
 
-    name = tables.Column(linkify=True, attrs={"a": {"class": "id"}}, footer="Totals")
+    name = tables.Column(linkify=True, attrs={"a": {"class": "id"}}, footer=lambda table: totals_heading(table.totals))
     node_pool = tables.Column(linkify=True, verbose_name="NodePool")
     reservation_label = tables.Column(
         verbose_name="Reservation",
@@ -136,7 +148,18 @@ class NodeTable(_AgeMixin, tables.Table):
         return node_totals(self.data.data)
 
     def render_cost(self, record):
-        return cost_text(node_cost_per_hour(record, self.totals["prices"]))  # every filtered node's types: the page's too
+        return cost_text(node_cost_per_hour(record, self.prices))
+
+    @cached_property
+    def prices(self) -> dict:
+        """Every filtered node's types' prices (the page's too); with the loop's totals (scheduling/totals.py),
+        which may predate a node of a new type, the page's types' as well when one is missing."""
+        prices = self.totals["prices"]
+        if self.totals.get("kept"):
+            rows = [row.record for row in self.paginated_rows]
+            if any((r.instance_type, r.zone, r.capacity_type) not in prices for r in rows if r.capacity_type in PAID):
+                prices = {**prices, **paid_prices({r.instance_type for r in rows})}
+        return prices
 
     def render_cpu(self, record):
         return use_bar(getattr(record, "cpu_requested", 0) or 0, record.allocatable_cpu_millicores, CPU)

@@ -33,6 +33,7 @@ from scheduling.modes import control_refusal, controller_status, effective_mode,
 from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
 from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_count, pod_requests
+from scheduling.totals import freshness, freshness_note, node_list_totals, pool_usage
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
@@ -117,11 +118,11 @@ def utilization_chart(now) -> dict:
 
 def pools_with_health() -> list:
     """[(pool, PoolHealth)] with its nodes' allocatable against its limits, in one query (a class is looked up
-    by name only for a pool whose link and nodeClassRef disagree)."""
-    pools = NodePool.objects.select_related("node_class").annotate(
-        used_cpu=Sum("nodes__allocatable_cpu_millicores"), used_memory=Sum("nodes__allocatable_memory_bytes"),
-        used_nodes=Count("nodes")).order_by("-weight", "name")
-    return [(p, health(p, usage={"cpu": p.used_cpu or 0, "memory": p.used_memory or 0, "nodes": p.used_nodes})) for p in pools]
+    by name only for a pool whose link and nodeClassRef disagree). The nodes and their allocatable are the
+    pool's running totals, as its cluster's last loop step counted them (scheduling/totals.py)."""
+    pools = NodePool.objects.select_related("node_class").annotate(**pool_usage()).order_by("-weight", "name")
+    return [(p, health(p, usage={"cpu": p.used_cpu or 0, "memory": p.used_memory or 0, "nodes": p.node_count}))
+            for p in pools]
 
 
 class NodePoolListView(ObjectListView):
@@ -130,9 +131,12 @@ class NodePoolListView(ObjectListView):
     table_class = NodePoolTable
 
     def get_queryset(self):
-        return NodePool.objects.select_related("node_class").annotate(
-            node_count=Count("nodes"), used_cpu=Sum("nodes__allocatable_cpu_millicores"),
-            used_memory=Sum("nodes__allocatable_memory_bytes")).order_by("-weight", "name")
+        # Nodes and allocatable from the pools' running totals, not a join over every node per request.
+        return NodePool.objects.select_related("node_class").annotate(**pool_usage()).order_by("-weight", "name")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        return {**context, "totals_note": freshness_note("Nodes and their CPU and memory", freshness(), timezone.now())}
 
 
 class NodePoolDetailView(ViewerRequiredMixin, TemplateView):
@@ -226,6 +230,17 @@ class NodeListView(ObjectListView):
         return Node.objects.select_related("node_pool", "reservation").annotate(
             pod_count=pod_count(), cpu_requested=pod_requests("cpu_request_millicores"),
             memory_requested=pod_requests("memory_request_bytes")).order_by("name")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        # The totals line from the node groups the loop keeps (scheduling/totals.py) when the filter is one
+        # they answer; else NodeTable counts the filtered nodes (and their pods) itself.
+        filterset, table = context["filterset"], context["table"]
+        filtered = filterset.is_bound and filterset.is_valid()
+        kept = node_list_totals(table.data.data, filterset.form.cleaned_data if filtered else None)
+        if kept is not None:
+            table.totals = kept
+        return context
 
 
 class InstanceTypeListView(ObjectListView):

@@ -133,6 +133,10 @@ def seed_clusters(now: datetime.datetime, first: int, last: int, nodes: int, pod
             _seed_cluster(now, cluster, index, visible, nodes, pods_per_node)
     with transaction.atomic():
         _recount_reservations()
+    from scheduling import totals
+
+    for index in range(first, last):  # the running totals the fleet's pages read, as a loop step counts them
+        totals.refresh(Cluster.objects.get(name=f"fleet-{index:03d}"))
     with connection.cursor() as cursor:
         # What autovacuum does to tables that grew this way (VACUUM cannot run in a test's transaction).
         cursor.execute("ANALYZE" if connection.in_atomic_block else "VACUUM ANALYZE")

@@ -84,7 +84,8 @@ class NodePoolSerializer(serializers.ModelSerializer):
     keepIdleReservedNodes = ro("keep_idle_reserved_nodes")
     mode = serializers.SerializerMethodField(help_text="observe or control; null follows the global mode.")
     effectiveMode = serializers.SerializerMethodField(help_text="The mode the loop applies to this NodePool.")
-    nodeCount = serializers.IntegerField(source="node_count", read_only=True)
+    nodeCount = serializers.IntegerField(source="node_count", read_only=True,
+                                         help_text="Its nodes as its cluster's last loop step counted them.")
     conditions = ConditionsField(read_only=True)
     statusResources = StringMapField(source="status_resources", read_only=True, help_text="status.resources")
     createdAt = when("created_at")

@@ -4,7 +4,7 @@ their offerings, decisions and task runs (read-only), and the simulate contract 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.db.models import Count, Prefetch
+from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from django.urls import Resolver404, resolve
@@ -60,6 +60,7 @@ from scheduling.models import (
 )
 from scheduling.modes import control_refusal, controller_status, global_mode
 from scheduling.queries import pod_count
+from scheduling.totals import pool_usage
 from karpweb.costlimit import EngineBusy, engine_run
 from scheduling.whatif import MAX_WORLD_BYTES, run_world_text
 from scheduling.world import current_world
@@ -81,7 +82,11 @@ class NodePoolViewSet(ReadOnlyViewSet):
     filterset_class = NodePoolFilterSet
     ordering_fields = ["name", "weight", "node_count", "created_at"]
     ordering = ["-weight", "name"]
-    queryset = NodePool.objects.select_related("node_class").annotate(node_count=Count("nodes"))
+    queryset = NodePool.objects.select_related("node_class")
+
+    def get_queryset(self):
+        # nodeCount: the pool's running total, as its cluster's last loop step counted it (scheduling/totals.py).
+        return super().get_queryset().annotate(node_count=pool_usage()["node_count"])
 
     @extend_schema(
         summary="Switch a NodePool's mode",

@@ -1,4 +1,5 @@
-"""Every loop step runs under a lease and leaves a TaskRun behind: start, end, counts, error."""
+"""Every loop step runs under a lease and leaves a TaskRun behind: start, end, counts, error. A step
+that changes a cluster's nodes or pods ends by refreshing its running totals (scheduling/totals.py)."""
 
 import contextlib
 import datetime
@@ -55,6 +56,11 @@ def run_step(name: str, step: Callable[[], dict], *, lease_ttl: datetime.timedel
         )
     try:
         counts = step() or {}
+        if not counts.get("skipped"):
+            # The cluster's running totals, which the fleet's pages read (scheduling/totals.py).
+            from scheduling import totals
+
+            counts.update(totals.after_step(name, cluster))
     except Exception as exc:
         log.exception("loop step %s failed", name)
         _finish(run, TaskRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
