@@ -22,7 +22,8 @@ from scheduling.loop.health import loop_health
 from scheduling.models import ControllerGuard, WatchState
 from scheduling.modes import configured_mode
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
-from scheduling.totals import cluster_counts, freshness_note, nodes_by_reservation
+from scheduling.templatetags.karpweb import freshness_note
+from scheduling.totals import cluster_counts, nodes_by_reservation
 
 BLOCKS_SHOWN = 5
 # The reservations listed: those idling the most money first (the totals count every one).

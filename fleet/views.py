@@ -20,7 +20,8 @@ from karpweb.roles import ViewerRequiredMixin, can_view
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.models import Node, NodePool, Pod
-from scheduling.totals import cluster_counts, freshness, freshness_note
+from scheduling.templatetags.karpweb import freshness_note
+from scheduling.totals import cluster_counts, freshness
 
 
 class AwsAccountListView(ObjectListView):

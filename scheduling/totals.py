@@ -190,19 +190,6 @@ def freshness(cluster_ids=None) -> dict:
             "uncounted": len(listed) - len(counted)}
 
 
-def freshness_note(what: str, found: dict, now=None) -> str:
-    """What a page says of its totals: "Nodes and pods: as of each cluster's last loop step (the oldest
-    12s ago); 1 cluster not counted by the loop yet, counted now." (`found`: freshness())."""
-    from scheduling.templatetags.karpweb import countdown
-
-    note = f"{what}: as of each cluster's last loop step"
-    if found["oldest"] is not None:
-        note += f" (the oldest {countdown(found['oldest'], now or timezone.now())})"
-    if found["uncounted"]:
-        note += f"; {found['uncounted']} cluster{'s' if found['uncounted'] != 1 else ''} not counted by the loop yet, counted now"
-    return note + "."
-
-
 # Filters of the node list the node groups can answer (each with its lookup on NodeGroupTotals).
 GROUP_FILTERS = {"capacity_type": "capacity_type", "zone": "zone__iexact", "instance_type": "instance_type__iexact",
                  "node_pool": "node_pool__name", "cluster": "cluster__name", "account": "cluster__account__account_id"}

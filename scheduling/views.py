@@ -33,7 +33,8 @@ from scheduling.modes import control_refusal, controller_status, effective_mode,
 from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
 from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_count, pod_requests
-from scheduling.totals import freshness, freshness_note, node_list_totals, pool_usage
+from scheduling.templatetags.karpweb import freshness_note
+from scheduling.totals import freshness, node_list_totals, pool_usage
 from scheduling.tables import (
     DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )

@@ -101,3 +101,14 @@ def cpu(millicores: int | None) -> str:
 def memory(amount: int | None) -> str:
     """`256Mi`, `1Ti`: bytes with the binary suffix Kubernetes uses."""
     return "—" if amount is None else format_resource(MEMORY, amount)
+
+
+def freshness_note(what: str, found: dict, now=None) -> str:
+    """What a page says of its totals: "Nodes and pods: as of each cluster's last loop step (the oldest
+    12s ago); 1 cluster not counted by the loop yet, counted now." (`found`: freshness())."""
+    note = f"{what}: as of each cluster's last loop step"
+    if found["oldest"] is not None:
+        note += f" (the oldest {countdown(found['oldest'], now or timezone.now())})"
+    if found["uncounted"]:
+        note += f"; {found['uncounted']} cluster{'s' if found['uncounted'] != 1 else ''} not counted by the loop yet, counted now"
+    return note + "."

@@ -63,8 +63,8 @@ OVER_A_SEEDED_WORLD = {" then ": "424e27ae0dd59820", " then --one-cluster": "424
 
 # Queries seed_demo may make on an empty database (the fleet's world), savepoints included: row by row it made
 # 2,920 on PostgreSQL (1,820 of them savepoints); a few upserts per model, 216 (264 on SQLite, whose inserts
-# take fewer rows at a time).
-QUERY_BUDGET = {"postgresql": 240, "sqlite": 290}
+# take fewer rows at a time); and the running totals counted once per cluster (scheduling/totals.py): 264 (312).
+QUERY_BUDGET = {"postgresql": 285, "sqlite": 335}
 
 
 def seeded(*args) -> dict:
