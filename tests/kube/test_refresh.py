@@ -76,6 +76,7 @@ class Cluster:
         self.ns = h.namespace(rest, f"drift-{unique}")
         self.sync = ClusterSync(adapter)
         self.serial = 0
+        self.seen: list[list[tuple]] = []  # each drift pass's decisions (drift_pass)
 
     def create(self):
         discovery = [{"tags": {"karpenter.sh/discovery": CLUSTER}}]
@@ -149,8 +150,11 @@ class Cluster:
         self.sync.sync_once()
         nodes.after_launch(self.provider, self.adapter, utc_now())  # finalizers: terminate, let go
         self.sync.sync_once()
-        return [d for d in Decision.objects.filter(kind="drift").exclude(pk__in=before)
-                if d.node_pool and d.node_pool.name == self.pool]
+        made = list(Decision.objects.filter(kind="drift").exclude(pk__in=before).select_related("node_pool"))
+        # What the pass decided, every pool's, for a failure's message (an order-dependent miss was seen once).
+        self.seen.append([(d.node_pool.name if d.node_pool else None, d.mode, d.outcome, d.error[:120], d.reason[:160])
+                          for d in made])
+        return [d for d in made if d.node_pool and d.node_pool.name == self.pool]
 
     def register_new_claims(self, known: set[str]) -> None:
         for claim in NodeClaim.objects.filter(node_pool__name=self.pool, deleting_since__isnull=True).exclude(
@@ -188,7 +192,7 @@ def test_should_replace_drifted_nodes_ami_drift_one_at_a_time_under_a_budget_of_
         replaced_per_pass.append(len(acted))
         assert all(d.details["driftReason"] == "AMIDrift" and d.details["action"] == "replace" for d in acted)
         cluster.register_new_claims(originals)
-    assert replaced_per_pass == [1, 1]
+    assert replaced_per_pass == [1, 1], cluster.seen
     live = [c for c in NodeClaim.objects.filter(node_pool__name=cluster.pool, deleting_since__isnull=True)]
     assert len(live) == 2 and not {c.name for c in live} & originals
     assert {image_of(raw_ec2, c.instance_id) for c in live} == {new_image}
@@ -204,7 +208,7 @@ def test_should_detect_static_drift_when_the_nodepool_template_changes(rest, ada
     rest.patch(NODEPOOL, cluster.pool, {"spec": {"template": {"metadata": {"labels": {"team": "payments"}}}}})
     cluster.resync()
     acted = [d for d in cluster.drift_pass() if d.outcome == "acted"]
-    assert len(acted) == 1 and acted[0].details["driftReason"] == "NodePoolDrifted"
+    assert len(acted) == 1 and acted[0].details["driftReason"] == "NodePoolDrifted", cluster.seen
     assert set(cluster.claims()) - {original} and original not in cluster.drifted()  # replaced, the old one gone
     [replacement] = NodeClaim.objects.filter(node_pool__name=cluster.pool).exclude(name=original)
     assert replacement.labels["team"] == "payments" and replacement.provider_id
