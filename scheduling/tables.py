@@ -29,7 +29,10 @@ def _node_url(record):
     return cluster_detail_url("scheduling:node", record.cluster_id, record.node_name) if record.node_name else None
 
 
-class NodePoolTable(tables.Table):
+class NodePoolTable(PlainRowsTable):
+    """The NodePools, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose render_ methods below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     node_class = tables.Column(verbose_name="EC2NodeClass", empty_values=(), orderable=False)
     nodes = tables.Column(accessor="node_count", verbose_name="Nodes", orderable=False)
@@ -43,12 +46,16 @@ class NodePoolTable(tables.Table):
 
     def _health(self, record):
         """The pool's health as on its page (scheduling/nodepool_health.py); a class is looked up by name only for
-        a pool whose link and nodeClassRef disagree."""
+        a pool whose link and nodeClassRef disagree. Worked out once a row (two columns show it)."""
         from scheduling.nodepool_health import health
 
+        known = self.__dict__.setdefault("_healths", {})
+        if id(record) in known and known[id(record)][0] is record:
+            return known[id(record)][1]
         usage = {"cpu": getattr(record, "used_cpu", None) or 0, "memory": getattr(record, "used_memory", None) or 0,
                  "nodes": getattr(record, "node_count", None) or 0}
-        return health(record, None, usage)
+        known[id(record)] = (record, health(record, None, usage))  # the record kept: its id is not reused meanwhile
+        return known[id(record)][1]
 
     def render_node_class(self, record):
         from scheduling.nodepool_health import node_class_name
@@ -70,6 +77,19 @@ class NodePoolTable(tables.Table):
 
     def render_mode(self, record):
         return record.mode or "global"
+
+    POLICIES = choice_labels(NodePool, "consolidation_policy")
+
+    def row_cells(self):
+        policies = self.POLICIES
+
+        def cells(record):
+            policy = record.consolidation_policy
+            return (record.name and link(record.get_absolute_url(), record.name), record.weight,
+                    self.render_node_class(record), getattr(record, "node_count", None), policies.get(policy, policy),
+                    self.render_ready(record), record.mode or "global")
+
+        return cells
 
 
 class _AgeMixin:
