@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def pools():
     node_class = EC2NodeClassFactory(name="default")
     web = NodePoolFactory(name="web", weight=10, mode=Mode.CONTROL, node_class=node_class, node_class_ref={"name": "default"})
-    NodePoolFactory(name='batch & <b>"x"</b>', node_class_ref={"name": "missing <i>"})
+    NodePoolFactory(name='batch & <b>"x" \'q\'', node_class_ref={"name": "missing <i>"})
     NodePoolFactory(name="idle", consolidation_policy="WhenEmpty")
     for _ in range(3):
         NodeFactory(node_pool=web)
@@ -30,7 +30,7 @@ def test_plain_rows_are_django_tables2s_rows(db, params):
     table = NodePoolTable(NodePoolListView().get_queryset())
     RequestConfig(RequestFactory().get("/nodepools/", params), paginate={"per_page": 50}).configure(table)
     plain = table.plain_rows()
-    assert plain == django_tables2_rows(table) and plain.count("<tr>") == 3 and "<b>" not in plain
+    assert plain == django_tables2_rows(table) and plain.count("<tr>") == 3 and "<b>" not in plain and "&lt;b&gt;" in plain
     assert 'href="/nodeclasses/default/"' in plain
 
 
