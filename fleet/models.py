@@ -11,7 +11,6 @@ import re
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.urls import reverse
 
 from scheduling.choices import Mode
 from scheduling.engine.coexistence import ABSENT, AUTO, PRESENT
@@ -142,7 +141,9 @@ class AwsAccount(models.Model):
         return f"{self.name} ({self.account_id})"
 
     def get_absolute_url(self):
-        return reverse("fleet:account", args=[self.account_id])
+        from karpweb.urlcache import detail_url  # reverse() resolved once (the clusters list links every row's account)
+
+        return detail_url("fleet:account", self.account_id)
 
 
 class Cluster(models.Model):
@@ -209,7 +210,9 @@ class Cluster(models.Model):
         return self.name
 
     def get_absolute_url(self):
-        return reverse("fleet:cluster", args=[self.name])
+        from karpweb.urlcache import detail_url  # reverse() resolved once (a link on every row of the clusters list)
+
+        return detail_url("fleet:cluster", self.name)
 
     def clean(self):
         super().clean()

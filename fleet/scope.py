@@ -40,7 +40,7 @@ _active: contextvars.ContextVar[Cluster | None] = contextvars.ContextVar("karpwe
 # The fleet's clusters as this process last read them: (when, clusters by name). The clusters are a
 # few rows read on most requests and every unscoped save; another process's change shows within the TTL.
 CLUSTERS_TTL_SECONDS = 60
-_kept: tuple[float, list[Cluster]] | None = None
+_kept: tuple[float, list[Cluster], dict[int, str]] | None = None
 _lock = threading.RLock()  # re-entered: making the first cluster saves one, whose signal forgets the list
 
 
@@ -160,7 +160,7 @@ def fleet_clusters(fresh: bool = False) -> list[Cluster]:
         return kept[1]
     with _lock:
         clusters = list(Cluster.objects.select_related("account").order_by("name"))
-        _kept = (time.monotonic(), clusters)
+        _kept = (time.monotonic(), clusters, {cluster.pk: cluster.name for cluster in clusters})
     return clusters
 
 
@@ -175,12 +175,15 @@ def cluster_named(name: str) -> Cluster | None:
 
 def cluster_name(cluster_id: int) -> str:
     """The name of the cluster with primary key `cluster_id` (kept list; one fresh read if missing)."""
-    found = next((cluster for cluster in fleet_clusters() if cluster.pk == cluster_id), None)
-    if found is None:
-        found = next((cluster for cluster in fleet_clusters(fresh=True) if cluster.pk == cluster_id), None)
-    if found is None:
+    # Looked up by key, not by walking the list: a list page links a cluster's object on every row.
+    clusters, kept = fleet_clusters(), _kept
+    names = kept[2] if kept is not None and kept[1] is clusters else {cluster.pk: cluster.name for cluster in clusters}
+    name = names.get(cluster_id)
+    if name is None:
+        name = next((cluster.name for cluster in fleet_clusters(fresh=True) if cluster.pk == cluster_id), None)
+    if name is None:
         raise Cluster.DoesNotExist(f"cluster: no cluster has id {cluster_id}")
-    return found.name
+    return name
 
 
 def forget_default() -> None:

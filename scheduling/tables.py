@@ -1,3 +1,5 @@
+from html import escape
+
 import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.template.defaultfilters import pluralize
@@ -27,7 +29,10 @@ def _node_url(record):
     return cluster_detail_url("scheduling:node", record.cluster_id, record.node_name) if record.node_name else None
 
 
-class NodePoolTable(tables.Table):
+class NodePoolTable(PlainRowsTable):
+    """The NodePools, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose render_ methods below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     node_class = tables.Column(verbose_name="EC2NodeClass", empty_values=(), orderable=False)
     nodes = tables.Column(accessor="node_count", verbose_name="Nodes", orderable=False)
@@ -41,12 +46,16 @@ class NodePoolTable(tables.Table):
 
     def _health(self, record):
         """The pool's health as on its page (scheduling/nodepool_health.py); a class is looked up by name only for
-        a pool whose link and nodeClassRef disagree."""
+        a pool whose link and nodeClassRef disagree. Worked out once a row (two columns show it)."""
         from scheduling.nodepool_health import health
 
+        known = self.__dict__.setdefault("_healths", {})
+        if id(record) in known and known[id(record)][0] is record:
+            return known[id(record)][1]
         usage = {"cpu": getattr(record, "used_cpu", None) or 0, "memory": getattr(record, "used_memory", None) or 0,
                  "nodes": getattr(record, "node_count", None) or 0}
-        return health(record, None, usage)
+        known[id(record)] = (record, health(record, None, usage))  # the record kept: its id is not reused meanwhile
+        return known[id(record)][1]
 
     def render_node_class(self, record):
         from scheduling.nodepool_health import node_class_name
@@ -69,6 +78,19 @@ class NodePoolTable(tables.Table):
     def render_mode(self, record):
         return record.mode or "global"
 
+    POLICIES = choice_labels(NodePool, "consolidation_policy")
+
+    def row_cells(self):
+        policies = self.POLICIES
+
+        def cells(record):
+            policy = record.consolidation_policy
+            return (record.name and link(record.get_absolute_url(), record.name), record.weight,
+                    self.render_node_class(record), getattr(record, "node_count", None), policies.get(policy, policy),
+                    self.render_ready(record), record.mode or "global")
+
+        return cells
+
 
 class _AgeMixin:
     def render_created_at(self, value):
@@ -86,9 +108,11 @@ def _amount(kind: str, value: int) -> str:
 def use_bar(requested: int, allocatable: int, kind: str) -> SafeString:
     """Requests over allocatable as a bar and words, as eks-node-viewer shows a node: "1.5 / 1.93 (78%)"."""
     share = requested / allocatable if allocatable else 0.0
-    return format_html('<div class="usage"><div class="bar{}"><span style="width:{}%"></span></div>{} / {} ({})</div>',
-                       " full" if share >= 1 else "", min(100, round(share * 100)), _amount(kind, requested),
-                       _amount(kind, allocatable), f"{share:.0%}")
+    # An f-string, not format_html: every part is a number or a unit ("Mi", "Gi"), nothing to escape (two bars
+    # a row of the node list, whose rows are written with as few Python calls as they can be).
+    return mark_safe(f'<div class="usage"><div class="bar{" full" if share >= 1 else ""}"><span style="width:'
+                     f'{min(100, round(share * 100))}%"></span></div>{_amount(kind, requested)} / '
+                     f'{_amount(kind, allocatable)} ({share:.0%})</div>')
 
 
 def cost_text(cost) -> SafeString | str:
@@ -111,9 +135,17 @@ def totals_heading(totals: dict) -> SafeString:
                        f"the last loop step, {when:%H:%M:%S} UTC" if when else "now")
 
 
-class NodeTable(_AgeMixin, tables.Table):
+def id_link(url: str, text) -> SafeString:
+    """`<a class="id" href="url">text</a>`, both escaped: what linkify renders with attrs={"a": {"class": "id"}}."""
+    return mark_safe(f'<a class="id" href="{escape(url)}">{escape(str(text))}</a>')
+
+
+class NodeTable(_AgeMixin, PlainRowsTable):
     """The nodes with what each costs an hour and how much of its CPU and memory its pods request, and a
-    totals row over every node the filter keeps."""
+    totals row over every node the filter keeps. Its rows are written by row_cells() (PlainRowsTable): the
+    all-clusters list spent most of its CPU in django-tables2's per-cell calls (docs/operations.md#performance);
+    the header, sorting, pages and the totals footer stay django-tables2's. The render_ methods stay for
+    django-tables2's own rendering, which tests compare the rows with."""
 
     name = tables.Column(linkify=True, attrs={"a": {"class": "id"}}, footer=lambda table: totals_heading(table.totals))
     node_pool = tables.Column(linkify=True, verbose_name="NodePool")
@@ -160,6 +192,29 @@ class NodeTable(_AgeMixin, tables.Table):
             if any((r.instance_type, r.zone, r.capacity_type) not in prices for r in rows if r.capacity_type in PAID):
                 prices = {**prices, **paid_prices({r.instance_type for r in rows})}
         return prices
+
+    CAPACITY_TYPES = choice_labels(Node, "capacity_type")
+    # What BooleanColumn renders for the ready column.
+    READY = {True: mark_safe('<span class="true">✔</span>'), False: mark_safe('<span class="false">✘</span>')}
+
+    def row_cells(self):
+        prices, labels, ready, now, pool_links = self.prices, self.CAPACITY_TYPES, self.READY, timezone.now(), {}
+
+        def cells(record):
+            pool, name, label = record.node_pool, record.name, record.reservation_label
+            key = pool and (pool.pk, pool.name)  # not by name alone: two clusters may each have a pool "web"
+            if pool is not None and key not in pool_links:
+                pool_links[key] = link(pool.get_absolute_url(), pool)
+            return (name and id_link(record.get_absolute_url(), name), pool and pool_links[key], record.instance_type,
+                    record.zone, labels.get(record.capacity_type, record.capacity_type),
+                    label and (id_link(record.reservation.get_absolute_url(), label) if record.reservation_id else label),
+                    record.created_at and timesince(record.created_at, now, depth=1), getattr(record, "pod_count", None),
+                    cost_text(node_cost_per_hour(record, prices)),
+                    use_bar(getattr(record, "cpu_requested", 0) or 0, record.allocatable_cpu_millicores, CPU),
+                    use_bar(getattr(record, "memory_requested", 0) or 0, record.allocatable_memory_bytes, MEMORY),
+                    ready[record.ready])
+
+        return cells
 
     def render_cpu(self, record):
         return use_bar(getattr(record, "cpu_requested", 0) or 0, record.allocatable_cpu_millicores, CPU)
