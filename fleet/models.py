@@ -11,6 +11,7 @@ import re
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.urls import reverse
 
 from scheduling.choices import Mode
 from scheduling.engine.coexistence import ABSENT, AUTO, PRESENT
@@ -141,9 +142,7 @@ class AwsAccount(models.Model):
         return f"{self.name} ({self.account_id})"
 
     def get_absolute_url(self):
-        from karpweb.urlcache import detail_url  # reverse() resolved once (the clusters list links every row's account)
-
-        return detail_url("fleet:account", self.account_id)
+        return reverse("fleet:account", args=[self.account_id])
 
 
 class Cluster(models.Model):
@@ -210,9 +209,7 @@ class Cluster(models.Model):
         return self.name
 
     def get_absolute_url(self):
-        from karpweb.urlcache import detail_url  # reverse() resolved once (a link on every row of the clusters list)
-
-        return detail_url("fleet:cluster", self.name)
+        return reverse("fleet:cluster", args=[self.name])
 
     def clean(self):
         super().clean()

@@ -2,6 +2,7 @@ import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.utils.safestring import mark_safe
 from karpweb.tables import PlainRowsTable, choice_labels, link
+from karpweb.urlcache import detail_url
 
 from fleet.models import AwsAccount, Cluster
 
@@ -50,8 +51,8 @@ class ClusterTable(PlainRowsTable):
         def cells(record):
             account = record.account
             if account.pk not in account_links:
-                account_links[account.pk] = link(account.get_absolute_url(), account)
-            return (record.name and link(record.get_absolute_url(), record.name), account_links[account.pk], record.region,
+                account_links[account.pk] = link(detail_url("fleet:account", account.account_id), account)
+            return (record.name and link(detail_url("fleet:cluster", record.name), record.name), account_links[account.pk], record.region,
                     connections.get(record.connection, record.connection),
                     modes.get(record.mode, record.mode) if record.mode else "global",
                     karpenters.get(record.karpenter, record.karpenter), record.shard, yes_no[record.is_default],
