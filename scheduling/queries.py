@@ -88,6 +88,23 @@ def node_cost_per_hour(node, prices: dict[tuple[str, str, str], float]) -> float
     return prices.get((node.instance_type, node.zone, node.capacity_type))
 
 
+def priced_node_groups(groups) -> tuple[float, dict, int, int]:
+    """(list $/h, the prices, reserved nodes, unpriced nodes) of (instance type, zone, capacity type,
+    node count) groups: a reserved node is prepaid, a node with no known price is counted apart."""
+    groups = list(groups)
+    prices = paid_prices({name for name, _zone, _kind, _n in groups})
+    cost, reserved, unpriced = 0.0, 0, 0
+    for name, zone, kind, n in groups:
+        price = node_cost_per_hour(SimpleNamespace(instance_type=name, zone=zone, capacity_type=kind), prices)
+        if price == PREPAID:
+            reserved += n
+        elif price is None:
+            unpriced += n
+        else:
+            cost += price * n
+    return cost, prices, reserved, unpriced
+
+
 def node_totals(nodes) -> dict:
     """Over a queryset of nodes: how many, what the paid ones cost an hour at list price (and how many are
     reserved, prepaid, or have no known price), and their CPU and memory requested against allocatable, with
@@ -99,16 +116,7 @@ def node_totals(nodes) -> dict:
     requested = (Pod.objects.filter(node__in=nodes.values("pk")).exclude(phase__in=TERMINAL_PHASES)
                  .aggregate(cpu=Sum("cpu_request_millicores"), memory=Sum("memory_request_bytes")))
     groups = list(nodes.values_list("instance_type", "zone", "capacity_type").annotate(n=Count("pk")))
-    prices = paid_prices({name for name, _zone, _kind, _n in groups})
-    cost, reserved, unpriced = 0.0, 0, 0
-    for name, zone, kind, n in groups:
-        price = node_cost_per_hour(SimpleNamespace(instance_type=name, zone=zone, capacity_type=kind), prices)
-        if price == PREPAID:
-            reserved += n
-        elif price is None:
-            unpriced += n
-        else:
-            cost += price * n
+    cost, prices, reserved, unpriced = priced_node_groups(groups)
     return {"nodes": allocatable["n"], "cost": cost, "prices": prices, "reserved": reserved, "unpriced": unpriced,
             "cpu_requested": requested["cpu"] or 0, "cpu_allocatable": allocatable["cpu"] or 0,
             "memory_requested": requested["memory"] or 0, "memory_allocatable": allocatable["memory"] or 0}

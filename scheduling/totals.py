@@ -19,7 +19,6 @@ count theirs as they seed."""
 
 import logging
 from collections import defaultdict
-from types import SimpleNamespace
 
 from django.db import transaction
 from django.db.models import BigIntegerField, Count, F, IntegerField, OuterRef, Q, Subquery, Sum
@@ -200,7 +199,7 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
     `nodes` (the list's filtered queryset) filtered by `filters` (the filter form's cleaned data; None:
     none). None when a filter the groups cannot answer is set (a search, a reservation label): the
     caller counts those nodes. Clusters without totals yet are counted now and added in."""
-    from scheduling.queries import PREPAID, node_cost_per_hour, node_totals, paid_prices
+    from scheduling.queries import node_totals, priced_node_groups
 
     used = {name: value for name, value in (filters or {}).items() if value not in (None, "")}
     if set(used) - set(GROUP_FILTERS):
@@ -217,16 +216,7 @@ def node_list_totals(nodes, filters: dict | None) -> dict | None:
         by_price[(row["instance_type"], row["zone"], row["capacity_type"])] += row["sum_nodes"]
         for key in sums:
             sums[key] += row[f"sum_{key}"] or 0
-    prices = paid_prices({name for name, _zone, _kind in by_price})
-    cost, reserved, unpriced = 0.0, 0, 0
-    for (name, zone, kind), n in by_price.items():
-        price = node_cost_per_hour(SimpleNamespace(instance_type=name, zone=zone, capacity_type=kind), prices)
-        if price == PREPAID:
-            reserved += n
-        elif price is None:
-            unpriced += n
-        else:
-            cost += price * n
+    cost, prices, reserved, unpriced = priced_node_groups((*key, n) for key, n in by_price.items())
     totals = {**sums, "cost": cost, "prices": prices, "reserved": reserved, "unpriced": unpriced, "kept": True,
               "as_of": min((at for at in counted.values() if at is not None), default=None)}
     if uncounted:  # counted now, as before the totals, and added in
