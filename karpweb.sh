@@ -88,9 +88,7 @@ test_suite() {
             --durations*) durations=no ;;
         esac
     done
-    # Whole modules to a worker: a module's shared rows (demo_world_for_module, a synced catalogue) are
-    # made once, not once on each worker that gets some of its tests.
-    if [ "$parallel" = yes ]; then defaults+=(-n "$(test_workers)" --dist loadfile); fi
+    if [ "$parallel" = yes ]; then defaults+=(-n "$(test_workers)"); fi
     if [ "$durations" = yes ]; then defaults+=(--durations=15); fi  # the 15 slowest tests, every run
     # Keep the compiled modules and pytest's assertion-rewritten test modules between runs (the
     # environment may say otherwise): every worker compiles them afresh without it, 9 of the 24
