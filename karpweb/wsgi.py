@@ -12,9 +12,12 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from karpweb.framestack import with_room
+
 os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'karpweb.settings')
 
-application = get_wsgi_application()
+# Each request in a frame-stack block of its own (karpweb/framestack.py: CPython 3.11's block thrash).
+application = with_room(get_wsgi_application())
 
 # The objects loaded so far live as long as the process: out of the cyclic collector's way. A
 # worker holds about 170,000 of them, and each full collection walked them all (60 to 120 ms, in
