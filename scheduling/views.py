@@ -117,11 +117,18 @@ def utilization_chart(now) -> dict:
     }
 
 
+# What a pool's health and its line on the overview read: not its requirements, taints, budgets or its
+# class's spec (a dozen JSON documents a pool, decoded for nothing at 150 pools).
+HEALTH_FIELDS = ("cluster", "name", "weight", "node_class_ref", "conditions", "limits",
+                 "node_class__name", "node_class__conditions")
+
+
 def pools_with_health() -> list:
     """[(pool, PoolHealth)] with its nodes' allocatable against its limits, in one query (a class is looked up
     by name only for a pool whose link and nodeClassRef disagree). The nodes and their allocatable are the
     pool's running totals, as its cluster's last loop step counted them (scheduling/totals.py)."""
-    pools = NodePool.objects.select_related("node_class").annotate(**pool_usage()).order_by("-weight", "name")
+    pools = NodePool.objects.select_related("node_class").only(*HEALTH_FIELDS).annotate(**pool_usage()) \
+        .order_by("-weight", "name")
     return [(p, health(p, usage={"cpu": p.used_cpu or 0, "memory": p.used_memory or 0, "nodes": p.node_count}))
             for p in pools]
 
