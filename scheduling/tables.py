@@ -223,7 +223,10 @@ class NodeTable(_AgeMixin, PlainRowsTable):
         return use_bar(getattr(record, "memory_requested", 0) or 0, record.allocatable_memory_bytes, MEMORY)
 
 
-class NodeClaimTable(_AgeMixin, tables.Table):
+class NodeClaimTable(_AgeMixin, PlainRowsTable):
+    """The NodeClaims, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose render and link settings below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     node_pool = tables.Column(linkify=True, verbose_name="NodePool")
     reservation_label = tables.Column(
@@ -237,6 +240,27 @@ class NodeClaimTable(_AgeMixin, tables.Table):
         model = NodeClaim
         fields = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation_label", "node_name", "created_at")
         attrs = {"class": "table"}
+
+    CAPACITY_TYPES = choice_labels(NodeClaim, "capacity_type")
+
+    def row_cells(self):
+        labels, now, pool_links, reservation_links = self.CAPACITY_TYPES, timezone.now(), {}, {}
+
+        def cells(record):
+            pool, name, label, node_name = record.node_pool, record.name, record.reservation_label, record.node_name
+            # Made once a rendering: the rows share a few pools and reservations (a pool by key: names repeat across clusters).
+            key = pool and (pool.pk, pool.name)
+            if pool is not None and key not in pool_links:
+                pool_links[key] = link(pool.get_absolute_url(), pool)
+            if label and record.reservation_id and (record.reservation_id, label) not in reservation_links:
+                reservation_links[record.reservation_id, label] = link(_reservation_url(record), label)
+            return (name and link(record.get_absolute_url(), name), pool and pool_links[key], record.instance_type,
+                    record.zone, labels.get(record.capacity_type, record.capacity_type),
+                    label and (reservation_links[record.reservation_id, label] if record.reservation_id else label),
+                    node_name and link(_node_url(record), node_name),
+                    record.created_at and timesince(record.created_at, now, depth=1))
+
+        return cells
 
 
 class CpuColumn(tables.Column):
