@@ -277,7 +277,10 @@ class MemoryColumn(tables.Column):
         return format_resource(MEMORY, value)
 
 
-class PodTable(tables.Table):
+class PodTable(PlainRowsTable):
+    """The pods, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose columns below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     node_name = tables.Column(verbose_name="Node", linkify=_node_url)
     cpu_request_millicores = CpuColumn(verbose_name="CPU request")
@@ -287,6 +290,25 @@ class PodTable(tables.Table):
         model = Pod
         fields = ("namespace", "name", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes")
         attrs = {"class": "table"}
+
+    def row_cells(self):
+        # Made once a rendering: a node's link (its pods share it; by cluster, whose nodes' names may repeat)
+        # and each request amount's words (pods of a workload ask the same).
+        node_links, cpus, memories = {}, {}, {}
+
+        def cells(record):
+            name, node_name, cpu, memory = record.name, record.node_name, record.cpu_request_millicores, record.memory_request_bytes
+            if node_name and (record.cluster_id, node_name) not in node_links:
+                node_links[record.cluster_id, node_name] = link(_node_url(record), node_name)
+            if cpu not in cpus:
+                cpus[cpu] = format_resource(CPU, cpu)
+            if memory not in memories:
+                memories[memory] = format_resource(MEMORY, memory)
+            return (record.namespace, name and link(record.get_absolute_url(), name),
+                    node_name and node_links[record.cluster_id, node_name], record.phase,
+                    None if cpu is None else cpus[cpu], None if memory is None else memories[memory])
+
+        return cells
 
 
 class DecisionTable(PlainRowsTable):
