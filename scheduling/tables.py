@@ -1,5 +1,3 @@
-from html import escape
-
 import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.template.defaultfilters import pluralize
@@ -9,7 +7,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
-from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
+from karpweb.tables import PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from karpweb.urlcache import cluster_detail_url, detail_url
 
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
@@ -133,11 +131,6 @@ def totals_heading(totals: dict) -> SafeString:
     when = totals.get("as_of")
     return format_html('Totals <span class="muted nowrap" title="Counted by each cluster\'s last loop step">as of {}</span>',
                        f"the last loop step, {when:%H:%M:%S} UTC" if when else "now")
-
-
-def id_link(url: str, text) -> SafeString:
-    """`<a class="id" href="url">text</a>`, both escaped: what linkify renders with attrs={"a": {"class": "id"}}."""
-    return mark_safe(f'<a class="id" href="{escape(url)}">{escape(str(text))}</a>')
 
 
 class NodeTable(_AgeMixin, PlainRowsTable):
