@@ -6,7 +6,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from karpweb.tables import BLANK, PlainRowsTable, choice_labels, id_link, short_datetimes
+from karpweb.tables import BLANK, PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
 from scheduling.templatetags.karpweb import countdown, per_hour, utc_minute
@@ -122,7 +122,10 @@ class CapacityReservationTable(PlainRowsTable):
         return mark_safe("".join(flags)) if flags else ""
 
 
-class EC2NodeClassTable(tables.Table):
+class EC2NodeClassTable(PlainRowsTable):
+    """The EC2NodeClasses, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose render_ methods below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     terms = tables.Column(empty_values=(), orderable=False, verbose_name="Selector terms")
     reservation_count = tables.Column(verbose_name="Reservations")
@@ -133,6 +136,17 @@ class EC2NodeClassTable(tables.Table):
         model = EC2NodeClass
         fields = ("name", "terms", "reservation_count", "pool_count", "ready", "synced_at")
         attrs = {"class": "table"}
+
+    def row_cells(self):
+        when = short_datetimes()
+
+        def cells(record):
+            name, synced = record.name, record.synced_at
+            return (name and link(record.get_absolute_url(), name), self.render_terms(record),
+                    getattr(record, "reservation_count", None), getattr(record, "pool_count", None),
+                    self.render_ready(record) or BLANK, synced and when(synced))
+
+        return cells
 
     def render_terms(self, record):
         return len(record.capacity_reservation_selector_terms or [])
