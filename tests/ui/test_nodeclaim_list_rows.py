@@ -7,29 +7,19 @@ import datetime
 import re
 
 import pytest
-from django.test import RequestFactory
 from django.utils import timezone
-from django_tables2 import RequestConfig
 
 from fleet import scope
-from fleet.models import AwsAccount, Cluster
 from karpweb.views_generic import PAGE_SIZE
 from scheduling.models import CapacityType, NodeClaim
 from scheduling.tables import NodeClaimTable
 from scheduling.views import NodeClaimListView
 from tests.factories.reservations import CapacityReservationFactory
 from tests.factories.scheduling import NodeClaimFactory, NodePoolFactory
-from tests.ui.test_decisions_page import django_tables2_rows, normalized, rows
+from tests.support.plain_rows import HOSTILE, configured, same_rows, same_table, second_cluster
+from tests.ui.test_decisions_page import rows
 
 pytestmark = pytest.mark.django_db
-HOSTILE = '<b>&"\''
-
-
-def second_cluster() -> Cluster:
-    """A second cluster beside the default one: every Kubernetes-side link then names its cluster."""
-    scope.default_cluster()
-    account = AwsAccount.objects.create(account_id="222222222222", name="ml-dev")
-    return Cluster.objects.create(name="west", account=account, region="us-east-1")
 
 
 def claims():
@@ -51,10 +41,7 @@ def claims():
 
 
 def table_for(params):
-    request = RequestFactory().get("/nodeclaims/", params)
-    table = NodeClaimTable(NodeClaimListView().get_queryset())
-    RequestConfig(request, paginate={"per_page": PAGE_SIZE}).configure(table)
-    return request, table
+    return configured(NodeClaimTable, NodeClaimListView, "/nodeclaims/", params)
 
 
 @pytest.mark.parametrize("params", [{}, {"page": "2"}, {"sort": "-name"}, {"sort": "created_at"},
@@ -62,19 +49,14 @@ def table_for(params):
 def test_plain_rows_are_django_tables2s_rows(db, params):
     claims()
     _, table = table_for(params)
-    plain = table.plain_rows()
-    assert plain == django_tables2_rows(table) and plain
-    assert "<b>" not in plain
+    same_rows(table)
 
 
 def test_the_whole_table_is_django_tables2s_table(db):
     """Header, sort links, rows and pagination, as django-tables2's own template renders them."""
     claims()
     request, table = table_for({"sort": "-name", "page": "2"})
-    assert table.template_name == "tables/plain_rows.html"
-    plain = table.as_html(request)
-    table.template_name = "tables/table.html"
-    assert normalized(plain) == normalized(table.as_html(request))
+    plain = same_table(request, table)
     assert len(rows(plain)) == NodeClaim.objects.count() - PAGE_SIZE and '<a href="?sort=name&amp;page=2">' in plain
 
 

@@ -4,9 +4,7 @@ list has (links in a fleet of two clusters that both have a class of one name, n
 the CapacityReservationsReady status given, missing or empty, a sync time or none, escaping)."""
 
 import pytest
-from django.test import RequestFactory
 from django.utils import timezone
-from django_tables2 import RequestConfig
 
 from fleet import scope
 from karpweb.tables import short_datetime
@@ -16,8 +14,8 @@ from reservations.tables import EC2NodeClassTable
 from reservations.views import NodeClassListView
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory
 from tests.factories.scheduling import NodePoolFactory
-from tests.ui.test_decisions_page import django_tables2_rows, normalized, rows
-from tests.ui.test_nodeclaim_list_rows import HOSTILE, second_cluster
+from tests.support.plain_rows import HOSTILE, configured, same_rows, same_table, second_cluster
+from tests.ui.test_decisions_page import rows
 
 pytestmark = pytest.mark.django_db
 READY = "CapacityReservationsReady"
@@ -40,10 +38,7 @@ def node_classes():
 
 
 def table_for(params):
-    request = RequestFactory().get("/nodeclasses/", params)
-    table = EC2NodeClassTable(NodeClassListView().get_queryset())
-    RequestConfig(request, paginate={"per_page": PAGE_SIZE}).configure(table)
-    return request, table
+    return configured(EC2NodeClassTable, NodeClassListView, "/nodeclasses/", params)
 
 
 @pytest.mark.parametrize("params", [{}, {"page": "2"}, {"sort": "-name"}, {"sort": "-pool_count"},
@@ -51,19 +46,14 @@ def table_for(params):
 def test_plain_rows_are_django_tables2s_rows(db, params):
     node_classes()
     _, table = table_for(params)
-    plain = table.plain_rows()
-    assert plain == django_tables2_rows(table) and plain
-    assert "<b>" not in plain
+    same_rows(table)
 
 
 def test_the_whole_table_is_django_tables2s_table(db):
     """Header, sort links, rows and pagination, as django-tables2's own template renders them."""
     node_classes()
     request, table = table_for({"sort": "-name", "page": "2"})
-    assert table.template_name == "tables/plain_rows.html"
-    plain = table.as_html(request)
-    table.template_name = "tables/table.html"
-    assert normalized(plain) == normalized(table.as_html(request))
+    plain = same_table(request, table)
     assert len(rows(plain)) == EC2NodeClass.objects.count() - PAGE_SIZE and '<a href="?sort=name&amp;page=2">' in plain
 
 

@@ -4,8 +4,6 @@ cell values, equal django-tables2's own rendering of the same table, for every k
 memory amounts in each of their forms, empty values, escaping)."""
 
 import pytest
-from django.test import RequestFactory
-from django_tables2 import RequestConfig
 
 from fleet import scope
 from karpweb.views_generic import PAGE_SIZE
@@ -13,8 +11,8 @@ from scheduling.models import Pod
 from scheduling.tables import PodTable
 from scheduling.views import PodListView
 from tests.factories.scheduling import PodFactory
-from tests.ui.test_decisions_page import django_tables2_rows, normalized, rows
-from tests.ui.test_nodeclaim_list_rows import HOSTILE, second_cluster
+from tests.support.plain_rows import HOSTILE, configured, same_rows, same_table, second_cluster
+from tests.ui.test_decisions_page import rows
 
 pytestmark = pytest.mark.django_db
 # CPU: whole cores, millicores, none; memory: binary, decimal, inexact, none.
@@ -36,10 +34,7 @@ def pods():
 
 
 def table_for(params):
-    request = RequestFactory().get("/pods/", params)
-    table = PodTable(PodListView().get_queryset())
-    RequestConfig(request, paginate={"per_page": PAGE_SIZE}).configure(table)
-    return request, table
+    return configured(PodTable, PodListView, "/pods/", params)
 
 
 @pytest.mark.parametrize("params", [{}, {"page": "2"}, {"sort": "-name"}, {"sort": "node_name"},
@@ -47,19 +42,14 @@ def table_for(params):
 def test_plain_rows_are_django_tables2s_rows(db, params):
     pods()
     _, table = table_for(params)
-    plain = table.plain_rows()
-    assert plain == django_tables2_rows(table) and plain
-    assert "<b>" not in plain
+    same_rows(table)
 
 
 def test_the_whole_table_is_django_tables2s_table(db):
     """Header, sort links, rows and pagination, as django-tables2's own template renders them."""
     pods()
     request, table = table_for({"sort": "-name", "page": "2"})
-    assert table.template_name == "tables/plain_rows.html"
-    plain = table.as_html(request)
-    table.template_name = "tables/table.html"
-    assert normalized(plain) == normalized(table.as_html(request))
+    plain = same_table(request, table)
     assert len(rows(plain)) == Pod.objects.count() - PAGE_SIZE and '<a href="?sort=name&amp;page=2">' in plain
 
 

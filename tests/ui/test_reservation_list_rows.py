@@ -7,9 +7,7 @@ the totals footer stays."""
 import datetime
 
 import pytest
-from django.test import RequestFactory
 from django.utils import timezone
-from django_tables2 import RequestConfig
 
 from karpweb.views_generic import PAGE_SIZE
 from reservations.models import CapacityReservation, UtilizationHour
@@ -17,9 +15,9 @@ from reservations.tables import CapacityReservationTable
 from reservations.views import ReservationListView
 from scheduling.models import CapacityType
 from tests.factories.reservations import CapacityReservationFactory
-from tests.ui.test_decisions_page import django_tables2_rows, normalized, rows
+from tests.support.plain_rows import HOSTILE, configured, same_rows, same_table
+from tests.ui.test_decisions_page import rows
 from tests.ui.test_list_money_and_use import price
-from tests.ui.test_nodeclaim_list_rows import HOSTILE
 
 pytestmark = pytest.mark.django_db
 State, Type, Match = CapacityReservation.State, CapacityReservation.ReservationType, CapacityReservation.MatchCriteria
@@ -57,10 +55,7 @@ def reservations():
 
 
 def table_for(params):
-    request = RequestFactory().get("/reservations/", params)
-    table = CapacityReservationTable(ReservationListView().get_queryset())
-    RequestConfig(request, paginate={"per_page": PAGE_SIZE}).configure(table)
-    return request, table
+    return configured(CapacityReservationTable, ReservationListView, "/reservations/", params)
 
 
 @pytest.mark.parametrize("params", [{}, {"page": "2"}, {"sort": "-reservation_id"}, {"sort": "utilization"},
@@ -68,19 +63,14 @@ def table_for(params):
 def test_plain_rows_are_django_tables2s_rows(db, params):
     reservations()
     _, table = table_for(params)
-    plain = table.plain_rows()
-    assert plain == django_tables2_rows(table) and plain
-    assert "<b>" not in plain
+    same_rows(table)
 
 
 def test_the_whole_table_is_django_tables2s_table(db):
     """Header, sort links, rows, the totals footer and pagination, as django-tables2's own template renders them."""
     reservations()
     request, table = table_for({"sort": "reservation_id", "page": "1"})
-    assert table.template_name == "tables/plain_rows.html"
-    plain = table.as_html(request)
-    table.template_name = "tables/table.html"
-    assert normalized(plain) == normalized(table.as_html(request))
+    plain = same_table(request, table)
     assert len(rows(plain)) == PAGE_SIZE and 'id="reservation-totals">' in plain and 'id="idle-cost-total">' in plain
     assert '<a href="?sort=-reservation_id&amp;page=1">' in plain
 
