@@ -67,6 +67,23 @@ def link(url: str, text) -> SafeString:
     return mark_safe(f'<a href="{escape(url)}">{escape(str(text))}</a>')
 
 
+def id_link(url: str, text) -> SafeString:
+    """`<a class="id" href="url">text</a>`, both escaped: what linkify renders with attrs={"a": {"class": "id"}}."""
+    return mark_safe(f'<a class="id" href="{escape(url)}">{escape(str(text))}</a>')
+
+
+class _Blank:
+    """A cell left empty: what a render method that returns "" shows (not the table's default)."""
+
+    __slots__ = ()
+
+    def __html__(self) -> str:
+        return ""
+
+
+BLANK = _Blank()
+
+
 class PlainRowsTable(tables.Table):
     """A django-tables2 table whose rows are written in one pass from plain cell values (row_cells()),
     where django-tables2 renders every cell through BoundRow, BoundColumn, an accessor, a render call
@@ -81,7 +98,7 @@ class PlainRowsTable(tables.Table):
     def row_cells(self):
         """A function giving a record's cells in column order: text (escaped when the row is written),
         HTML (a SafeString, e.g. link()), or None or "" for the table's default, as django-tables2
-        shows an empty value. Made once a rendering, so it can look up what the rows share once.
+        shows an empty value; BLANK for an empty cell (a render method's "", which django-tables2 shows as is). Made once a rendering, so it can look up what the rows share once.
         Every subclass gives its own: the base class knows no columns."""
         raise TypeError(f"{type(self).__name__} must define row_cells(): PlainRowsTable has no cells of its own")
 

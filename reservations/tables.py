@@ -4,27 +4,32 @@ from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
+from karpweb.tables import BLANK, PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
 from scheduling.templatetags.karpweb import countdown, per_hour, utc_minute
+
+
+def usage_bar(record, utilization: float) -> SafeString:
+    """used / available / total with a bar: an f-string, not format_html (numbers only, nothing to escape)."""
+    return mark_safe(f'<div class="usage"><div class="bar"><span style="width:{round(utilization * 100)}%"></span></div>'
+                     f"{record.used_instance_count} / {record.available_instance_count} / {record.total_instance_count}</div>")
 
 
 class UsageColumn(tables.Column):
     """used / available / total with a bar."""
 
     def render(self, record):
-        percent = round(record.utilization * 100)
-        return format_html(
-            '<div class="usage"><div class="bar"><span style="width:{}%"></span></div>{} / {} / {}</div>',
-            percent, record.used_instance_count, record.available_instance_count, record.total_instance_count,
-        )
+        return usage_bar(record, record.utilization)
 
 
-class CapacityReservationTable(tables.Table):
+class CapacityReservationTable(PlainRowsTable):
     """The reservations, each with its idle prepaid cost, and a totals row over every reservation the filter
-    keeps (not only the page's): instances and idle cost of the usable ones."""
+    keeps (not only the page's): instances and idle cost of the usable ones. Its rows are written by
+    row_cells() (PlainRowsTable); the header, sorting, pages and the totals footer stay django-tables2's, whose
+    render_ methods below stay for its own rendering (tests compare the two) and give row_cells() its cells."""
 
     reservation_id = tables.Column(verbose_name="ID", footer="Totals")
     reservation_type = tables.Column(verbose_name="Type")
@@ -64,8 +69,23 @@ class CapacityReservationTable(tables.Table):
     def totals(self) -> dict:
         return self._summary[2]
 
+    TYPES, MATCHES = (choice_labels(CapacityReservation, name) for name in ("reservation_type", "instance_match_criteria"))
+
+    def row_cells(self):
+        types, matches, when = self.TYPES, self.MATCHES, short_datetimes()
+
+        def cells(record):
+            kind, state, match, utilization, end = (record.reservation_type, record.state, record.instance_match_criteria,
+                                                    record.utilization, record.end_date)
+            return (record.reservation_id and self.render_reservation_id(record), record.instance_type,
+                    record.availability_zone, types.get(kind, kind), state and self.render_state(record),
+                    matches.get(match, match), usage_bar(record, utilization), f"{utilization:.0%}",
+                    self.render_idle_cost(record), end and when(end), record.owner_id, self.render_flags(record) or BLANK)
+
+        return cells
+
     def render_reservation_id(self, record):
-        return format_html('<a class="id" href="{}">{}</a>', record.get_absolute_url(), record.reservation_id)
+        return id_link(record.get_absolute_url(), record.reservation_id)
 
     def render_utilization(self, record):
         return f"{record.utilization:.0%}"
@@ -102,7 +122,10 @@ class CapacityReservationTable(tables.Table):
         return mark_safe("".join(flags)) if flags else ""
 
 
-class EC2NodeClassTable(tables.Table):
+class EC2NodeClassTable(PlainRowsTable):
+    """The EC2NodeClasses, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose render_ methods below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     terms = tables.Column(empty_values=(), orderable=False, verbose_name="Selector terms")
     reservation_count = tables.Column(verbose_name="Reservations")
@@ -113,6 +136,17 @@ class EC2NodeClassTable(tables.Table):
         model = EC2NodeClass
         fields = ("name", "terms", "reservation_count", "pool_count", "ready", "synced_at")
         attrs = {"class": "table"}
+
+    def row_cells(self):
+        when = short_datetimes()
+
+        def cells(record):
+            name, synced = record.name, record.synced_at
+            return (name and link(record.get_absolute_url(), name), self.render_terms(record),
+                    getattr(record, "reservation_count", None), getattr(record, "pool_count", None),
+                    self.render_ready(record) or BLANK, synced and when(synced))
+
+        return cells
 
     def render_terms(self, record):
         return len(record.capacity_reservation_selector_terms or [])

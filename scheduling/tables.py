@@ -1,5 +1,3 @@
-from html import escape
-
 import django_tables2 as tables
 import karpweb.tables  # noqa: F401 - registers the shared column types before the tables below are built
 from django.template.defaultfilters import pluralize
@@ -9,7 +7,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
-from karpweb.tables import PlainRowsTable, choice_labels, link, short_datetimes
+from karpweb.tables import PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from karpweb.urlcache import cluster_detail_url, detail_url
 
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
@@ -135,11 +133,6 @@ def totals_heading(totals: dict) -> SafeString:
                        f"the last loop step, {when:%H:%M:%S} UTC" if when else "now")
 
 
-def id_link(url: str, text) -> SafeString:
-    """`<a class="id" href="url">text</a>`, both escaped: what linkify renders with attrs={"a": {"class": "id"}}."""
-    return mark_safe(f'<a class="id" href="{escape(url)}">{escape(str(text))}</a>')
-
-
 class NodeTable(_AgeMixin, PlainRowsTable):
     """The nodes with what each costs an hour and how much of its CPU and memory its pods request, and a
     totals row over every node the filter keeps. Its rows are written by row_cells() (PlainRowsTable): the
@@ -223,7 +216,10 @@ class NodeTable(_AgeMixin, PlainRowsTable):
         return use_bar(getattr(record, "memory_requested", 0) or 0, record.allocatable_memory_bytes, MEMORY)
 
 
-class NodeClaimTable(_AgeMixin, tables.Table):
+class NodeClaimTable(_AgeMixin, PlainRowsTable):
+    """The NodeClaims, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose render and link settings below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     node_pool = tables.Column(linkify=True, verbose_name="NodePool")
     reservation_label = tables.Column(
@@ -237,6 +233,27 @@ class NodeClaimTable(_AgeMixin, tables.Table):
         model = NodeClaim
         fields = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation_label", "node_name", "created_at")
         attrs = {"class": "table"}
+
+    CAPACITY_TYPES = choice_labels(NodeClaim, "capacity_type")
+
+    def row_cells(self):
+        labels, now, pool_links, reservation_links = self.CAPACITY_TYPES, timezone.now(), {}, {}
+
+        def cells(record):
+            pool, name, label, node_name = record.node_pool, record.name, record.reservation_label, record.node_name
+            # Made once a rendering: the rows share a few pools and reservations (a pool by key: names repeat across clusters).
+            key = pool and (pool.pk, pool.name)
+            if pool is not None and key not in pool_links:
+                pool_links[key] = link(pool.get_absolute_url(), pool)
+            if label and record.reservation_id and (record.reservation_id, label) not in reservation_links:
+                reservation_links[record.reservation_id, label] = link(_reservation_url(record), label)
+            return (name and link(record.get_absolute_url(), name), pool and pool_links[key], record.instance_type,
+                    record.zone, labels.get(record.capacity_type, record.capacity_type),
+                    label and (reservation_links[record.reservation_id, label] if record.reservation_id else label),
+                    node_name and link(_node_url(record), node_name),
+                    record.created_at and timesince(record.created_at, now, depth=1))
+
+        return cells
 
 
 class CpuColumn(tables.Column):
@@ -253,7 +270,10 @@ class MemoryColumn(tables.Column):
         return format_resource(MEMORY, value)
 
 
-class PodTable(tables.Table):
+class PodTable(PlainRowsTable):
+    """The pods, their rows written by row_cells() (PlainRowsTable); header, sorting and pages stay
+    django-tables2's, whose columns below stay for its own rendering (tests compare the two)."""
+
     name = tables.Column(linkify=True)
     node_name = tables.Column(verbose_name="Node", linkify=_node_url)
     cpu_request_millicores = CpuColumn(verbose_name="CPU request")
@@ -263,6 +283,25 @@ class PodTable(tables.Table):
         model = Pod
         fields = ("namespace", "name", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes")
         attrs = {"class": "table"}
+
+    def row_cells(self):
+        # Made once a rendering: a node's link (its pods share it; by cluster, whose nodes' names may repeat)
+        # and each request amount's words (pods of a workload ask the same).
+        node_links, cpus, memories = {}, {}, {}
+
+        def cells(record):
+            name, node_name, cpu, memory = record.name, record.node_name, record.cpu_request_millicores, record.memory_request_bytes
+            if node_name and (record.cluster_id, node_name) not in node_links:
+                node_links[record.cluster_id, node_name] = link(_node_url(record), node_name)
+            if cpu not in cpus:
+                cpus[cpu] = format_resource(CPU, cpu)
+            if memory not in memories:
+                memories[memory] = format_resource(MEMORY, memory)
+            return (record.namespace, name and link(record.get_absolute_url(), name),
+                    node_name and node_links[record.cluster_id, node_name], record.phase,
+                    None if cpu is None else cpus[cpu], None if memory is None else memories[memory])
+
+        return cells
 
 
 class DecisionTable(PlainRowsTable):
