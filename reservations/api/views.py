@@ -35,7 +35,8 @@ from reservations.filtersets import (
     UtilizationSampleFilterSet,
 )
 from reservations.alarms import current_alarms, with_running_nodes
-from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
+from reservations.models import (CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass,
+                                 OpenReservationInstance, Recommendation, ReservationContention, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
 from karpweb.jsonsafe import printable
@@ -141,9 +142,12 @@ class CapacityReservationViewSet(ReadOnlyViewSet):
         return (
             with_running_nodes(CapacityReservation.objects.with_recent_utilization(self._now()))
             .annotate(current_utilization=Case(When(total_instance_count__gt=0, then=used_share), default=Value(0.0)))
-            .prefetch_related(Prefetch("node_classes", to_attr="node_class_list"),  # PrefetchedSlugsField reads these
-                              Prefetch("open_instances", to_attr="open_instance_list"),
-                              Prefetch("groups", to_attr="group_list"))
+            # PrefetchedSlugsField reads one field of each: the rest (a class's spec, status and conditions,
+            # for every class of every cluster that selects the reservation) is never loaded.
+            .prefetch_related(Prefetch("node_classes", EC2NodeClass.objects.only("name"), to_attr="node_class_list"),
+                              Prefetch("open_instances", OpenReservationInstance.objects.only("instance_id", "reservation"),
+                                       to_attr="open_instance_list"),
+                              Prefetch("groups", CapacityReservationGroup.objects.only("arn"), to_attr="group_list"))
         )
 
     def _now(self):
