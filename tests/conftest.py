@@ -19,6 +19,13 @@ settings.STORAGES = {
 }
 
 
+# Passwords hashed with MD5 in the tests' own process: Django's PBKDF2 (1,000,000 rounds) costs 0.24 s of
+# CPU a hash here, and hundreds of tests make a user (tests/conftest.py's role fixtures) or sign one in.
+# Django's hashers stay behind it, so a hash made elsewhere (a server process the test started, with
+# production's settings) still verifies.
+settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
+
+
 # --- layers: every test gets exactly one of these markers (CONTRIBUTING.md) ----------------------
 # The heaviest part a test touches names its layer: browser > servers > db > engine. Fixtures say it
 # for most tests; the modules listed here start processes themselves (manage.py, promtool, node,
