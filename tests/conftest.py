@@ -19,6 +19,11 @@ settings.STORAGES = {
 }
 
 
+# WhiteNoise finds static files as they are asked for rather than indexing all of staticfiles/ (931
+# files, compressed copies included) when its middleware is made: Django's test client makes the
+# middleware afresh for every client, hundreds of times a run, at 0.23 s of CPU each here.
+settings.WHITENOISE_AUTOREFRESH = True
+
 # Passwords hashed with MD5 in the tests' own process: Django's PBKDF2 (1,000,000 rounds) costs 0.24 s of
 # CPU a hash here, and hundreds of tests make a user (tests/conftest.py's role fixtures) or sign one in.
 # Django's hashers stay behind it, so a hash made elsewhere (a server process the test started, with
