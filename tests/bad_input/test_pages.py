@@ -167,7 +167,6 @@ def test_whatif_world_text_and_file(viewer_client, small_world):
 # --- login -----------------------------------------------------------------------------------------
 
 def test_login(client, small_world, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # the tests' cheap hasher
     # Hostile values, not a lock-out (tests/security/test_signin_lockout.py): every try gets the form.
     settings.AXES_FAILURE_LIMIT = 10_000
     for value in HOSTILE_STRINGS:
