@@ -13,6 +13,7 @@ from fleet.scope import cluster_scope
 from reservations.models import CapacityReservation, Recommendation
 from scheduling import demo
 from scheduling.queries import capacity_totals, on_demand_prices
+from scheduling.templatetags.karpweb import per_hour
 from tests.factories.scheduling import NodeFactory, PodFactory
 
 pytestmark = pytest.mark.django_db
@@ -35,11 +36,12 @@ def test_the_fleet_overview_shows_every_account_cluster_and_shared_reservation(v
     shared = demo.reservation_id(demo.SHARED_RESERVATION)
     row = page.split(f'id="fleet-{shared}"', 1)[1].split("</tr>", 1)[0]
     assert "demo-prod" in row and "demo-research" in row and "4 / 6" in row
-    assert "research-use1: 2" in row and "staging-use1: 2" in row and "$0.19" in row
+    # $/h at EC2's price precision, as on every list: two idle m5.large units at $0.096.
+    assert "research-use1: 2" in row and "staging-use1: 2" in row and "<td>$0.1920/h</td>" in row
     # The fleet's idle prepaid cost is the one money helper's, over every usable reservation.
     usable = list(CapacityReservation.objects.usable())
     totals = capacity_totals(usable, on_demand_prices({r.instance_type for r in usable}))
-    assert f"${totals['idle_cost']:,.2f}/h" in page
+    assert f'id="fleet-idle-cost">{per_hour(totals["idle_cost"])}<' in page
     # Recommendations: monthly savings ranked; one-off extensions counted apart.
     monthly = [rec for rec in Recommendation.objects.filter(state="open") if rec.is_monthly]
     assert monthly and all(rec.money_text in page for rec in monthly[:3])

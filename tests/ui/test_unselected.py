@@ -21,7 +21,7 @@ def test_open_reservation_trap_report(viewer_client, demo_world):
     NodeFactory(name="od-elsewhere", instance_type="r6i.large", zone="us-east-1a", capacity_type="on-demand")
     page = viewer_client.get(reverse("reservations:unselected")).content.decode()
     row = page.split('data-reservation="cr-0open"')[1].split("</tr>")[0]
-    assert "$0.25/h" in row and "2 / 3" in row and "od-r6i" in row and "od-elsewhere" not in row
+    assert "$0.2520/h" in row and "2 / 3" in row and "od-r6i" in row and "od-elsewhere" not in row
     for selected in EC2NodeClass.objects.get(name="default").selected_reservations.all():
         assert f'data-reservation="{selected.reservation_id}"' not in page
 

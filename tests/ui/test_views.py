@@ -64,7 +64,7 @@ def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
     assert f"{used} / {total}" in page
     # The second account's cluster sees only the reservation the first shares with it (m6i.large, 2 idle x $0.096).
     research = viewer_client.get(reverse("scheduling:overview"), {"cluster": "research-use1"}).content.decode()
-    assert "$0.19/h" in research and "in research-use1" in research
+    assert "$0.1920/h" in research and "in research-use1" in research
     # Idle m5.xlarge (4 x $0.192, and 3 x $0.192 in the unselected one) + m5.large (4 x $0.096) + c6a.large
     # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70), the m6i.large its account owns and shares (2 x $0.096),
     # and the committed r6i.large (6 x $0.126)
