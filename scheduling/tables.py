@@ -241,13 +241,12 @@ class NodeClaimTable(_AgeMixin, PlainRowsTable):
 
         def cells(record):
             pool, name, label, node_name = record.node_pool, record.name, record.reservation_label, record.node_name
-            # Made once a rendering: the rows share a few pools and reservations (a pool by key: names repeat across clusters).
-            key = pool and (pool.pk, pool.name)
-            if pool is not None and key not in pool_links:
-                pool_links[key] = link(pool.get_absolute_url(), pool)
+            # Made once a rendering: the rows share a few pools and reservations (a pool by id: names repeat across clusters).
+            if pool is not None and pool.pk not in pool_links:
+                pool_links[pool.pk] = link(pool.get_absolute_url(), pool)
             if label and record.reservation_id and (record.reservation_id, label) not in reservation_links:
                 reservation_links[record.reservation_id, label] = link(_reservation_url(record), label)
-            return (name and link(record.get_absolute_url(), name), pool and pool_links[key], record.instance_type,
+            return (name and link(record.get_absolute_url(), name), pool and pool_links[pool.pk], record.instance_type,
                     record.zone, labels.get(record.capacity_type, record.capacity_type),
                     label and (reservation_links[record.reservation_id, label] if record.reservation_id else label),
                     node_name and link(_node_url(record), node_name),
@@ -298,8 +297,7 @@ class PodTable(PlainRowsTable):
             if memory not in memories:
                 memories[memory] = format_resource(MEMORY, memory)
             return (record.namespace, name and link(record.get_absolute_url(), name),
-                    node_name and node_links[record.cluster_id, node_name], record.phase,
-                    None if cpu is None else cpus[cpu], None if memory is None else memories[memory])
+                    node_name and node_links[record.cluster_id, node_name], record.phase, cpus[cpu], memories[memory])
 
         return cells
 
