@@ -71,6 +71,8 @@ from moto.core.responses import ActionResult
 from moto.ec2 import utils as moto_ec2_utils
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
+from moto.core.parse import default_timestamp_parser as parse_timestamp
+from moto.ec2.models import amis as moto_amis
 from moto.ec2.models.amis import Ami
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response
@@ -1385,6 +1387,20 @@ def _install_doctor_handlers() -> None:
 
 
 _install_doctor_handlers()
+
+
+def _load_default_images(backend: Any) -> None:
+    """moto's 44 default images, without the 1,257 "latest" and ECS-optimized ones moto also makes for
+    us-east-1 each time a backend is made or reset (each with a volume and a snapshot: a fifth of a
+    second of every test that resets the world). The tests launch from a default image
+    (ami-12c6146b); the images Karpenter's aliases resolve to they publish themselves (add_image)."""
+    for ami in moto_amis.AMIS:
+        created = ami.get("creation_date")
+        parsed = {"creation_date": parse_timestamp(created)} if isinstance(created, str) else {}
+        backend.amis[ami["ami_id"]] = Ami(backend, **{**ami, "owner_alias": "amazon", **parsed})
+
+
+moto_amis.AmiBackend._load_amis = _load_default_images
 
 
 # --------------------------------------------------------------------------------------------
