@@ -20,6 +20,7 @@ falling back to the environment:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -29,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.loaders import Loader, create_loader
 
 from .interface import CloudAPIError
 
@@ -132,8 +135,35 @@ def _bool(value: Any) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
+class _ProcessLoader(Loader):
+    """botocore's data loader, one for every session of the process. Each botocore session otherwise
+    has its own, and parses each service's model again for its first client (EC2's is megabytes of
+    JSON: 0.25 s of CPU here, against 0.03 s with the models already loaded) and keeps its own copy:
+    a worker serving many clusters and accounts (a session each) would hold one per account. boto3
+    appends its data folder to a session's search paths whenever a Session is made: the paths are
+    fixed here (boto3's included) and each such append goes to a copy, so they do not grow."""
+
+    @property
+    def search_paths(self) -> list[str]:
+        return list(self._search_paths)
+
+
+@functools.cache
+def _process_loader() -> Loader:
+    loader = create_loader()
+    return _ProcessLoader(extra_search_paths=[*loader.search_paths,
+                                              os.path.join(os.path.dirname(boto3.__file__), "data")],
+                          include_default_search_paths=False)
+
+
+def _botocore_session() -> botocore.session.Session:
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _process_loader())
+    return session
+
+
 def make_session() -> boto3.session.Session:
-    return boto3.session.Session()
+    return boto3.session.Session(botocore_session=_botocore_session())
 
 
 def assumed_role_session(role_arn: str, *, region: str, external_id: str = "", sts_endpoint_url: str | None = None,
@@ -144,7 +174,6 @@ def assumed_role_session(role_arn: str, *, region: str, external_id: str = "", s
     credentials (``base``: boto3's chain). Nothing is called until the first request; botocore then
     refreshes them before they expire (15 minutes ahead, as its own assume-role provider does)."""
     from botocore.credentials import DeferredRefreshableCredentials
-    from botocore.session import get_session
 
     sts = (base or make_session()).client("sts", region_name=region, endpoint_url=sts_endpoint_url,
                                           config=Config(retries={"mode": "standard", "total_max_attempts": 3},
@@ -162,7 +191,7 @@ def assumed_role_session(role_arn: str, *, region: str, external_id: str = "", s
         return {"access_key": credentials["AccessKeyId"], "secret_key": credentials["SecretAccessKey"],
                 "token": credentials["SessionToken"], "expiry_time": credentials["Expiration"].isoformat()}
 
-    botocore_session = get_session()
+    botocore_session = _botocore_session()
     botocore_session._credentials = DeferredRefreshableCredentials(refresh_using=refresh, method="sts-assume-role")
     return boto3.session.Session(botocore_session=botocore_session, region_name=region)
 
