@@ -221,3 +221,16 @@ def test_a_type_no_price_source_knows_is_still_launchable(world, clock, make_pro
     assert any(o.instance_type == "c7gn.xlarge" and o.capacity_type == ON_DEMAND for o in catalogue.offerings)
     assert catalogue.price_source == "bundled" and any("estimate" in note for note in catalogue.notes)
     assert catalogue.instance_type("m5.large").price_source == "bundled"
+
+
+def test_a_narrowed_catalogue_asks_for_the_offerings_of_its_types_only(world, make_provider, ec2_server):
+    """The offerings are asked for by the names DescribeInstanceTypes answered (not the patterns:
+    not every filter takes a wildcard), and are the same as the whole region's for those types."""
+    narrowed = make_provider(instance_type_patterns=("m5.*", "c5.large")).catalogue()
+    [asked] = [call.params for call in ec2_server.calls_of("DescribeInstanceTypeOfferings")]
+    names = sorted(it.name for it in narrowed.instance_types)
+    assert "m5.large" in names and "c5.large" in names and "c5.xlarge" not in names
+    assert asked["Filters"] == [{"Name": "instance-type", "Values": names}]
+    whole = make_provider(instance_type_patterns=()).catalogue()
+    assert sorted((o.instance_type, o.zone, o.capacity_type) for o in narrowed.offerings) == sorted(
+        (o.instance_type, o.zone, o.capacity_type) for o in whole.offerings if o.instance_type in names)

@@ -183,6 +183,23 @@ def _pages(call: Caller, client: Any, operation: str, key: str, **params: Any) -
         params["NextToken"] = token
 
 
+OFFERING_FILTER_VALUES = 100  # instance types named in one DescribeInstanceTypeOfferings filter
+
+
+def _offerings(call: Caller, ec2: Any, names: list[str] | None) -> list[dict[str, Any]]:
+    """Every zone's offerings of the types ``names`` (all the region's when None): asked by name, a
+    hundred at a time, so that a narrowed catalogue does not page through the region's thousands."""
+    if names is None:
+        return _pages(call, ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
+                      LocationType="availability-zone", MaxResults=1000)
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(names), OFFERING_FILTER_VALUES):
+        rows += _pages(call, ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
+                       LocationType="availability-zone", MaxResults=1000,
+                       Filters=[{"Name": "instance-type", "Values": names[start:start + OFFERING_FILTER_VALUES]}])
+    return rows
+
+
 def fetch_catalogue(
     ec2: Any,
     pricing: Any | None,
@@ -199,14 +216,7 @@ def fetch_catalogue(
     offerings are then matched to those types here."""
     filters = [{"Name": "instance-type", "Values": list(instance_type_patterns)}] if instance_type_patterns else []
     raw_types = _pages(call, ec2, "describe_instance_types", "InstanceTypes", Filters=filters, MaxResults=100)
-    offerings_raw = _pages(
-        call,
-        ec2,
-        "describe_instance_type_offerings",
-        "InstanceTypeOfferings",
-        LocationType="availability-zone",
-        MaxResults=1000,
-    )
+    offerings_raw = _offerings(call, ec2, sorted({raw["InstanceType"] for raw in raw_types}) if filters else None)
     zones = call(ec2, "describe_availability_zones").get("AvailabilityZones", [])
     zone_ids = {z["ZoneName"]: z.get("ZoneId", "") for z in zones}
 
