@@ -217,7 +217,7 @@ def test_the_watch_process_runs_the_lifecycle_pass_and_the_beat_leaves_it_to_it(
                      lifecycle=lambda: passes.append((time.monotonic(), kept.loaded)))
     worker, stop = start(loop)
     try:
-        time.sleep(3.5)
+        wait_for(lambda: len(passes) >= 2, seconds=20)
         assert steps.lifecycle() == {"skipped": "the watch process runs the lifecycle pass on the world it keeps"}
     finally:
         stop.set()
