@@ -150,7 +150,8 @@ class _ProcessLoader(Loader):
 
 @functools.cache
 def _process_loader() -> Loader:
-    loader = create_loader()
+    data_path = botocore.session.get_session().get_config_variable("data_path")  # AWS_DATA_PATH, as a session's own
+    loader = create_loader(data_path)
     return _ProcessLoader(extra_search_paths=[*loader.search_paths,
                                               os.path.join(os.path.dirname(boto3.__file__), "data")],
                           include_default_search_paths=False)
