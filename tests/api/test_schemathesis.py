@@ -73,8 +73,8 @@ def operator_token(operator):
 @pytest.fixture
 def localhost_allowed(settings):
     """Set once per test, not per example: each assignment through pytest-django's `settings` nests
-    another override, and every settings read walks them all (80 examples deep: a third of the
-    module's time went there)."""
+    another override, and every settings read walks them all (80 examples deep: 15 s of the module's
+    181 s under cProfile)."""
     settings.ALLOWED_HOSTS = ["localhost"]
 
 

@@ -67,12 +67,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from moto.core.parse import default_timestamp_parser as parse_timestamp
 from moto.core.responses import ActionResult
 from moto.ec2 import utils as moto_ec2_utils
 from moto.ec2.exceptions import EC2ClientError
-from moto.ec2.models import ec2_backends
-from moto.core.parse import default_timestamp_parser as parse_timestamp
 from moto.ec2.models import amis as moto_amis
+from moto.ec2.models import ec2_backends
 from moto.ec2.models.amis import Ami
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import EC2Response

@@ -189,15 +189,11 @@ OFFERING_FILTER_VALUES = 100  # instance types named in one DescribeInstanceType
 def _offerings(call: Caller, ec2: Any, names: list[str] | None) -> list[dict[str, Any]]:
     """Every zone's offerings of the types ``names`` (all the region's when None): asked by name, a
     hundred at a time, so that a narrowed catalogue does not page through the region's thousands."""
-    if names is None:
-        return _pages(call, ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
-                      LocationType="availability-zone", MaxResults=1000)
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(names), OFFERING_FILTER_VALUES):
-        rows += _pages(call, ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
-                       LocationType="availability-zone", MaxResults=1000,
-                       Filters=[{"Name": "instance-type", "Values": names[start:start + OFFERING_FILTER_VALUES]}])
-    return rows
+    asks = [{}] if names is None else [
+        {"Filters": [{"Name": "instance-type", "Values": names[start:start + OFFERING_FILTER_VALUES]}]}
+        for start in range(0, len(names), OFFERING_FILTER_VALUES)]
+    return [row for ask in asks for row in _pages(call, ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
+                                                  LocationType="availability-zone", MaxResults=1000, **ask)]
 
 
 def fetch_catalogue(
