@@ -7,6 +7,7 @@ import time
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from scheduling.loop import leases
 from scheduling.loop.watch import LEASE, WatchLoop
@@ -20,7 +21,14 @@ pytestmark = [pytest.mark.kube, pytest.mark.django_db(transaction=True)]
 def start(loop: WatchLoop, lead: bool = True) -> tuple[threading.Thread, threading.Event]:
     """Run the loop in a thread; with `lead`, return once it holds the lease (20 s at most)."""
     stop = threading.Event()
-    worker = threading.Thread(target=lambda: loop.run(stop=stop), daemon=True)
+
+    def run():
+        try:
+            loop.run(stop=stop)
+        finally:
+            connection.close()  # the thread's own, as manage.py watch closes it: else it outlives the test database
+
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
     deadline = time.monotonic() + 20
     while lead and not loop.leading and time.monotonic() < deadline:
