@@ -283,7 +283,8 @@ def django_db_modify_db_settings(django_db_modify_db_settings, request):
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker, request):
-    """pytest-django's; then, in the worker that migrated first, its database copied into the template."""
+    """pytest-django's; then, in the worker that migrated first, its database copied into the template.
+    At the end, no other session left on this worker's database."""
     import fcntl
 
     held = getattr(request.config, "_karpweb_template_lock", None)
@@ -304,6 +305,22 @@ def django_db_setup(django_db_setup, django_db_blocker, request):
             lock.close()
             request.config._karpweb_template_lock = None
     yield
+    _own_database_released(django_db_blocker)
+
+
+def _own_database_released(django_db_blocker) -> None:
+    """End every session still on this worker's own test database, so that pytest-django can drop it.
+    Some full runs end with one more session than the worker's own, opened by a thread of some test
+    late in the run (its owner is gone by then: no live connection object holds it). PostgreSQL then
+    waits 5 s for it and refuses the drop, which leaves the database behind with a warning."""
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        return
+    connections.close_all()
+    with django_db_blocker.unblock(), connection._nodb_cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                       [connection.settings_dict["NAME"]])
 
 
 def pytest_sessionfinish(session):
