@@ -156,6 +156,19 @@ class Cluster:
                           for d in made])
         return [d for d in made if d.node_pool and d.node_pool.name == self.pool]
 
+    def why(self) -> dict:
+        """For a failure's message only: each pass's drift decisions, what the engine would do now, and
+        what else on the shared API server it sees (a random order, seed 2711, made both drift tests
+        find no drift decision at all, twice under pytest-xdist; never alone, nor with -v)."""
+        from scheduling.loop.disruption import engine_decisions
+        from scheduling.models import Node, Pod
+
+        decisions = engine_decisions(self.provider, utc_now())
+        return {"seen": self.seen, "disruptions": [(d["reason"], d["nodes"]) for d in decisions["disruptions"]],
+                "bindings": decisions.get("bindings"), "nodeClaims": [c["name"] for c in decisions.get("nodeClaims", [])],
+                "nodes": list(Node.objects.filter(node_pool__name=self.pool).values_list("name", "ready", "deleting_since")),
+                "pending": list(Pod.objects.filter(node__isnull=True).values_list("namespace", "name")[:20])}
+
     def register_new_claims(self, known: set[str]) -> None:
         for claim in NodeClaim.objects.filter(node_pool__name=self.pool, deleting_since__isnull=True).exclude(
                 name__in=known).exclude(provider_id=""):
@@ -192,7 +205,7 @@ def test_should_replace_drifted_nodes_ami_drift_one_at_a_time_under_a_budget_of_
         replaced_per_pass.append(len(acted))
         assert all(d.details["driftReason"] == "AMIDrift" and d.details["action"] == "replace" for d in acted)
         cluster.register_new_claims(originals)
-    assert replaced_per_pass == [1, 1], cluster.seen
+    assert replaced_per_pass == [1, 1], cluster.why()
     live = [c for c in NodeClaim.objects.filter(node_pool__name=cluster.pool, deleting_since__isnull=True)]
     assert len(live) == 2 and not {c.name for c in live} & originals
     assert {image_of(raw_ec2, c.instance_id) for c in live} == {new_image}
@@ -208,7 +221,7 @@ def test_should_detect_static_drift_when_the_nodepool_template_changes(rest, ada
     rest.patch(NODEPOOL, cluster.pool, {"spec": {"template": {"metadata": {"labels": {"team": "payments"}}}}})
     cluster.resync()
     acted = [d for d in cluster.drift_pass() if d.outcome == "acted"]
-    assert len(acted) == 1 and acted[0].details["driftReason"] == "NodePoolDrifted", cluster.seen
+    assert len(acted) == 1 and acted[0].details["driftReason"] == "NodePoolDrifted", cluster.why()
     assert set(cluster.claims()) - {original} and original not in cluster.drifted()  # replaced, the old one gone
     [replacement] = NodeClaim.objects.filter(node_pool__name=cluster.pool).exclude(name=original)
     assert replacement.labels["team"] == "payments" and replacement.provider_id
