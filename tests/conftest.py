@@ -107,6 +107,15 @@ def _fresh_cache():
 
 
 @pytest.fixture(autouse=True)
+def _empty_kube_servers(request):
+    """Each test that uses a kube-apiserver starts with none of the pods, Nodes, NodeClaims,
+    NodePools and EC2NodeClasses earlier tests on this worker left there (tests/kube/conftest.py)."""
+    for name in ("kube_server", "second_kube_server"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).empty()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_default_cluster(request):
     """Each test looks the default cluster up afresh (fleet/scope.py caches it per process): a
     transactional test elsewhere may have flushed the one the migration made. A test with the

@@ -150,6 +150,7 @@ class KubeTestServer:
         self.port = 0
         self.kubeconfig = workdir / "kubeconfig"
         self.limited_kubeconfig = workdir / "kubeconfig-limited"
+        self._client = None  # KubeRest as cluster admin, for empty()
 
     @property
     def host(self) -> str:
@@ -291,9 +292,43 @@ class KubeTestServer:
         return self.start_apiserver()
 
     def stop(self) -> None:
+        if self._client is not None:
+            self._client.api_client.close()
+            self._client = None
         self._reap(self.apiserver_proc, timeout=2.0)
         self._reap(self.etcd_proc)
         self.apiserver_proc = self.etcd_proc = None
+
+    # --- between tests ----------------------------------------------------------------------
+    def empty(self) -> None:
+        """Delete every object karpweb syncs that earlier tests left (pods in every namespace, Nodes,
+        NodeClaims, NodePools, EC2NodeClasses), so each test's cluster holds only what it makes: a
+        pending pod another test left would otherwise be nominated to this test's node and keep it
+        from being disrupted. No controller runs here, so finalizers are removed first."""
+        from scheduling.adapters.kube.resources import POD, SYNCED
+
+        rest = self._rest()
+        for resource in (POD, *(r for r in reversed(SYNCED) if r is not POD)):
+            items = rest.list(resource)["items"]
+            for item in items:
+                metadata = item["metadata"]
+                if metadata.get("finalizers"):
+                    rest.patch(resource, metadata["name"], {"metadata": {"finalizers": None}},
+                               namespace=metadata.get("namespace"))
+            if not resource.namespaced:
+                if items:
+                    rest.request("DELETE", resource.path())
+                continue
+            for namespace in sorted({item["metadata"]["namespace"] for item in items}):
+                rest.request("DELETE", resource.path(namespace=namespace), body={"gracePeriodSeconds": 0})
+
+    def _rest(self):
+        if self._client is None:
+            from scheduling.adapters.kube.config import client_from_kubeconfig
+            from scheduling.adapters.kube.rest import KubeRest
+
+            self._client = KubeRest(client_from_kubeconfig(str(self.kubeconfig)))
+        return self._client
 
     # --- clients --------------------------------------------------------------------------
     def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:

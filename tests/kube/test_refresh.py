@@ -158,8 +158,8 @@ class Cluster:
 
     def why(self) -> dict:
         """For a failure's message only: each pass's drift decisions, what the engine would do now, and
-        what else on the shared API server it sees (a random order, seed 2711, made both drift tests
-        find no drift decision at all, twice under pytest-xdist; never alone, nor with -v)."""
+        what else it sees. A pending pod an earlier test left on the API server once took the drifted
+        node (nominated, so not a candidate, as upstream); each test now starts with an empty server."""
         from scheduling.loop.disruption import engine_decisions
         from scheduling.models import Node, Pod
 
