@@ -105,7 +105,7 @@ class SimulatedCloud:
         from reservations.models import ReservationVisibility
 
         with transaction.atomic():
-            done = CapacityReservation.objects.fleet().filter(tags__contains={SPLIT_TOKEN_TAG: client_token}).first()
+            done = CapacityReservation.objects.fleet().filter(**{f"tags__{SPLIT_TOKEN_TAG}": client_token}).first()  # SQLite has no JSON contains
             if done is not None:  # a retry: the first split's reservation
                 return _described(done)
             source = _relocatable(reservation_id, "source", "create_capacity_reservation_by_splitting")

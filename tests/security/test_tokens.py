@@ -98,7 +98,7 @@ def test_the_migration_moves_clear_keys_to_digests(viewer):
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, created timestamptz NOT NULL, "
                        "user_id integer NOT NULL)")
-        cursor.execute("INSERT INTO authtoken_token VALUES (%s, now(), %s)", [old_key, viewer.pk])
+        cursor.execute("INSERT INTO authtoken_token VALUES (%s, %s, %s)", [old_key, timezone.now(), viewer.pk])
     migration = importlib.import_module("accounts.migrations.0002_harden_hash_api_tokens")
     migration.move_keys(apps, types.SimpleNamespace(connection=connection))
     with connection.cursor() as cursor:
