@@ -125,7 +125,7 @@ class Cluster:
                             "lastHeartbeatTime": "2026-11-25T12:00:00Z", "lastTransitionTime": "2026-11-25T12:00:00Z"}]}},
             subresource="status")
         h.pod(self.rest, self.ns, f"app-{self.serial}", node_name=name, cpu="1500m",
-              node_selector={"karpenter.sh/nodepool": self.pool},  # other tests' NodePools on the API server would take it too
+              node_selector={"karpenter.sh/nodepool": self.pool},  # a replacement must come from this pool
               owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "app", "uid": "rs-uid", "controller": True})
         self.sync.sync_once()
         nodes.after_launch(self.provider, self.adapter, utc_now())  # registered: labels and claim status
