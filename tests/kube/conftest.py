@@ -305,10 +305,10 @@ class KubeTestServer:
         NodeClaims, NodePools, EC2NodeClasses), so each test's cluster holds only what it makes: a
         pending pod another test left would otherwise be nominated to this test's node and keep it
         from being disrupted. No controller runs here, so finalizers are removed first."""
-        from scheduling.adapters.kube.resources import POD, SYNCED
+        from scheduling.adapters.kube.resources import SYNCED
 
         rest = self._rest()
-        for resource in (POD, *(r for r in reversed(SYNCED) if r is not POD)):
+        for resource in reversed(SYNCED):  # pods first, EC2NodeClasses last
             items = rest.list(resource)["items"]
             for item in items:
                 metadata = item["metadata"]
