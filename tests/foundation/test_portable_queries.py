@@ -5,13 +5,12 @@ lookup (`tags__<key>=value`) or `has_key` works on both. Read from the source, s
 either database."""
 
 import re
-from pathlib import Path
 
 from django.apps import apps
 from django.db.models import JSONField
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("karpweb", "accounts", "fleet", "reservations", "scheduling")
+from tests.foundation.test_architecture import ROOT, modules
+
 UNSUPPORTED_ON_SQLITE = ("contains", "contained_by")
 
 
@@ -25,12 +24,9 @@ def test_no_json_lookup_that_sqlite_cannot_answer():
     assert {"tags", "labels", "conditions"} <= names  # the check sees the fields it guards
     lookup = re.compile(r"\b(\w+)__(" + "|".join(UNSUPPORTED_ON_SQLITE) + r")\b")
     found = []
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            if "migrations" in path.parts:
-                continue
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                for match in lookup.finditer(line):
-                    if match.group(1).rsplit("__", 1)[-1] in names:
-                        found.append(f"{path.relative_to(ROOT)}:{number}: {match.group(0)}")
+    for path in modules().values():  # the product's modules, migrations left out
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for match in lookup.finditer(line):
+                if match.group(1).rsplit("__", 1)[-1] in names:
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {match.group(0)}")
     assert found == [], "JSON lookups SQLite cannot answer (use a key lookup or has_key):\n" + "\n".join(found)

@@ -109,9 +109,8 @@ class Lifecycle:
         return nodes.after_launch(self.provider, self.adapter, now or utc_now())
 
     def collections(self, *claims) -> int:
-        """The garbage collections of these claims so far (after_launch's count is the whole cluster's:
-        claims other tests left on the shared API server, their instances gone with the EC2 test server's
-        reset, are collected too)."""
+        """The garbage collections of these claims so far (after_launch's count is the whole cluster's,
+        so a test counts only the claims it made)."""
         return Decision.objects.filter(kind="garbage-collect", subject__in=[f"NodeClaim {c}" for c in claims]).count()
 
     def instance_state(self, instance):
