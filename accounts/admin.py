@@ -1,8 +1,14 @@
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from knox.models import AuthToken
 
 from accounts.models import SignInIdentity
-from scheduling.admin_mixins import ReadOnlyAdmin
+from accounts.tokens import revoke_token
+from karpweb.clientaddr import client_address
+from scheduling.models import AuditEntry
+from scheduling.admin_mixins import AuditedAuthorityAdmin, ReadOnlyAdmin
 
 
 @admin.register(SignInIdentity)
@@ -29,3 +35,25 @@ class APITokenAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
+
+    def delete_model(self, request, obj):
+        revoke_token(obj, actor=request.user, source=AuditEntry.Source.ADMIN, address=client_address(request))
+
+    def delete_queryset(self, request, queryset):
+        for token in queryset.select_related("user"):
+            self.delete_model(request, token)
+
+
+# Users and groups: who holds which role. Every grant, removal, new account and deletion is audited.
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class AuditedUserAdmin(AuditedAuthorityAdmin, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class AuditedGroupAdmin(AuditedAuthorityAdmin, GroupAdmin):
+    pass

@@ -54,4 +54,4 @@ def revoke_tokens_on_credential_change(sender, instance, created, **kwargs):
     every API token of the user, as Django ends the user's other sessions."""
     if getattr(instance, "_revoke_api_tokens", False):
         instance._revoke_api_tokens = False
-        revoke_tokens(instance)
+        revoke_tokens(instance, source=AuditEntry.Source.ADMIN)

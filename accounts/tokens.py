@@ -9,6 +9,7 @@ user, without expiry (that is what issue 34 found)."""
 import datetime
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -49,15 +50,84 @@ class TokenScheme(OpenApiAuthenticationExtension):
                 "description": "`Token <key>` (a key is shown once, when it is made: `manage.py api_token USER`)."}
 
 
-def create_token(user, days: int | None = None) -> tuple[AuthToken, str]:
-    """A new token for `user`; the key is returned here and never again."""
+class TokenRefused(Exception):
+    """A token cannot be made now; the message says why (and what to do)."""
+
+
+def token_days_for(user, days: int | None = None) -> float:
+    """How long a new token of `user` may live: KARPWEB_API_TOKEN_DAYS (or `days`), and for a
+    single sign-on account no longer than the identity provider's session would (KARPWEB_OIDC_SESSION_HOURS
+    from its last sign-in). TokenRefused when that session is over: sign in again first."""
+    from accounts.models import SignInIdentity
+
     days = settings.KARPWEB_API_TOKEN_DAYS if days is None else days
-    AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()  # the user's expired ones
-    return AuthToken.objects.create(user=user, expiry=datetime.timedelta(days=days))
+    identity = SignInIdentity.objects.filter(user_id=user.pk).first()
+    if identity is None:
+        return days
+    session_ends = identity.last_sign_in_at + datetime.timedelta(hours=settings.KARPWEB_OIDC_SESSION_HOURS)
+    left = (session_ends - timezone.now()).total_seconds() / 86400
+    if left <= 0:
+        raise TokenRefused(f"{user.get_username()} signs in through single sign-on and last did "
+                           f"{identity.last_sign_in_at:%Y-%m-%d %H:%M} UTC, more than KARPWEB_OIDC_SESSION_HOURS "
+                           f"({settings.KARPWEB_OIDC_SESSION_HOURS}) ago: sign in again, then make the token")
+    return min(days, left)
 
 
-def revoke_tokens(user) -> int:
-    """Delete every token of `user`; requests with them get 401 at once."""
+def create_token(user, days: int | None = None, *, actor=None, source: str = "", address: str | None = None
+                 ) -> tuple[AuthToken, str]:
+    """A new token for `user`, audited (who made it, from where); the key is returned here and never
+    again. TokenRefused past the per-user cap (KARPWEB_API_TOKENS_PER_USER), the rate of creation
+    (KARPWEB_API_TOKEN_CREATE_PER_HOUR) or the single sign-on session (token_days_for)."""
+    lifetime = token_days_for(user, days)
+    _count_creation(user)
     with transaction.atomic():
-        deleted, _ = AuthToken.objects.filter(user=user).delete()
-    return deleted
+        AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()  # the user's expired ones
+        live = AuthToken.objects.select_for_update().filter(user=user).count()
+        cap = settings.KARPWEB_API_TOKENS_PER_USER
+        if live >= cap:
+            raise TokenRefused(f"{user.get_username()} has {live} live API tokens, the most one user may hold "
+                               f"(KARPWEB_API_TOKENS_PER_USER={cap}): revoke one first")
+        token, key = AuthToken.objects.create(user=user, expiry=datetime.timedelta(days=lifetime))
+        audit_token(token, actor or user, source, "create", address)
+    return token, key
+
+
+def _count_creation(user) -> None:
+    """At most KARPWEB_API_TOKEN_CREATE_PER_HOUR tokens an hour per user, counted in the shared cache
+    (add then incr: atomic in Redis, so every web process counts the same)."""
+    limit = settings.KARPWEB_API_TOKEN_CREATE_PER_HOUR
+    key = f"karpweb:token-create:{user.pk}:{timezone.now():%Y%m%d%H}"
+    cache.add(key, 0, timeout=3600)
+    if cache.incr(key) > limit:
+        raise TokenRefused(f"{user.get_username()} made {limit} API tokens this hour "
+                           f"(KARPWEB_API_TOKEN_CREATE_PER_HOUR): try again next hour")
+
+
+def audit_token(token: AuthToken, actor, source: str, action: str, address: str | None = None) -> None:
+    """One audit entry for a token made or revoked: whose, by whom, from where (never the key)."""
+    from scheduling.audit import record_change
+    from scheduling.models import AuditEntry
+
+    changes = {"owner": [None, token.user.get_username()], "expiry": [None, token.expiry.isoformat() if token.expiry else None]}
+    if address:
+        changes["ip_address"] = [None, address]
+    record_change(user=actor, source=source or AuditEntry.Source.CLI, obj=token,
+                  action=AuditEntry.Action.CREATE if action == "create" else AuditEntry.Action.DELETE, changes=changes,
+                  as_decision=False, label=f"API token {token.token_key[:8]} of {token.user.get_username()}",
+                  object_id=token.token_key)
+
+
+def revoke_token(token: AuthToken, *, actor, source: str, address: str | None = None) -> None:
+    with transaction.atomic():
+        audit_token(token, actor, source, "revoke", address)
+        token.delete()
+
+
+def revoke_tokens(user, *, actor=None, source: str = "", address: str | None = None) -> int:
+    """Delete every token of `user` (each audited); requests with them get 401 at once."""
+    with transaction.atomic():
+        tokens = list(AuthToken.objects.select_for_update().filter(user=user).select_related("user"))
+        for token in tokens:
+            audit_token(token, actor or user, source, "revoke", address)
+        AuthToken.objects.filter(pk__in=[t.pk for t in tokens]).delete()
+    return len(tokens)

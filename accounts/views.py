@@ -6,8 +6,10 @@ from django.views.generic import TemplateView
 from knox.models import AuthToken
 
 from accounts.oidc import REFUSAL_KEY, oidc_enabled
-from accounts.tokens import create_token
+from accounts.tokens import TokenRefused, create_token, revoke_token
+from karpweb.clientaddr import client_address
 from karpweb.roles import ViewerRequiredMixin
+from scheduling.models import AuditEntry
 
 
 class SignInPageView(auth_views.LoginView):
@@ -39,10 +41,17 @@ class APITokensView(ViewerRequiredMixin, TemplateView):
         return {**super().get_context_data(**kwargs), "tokens": tokens, "token_days": settings.KARPWEB_API_TOKEN_DAYS}
 
     def post(self, request):
+        where = {"actor": request.user, "source": AuditEntry.Source.UI, "address": client_address(request)}
         if "revoke" in request.POST:
-            deleted, _ = AuthToken.objects.filter(user=request.user, token_key=request.POST["revoke"][:25]).delete()
-            messages.info(request, "Token revoked." if deleted else "No such token (already revoked or expired).")
+            token = AuthToken.objects.filter(user=request.user, token_key=request.POST["revoke"][:25]).first()
+            if token is not None:
+                revoke_token(token, **where)
+            messages.info(request, "Token revoked." if token else "No such token (already revoked or expired).")
             return redirect("api_tokens")
-        token, key = create_token(request.user)
+        try:
+            token, key = create_token(request.user, **where)
+        except TokenRefused as exc:
+            messages.error(request, f"No token made: {exc}.")
+            return redirect("api_tokens")
         # No redirect: the key is in this response only, never stored, never shown again.
         return self.render_to_response(self.get_context_data(new_key=key, new_token=token))

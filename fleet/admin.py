@@ -1,9 +1,33 @@
-"""The fleet in the admin: accounts and clusters (every change audited, as elsewhere)."""
+"""The fleet in the admin: accounts and clusters (every change audited, as elsewhere). Staff may look;
+only fleet administrators (the fleet-admin role or a superuser) add, change or delete, since these
+rows say what karpweb assumes, connects to and trusts. An account's external ID is made by karpweb
+and shown once, in the message after the account is added or its external ID is made anew."""
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
 
-from fleet.models import AwsAccount, Cluster
+from fleet.models import AwsAccount, Cluster, new_external_id
+from karpweb.roles import can_administer_fleet
 from scheduling.admin_mixins import AuditedAdmin
+from scheduling.audit import record_change
+from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
+from scheduling.models import AuditEntry
+
+HIDDEN = "(karpweb's, not shown again)"
+
+
+class FleetAdminOnly:
+    """Writes for fleet administrators alone; any staff member with the view permission may look."""
+
+    def has_add_permission(self, request, *args):
+        return can_administer_fleet(request.user) and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None):
+        return can_administer_fleet(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return can_administer_fleet(request.user) and super().has_delete_permission(request, obj)
 
 
 class ClusterInline(admin.TabularInline):
@@ -19,12 +43,36 @@ class ClusterInline(admin.TabularInline):
 
 
 @admin.register(AwsAccount)
-class AwsAccountAdmin(AuditedAdmin):
+class AwsAccountAdmin(FleetAdminOnly, AuditedAdmin):
     list_display = ("name", "account_id", "assumes_role", "region_list", "cluster_count", "updated_at")
     search_fields = ("name", "account_id", "role_arn")
     readonly_fields = ("created_at", "updated_at")
-    fields = ("account_id", "name", "role_arn", "external_id", "regions", "created_at", "updated_at")
+    fields = ("account_id", "name", "role_arn", "regions", "created_at", "updated_at")
     inlines = [ClusterInline]
+    actions = ["make_new_external_id"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            self._show_once(request, obj)
+
+    @admin.action(description="Make a new external ID (shown once)")
+    def make_new_external_id(self, request, queryset):
+        if not can_administer_fleet(request.user):
+            self.message_user(request, "Only fleet administrators may do that.", messages.ERROR)
+            return
+        for account in queryset:
+            with transaction.atomic():
+                account.external_id = new_external_id()
+                account.save(update_fields=["external_id", "updated_at"])
+                record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=account,
+                              action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]})
+            self._show_once(request, account)
+
+    def _show_once(self, request, account):
+        self.message_user(request, f"{account}: karpweb's external ID is {account.external_id} . Put it in the role's "
+                                   'trust policy (Condition StringEquals "sts:ExternalId"); it is not shown again.',
+                          messages.WARNING)
 
     def get_queryset(self, request):
         from django.db.models import Count
@@ -44,8 +92,20 @@ class AwsAccountAdmin(AuditedAdmin):
         return obj.clusters_count
 
 
+class ClusterAdminForm(forms.ModelForm):
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is not None:
+            try:
+                refuse_loosening(self.instance, karpenter=cleaned.get("karpenter"), mode=cleaned.get("mode"))
+            except ControlNotAllowed as exc:
+                raise forms.ValidationError(f"control not allowed: {exc}") from None
+        return cleaned
+
+
 @admin.register(Cluster)
-class ClusterAdmin(AuditedAdmin):
+class ClusterAdmin(FleetAdminOnly, AuditedAdmin):
+    form = ClusterAdminForm
     list_display = ("name", "account", "region", "connection", "mode_shown", "karpenter", "shard", "is_default",
                     "updated_at")
     list_filter = ("connection", "mode", "karpenter", "shard", "is_default", "account")

@@ -8,11 +8,16 @@ import base64
 import binascii
 import ipaddress
 import re
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
 
+from fleet.endpoints import SECRET_REFERENCE, endpoint_problem
 from scheduling.choices import Mode
 from scheduling.engine.coexistence import ABSENT, AUTO, PRESENT
 
@@ -26,7 +31,8 @@ SHARD = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 # An SQS queue's name (1 to 80 letters, digits, "-" and "_"; ".fifo" for a FIFO queue) or its URL.
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}(\.fifo)?$")
 QUEUE_URL = re.compile(r"^https?://[^\s/]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$")
-ENDPOINT = re.compile(r"^https?://[^\s/]+(/[^\s]*)?$")
+# SQS's own hosts name their region: sqs.us-east-1.amazonaws.com, us-east-1.queue.amazonaws.com.
+SQS_HOST_REGION = re.compile(r"^(?:sqs\.([a-z0-9-]+)|([a-z0-9-]+)\.queue)\.amazonaws\.com(?:\.cn)?$")
 PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 # The Celery queue the default shard's clusters are served on: Celery's own default, the one every
 # worker consumes today, so a single-cluster install runs exactly as before.
@@ -84,9 +90,67 @@ def validate_queue(value: str) -> None:
 
 
 def validate_endpoint(value: str) -> None:
-    if value and not ENDPOINT.match(value):
-        raise ValidationError('"%(value)s" is not an API server URL (e.g. https://0123456789ABCDEF.gr7.us-east-1.eks.'
-                              "amazonaws.com)", code="invalid_endpoint", params={"value": value[:200]})
+    problem = endpoint_problem(value) if value else ""
+    if problem:
+        raise ValidationError('"%(value)s" is not an API server URL: it %(problem)s (e.g. https://0123456789ABCDEF.gr7.'
+                              "us-east-1.eks.amazonaws.com)", code="invalid_endpoint",
+                              params={"value": value[:200], "problem": problem})
+
+
+def kubeconfig_dir() -> Path | None:
+    """KARPWEB_KUBECONFIG_DIR, resolved: the one directory a cluster's kubeconfig path may name."""
+    configured = getattr(settings, "KARPWEB_KUBECONFIG_DIR", "")
+    return Path(configured).resolve() if configured else None
+
+
+def kubeconfig_problem(value: str) -> str:
+    """"" when `value` is a Secret reference or a path inside KARPWEB_KUBECONFIG_DIR; else why not."""
+    if value.startswith("secret:"):
+        return "" if SECRET_REFERENCE.match(value) else (
+            'is not a Secret reference ("secret:<namespace>/<name>[/<key>]", e.g. secret:karpweb/prod-eu-kubeconfig)')
+    allowed = kubeconfig_dir()
+    if allowed is None:
+        return ("is a file path, and KARPWEB_KUBECONFIG_DIR names no directory kubeconfigs may be read from: "
+                "set it, or keep the kubeconfig in a Secret (secret:<namespace>/<name>)")
+    if "\x00" in value or not value.startswith("/"):
+        return "is not an absolute path"
+    if not Path(value).resolve().is_relative_to(allowed):
+        return f"is outside KARPWEB_KUBECONFIG_DIR ({allowed})"
+    return ""
+
+
+def validate_kubeconfig(value: str) -> None:
+    problem = kubeconfig_problem(value) if value else ""
+    if problem:
+        raise ValidationError('"%(value)s" %(problem)s', code="invalid_kubeconfig",
+                              params={"value": value[:200], "problem": problem})
+
+
+def queue_problem(value: str, account_id: str, region: str) -> str:
+    """"" when the interruption queue `value` (a name, or a URL) is in `account_id` and `region`; a
+    name is always looked up there. A URL elsewhere would let another account's messages drain nodes."""
+    if not value or not value.startswith(("https://", "http://")):
+        return ""
+    parts = urlsplit(value)
+    owner = parts.path.strip("/").split("/")[0]
+    if owner != account_id:
+        return f"is in account {owner}, not the cluster's account {account_id}"
+    from scheduling.adapters.ec2.client import setting
+
+    configured = setting("KARPWEB_SQS_ENDPOINT_URL", setting("KARPWEB_EC2_ENDPOINT_URL")) or ""
+    if configured and parts.netloc == urlsplit(configured).netloc:
+        return ""  # the SQS endpoint the settings name (a VPC endpoint, the test server) serves the account's queues
+    found = SQS_HOST_REGION.match(parts.hostname or "")
+    if parts.scheme != "https" or not found:
+        return "is not an https:// URL of SQS (https://sqs.<region>.amazonaws.com/<account>/<queue>)"
+    if region and (found.group(1) or found.group(2)) != region:
+        return f"is in region {found.group(1) or found.group(2)}, not the cluster's region {region}"
+    return ""
+
+
+def new_external_id() -> str:
+    """An sts:ExternalId karpweb makes for an account (one per account, 32 random URL-safe characters)."""
+    return "karpweb-" + secrets.token_urlsafe(24)
 
 
 def validate_ca_bundle(value: str) -> None:
@@ -127,8 +191,10 @@ class AwsAccount(models.Model):
     role_arn = models.CharField(
         "role ARN", max_length=2048, blank=True, validators=[validate_role_arn],
         help_text="The IAM role karpweb assumes through STS to work in this account; blank: karpweb's own credentials.")
-    external_id = models.CharField("external ID", max_length=1224, blank=True,
-                                   help_text="The sts:ExternalId the role's trust policy asks for, if any.")
+    external_id = models.CharField(
+        "external ID", max_length=1224, blank=True, default=new_external_id, editable=False,
+        help_text="The sts:ExternalId karpweb sends when it assumes the role: made by karpweb, shown once to the "
+                  "administrator for the role's trust policy, never to viewers.")
     regions = models.JSONField(default=list, blank=True, validators=[validate_regions],
                                help_text='The regions karpweb reads reservations in, e.g. ["us-east-1"].')
     created_at = models.DateTimeField(auto_now_add=True)
@@ -166,8 +232,9 @@ class Cluster(models.Model):
                               help_text="Where its nodes run (blank: the simulated world's or the SDK's default).")
     connection = models.CharField(max_length=16, choices=Connection.choices, default=Connection.SIMULATED)
     kubeconfig = models.CharField(
-        max_length=1024, blank=True,
-        help_text='A kubeconfig path, or a Secret reference "secret:<namespace>/<name>[/<key>]" (connection kubeconfig).')
+        max_length=1024, blank=True, validators=[validate_kubeconfig],
+        help_text='A kubeconfig path inside KARPWEB_KUBECONFIG_DIR, or a Secret reference '
+                  '"secret:<namespace>/<name>[/<key>]" (connection kubeconfig).')
     endpoint = models.CharField(max_length=512, blank=True, validators=[validate_endpoint],
                                 help_text="The API server's URL nodes join, when karpweb cannot read it from the "
                                           "kubeconfig or EKS (blank: DescribeCluster; the default cluster: "
@@ -218,6 +285,17 @@ class Cluster(models.Model):
                                                  "kubeconfig"})
         if self.connection == self.Connection.EKS and not self.region:
             raise ValidationError({"region": "an EKS cluster needs its region"})
+        if self.interruption_queue and self.account_id:
+            problem = queue_problem(self.interruption_queue, self.account.account_id,
+                                    self.region or getattr(settings, "KARPWEB_AWS_REGION", "") or "")
+            if problem:
+                raise ValidationError({"interruption_queue": f"the queue {problem}"})
+        if self.connection == self.Connection.EKS and (self.endpoint or self.ca_bundle) and self.account_id:
+            from scheduling.adapters.kube.eks import join_settings_problems
+
+            problems = join_settings_problems(self)
+            if problems:
+                raise ValidationError(problems)
         if self.is_default:
             other = Cluster.objects.filter(is_default=True).exclude(pk=self.pk).values_list("name", flat=True).first()
             if other:

@@ -2,6 +2,7 @@
 settings that production must set."""
 
 import os
+import tempfile
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789-abcdefghij")
 # Playwright's sync API runs an event loop in the test thread; Django refuses ORM calls there otherwise.
@@ -20,3 +21,7 @@ os.environ.setdefault("KARPWEB_KUBERNETES_VERSION", "1.31")
 # /metrics needs its token in production; the tests that scrape it do so without one (the metrics
 # tests in tests/security and tests/ops set the token or switch this off).
 os.environ.setdefault("KARPWEB_METRICS_PUBLIC", "true")
+# The kube-apiserver test servers write their kubeconfigs under pytest's temporary directory.
+os.environ.setdefault("KARPWEB_KUBECONFIG_DIR", tempfile.gettempdir())
+# Tests make many tokens for users whose keys SQLite reuses; the token tests set the limits they test.
+os.environ.setdefault("KARPWEB_API_TOKEN_CREATE_PER_HOUR", "100000")

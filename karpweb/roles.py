@@ -1,13 +1,16 @@
-"""The three roles: viewer (read), operator (edit selector terms and modes), admin (Django admin).
+"""The roles: viewer (read), operator (edit selector terms and modes), fleet-admin (the fleet's
+configuration: accounts, their roles and external IDs, clusters and how karpweb reaches them), and
+Django's staff flag for the admin.
 
-Viewer and operator are groups; admin is Django's staff flag. An operator can do what a viewer
-can; a superuser can do everything."""
+Viewer, operator and fleet-admin are groups; a fleet-admin can do what an operator can, an operator
+what a viewer can; a superuser can do everything. docs/security.md says what each may do."""
 
 from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied
 
 VIEWER = "viewer"
 OPERATOR = "operator"
+FLEET_ADMIN = "fleet-admin"
 
 
 def _groups(user) -> set[str]:
@@ -17,11 +20,17 @@ def _groups(user) -> set[str]:
 
 
 def can_view(user) -> bool:
-    return user.is_authenticated and (user.is_superuser or user.is_staff or bool(_groups(user) & {VIEWER, OPERATOR}))
+    return user.is_authenticated and (user.is_superuser or user.is_staff
+                                      or bool(_groups(user) & {VIEWER, OPERATOR, FLEET_ADMIN}))
 
 
 def can_operate(user) -> bool:
-    return user.is_authenticated and (user.is_superuser or OPERATOR in _groups(user))
+    return user.is_authenticated and (user.is_superuser or bool(_groups(user) & {OPERATOR, FLEET_ADMIN}))
+
+
+def can_administer_fleet(user) -> bool:
+    """Who may write the fleet's configuration: what karpweb assumes, connects to and trusts."""
+    return user.is_authenticated and (user.is_superuser or FLEET_ADMIN in _groups(user))
 
 
 class ViewerRequiredMixin(AccessMixin):
@@ -42,10 +51,18 @@ class OperatorRequiredMixin(ViewerRequiredMixin):
         return super().dispatch(request, *args, **kwargs)
 
 
+class FleetAdminRequiredMixin(ViewerRequiredMixin):
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated and not can_administer_fleet(request.user):
+            raise PermissionDenied("Only fleet administrators may see this.")
+        return super().dispatch(request, *args, **kwargs)
+
+
 def roles_context(request):
     """Template context: what the current user may do."""
     user = request.user
-    return {"can_operate": can_operate(user) if user.is_authenticated else False}
+    return {"can_operate": can_operate(user) if user.is_authenticated else False,
+            "can_administer_fleet": can_administer_fleet(user) if user.is_authenticated else False}
 
 
 ADMIN = "admin"
@@ -62,4 +79,4 @@ def roles_from_groups(groups, viewer_groups, operator_groups, admin_groups) -> s
 
 def user_roles(user) -> set[str]:
     """The roles an account holds now, in the same words."""
-    return (_groups(user) & {VIEWER, OPERATOR}) | ({ADMIN} if user.is_superuser else set())
+    return (_groups(user) & {VIEWER, OPERATOR, FLEET_ADMIN}) | ({ADMIN} if user.is_superuser else set())

@@ -12,6 +12,7 @@ import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from fleet.endpoints import endpoint_problem
 from karpweb.env import (
     database_from_url,
     env_bool,
@@ -287,6 +288,9 @@ KARPWEB_KARPENTER_LEASE_NAME = env_str("KARPWEB_KARPENTER_LEASE_NAME", "karpente
 # not set comes from EKS DescribeCluster (docs/ec2.md, "Launching nodes that join the cluster").
 KARPWEB_CLUSTER_NAME = env_str("KARPWEB_CLUSTER_NAME", "")
 KARPWEB_CLUSTER_ENDPOINT = env_str("KARPWEB_CLUSTER_ENDPOINT", "")
+if KARPWEB_CLUSTER_ENDPOINT and endpoint_problem(KARPWEB_CLUSTER_ENDPOINT):  # it goes into every node's boot script
+    raise ImproperlyConfigured(f"KARPWEB_CLUSTER_ENDPOINT={KARPWEB_CLUSTER_ENDPOINT[:200]!r} "
+                               f"{endpoint_problem(KARPWEB_CLUSTER_ENDPOINT)}")
 KARPWEB_CLUSTER_CA_BUNDLE = env_str("KARPWEB_CLUSTER_CA_BUNDLE", "")
 KARPWEB_CLUSTER_CIDR = env_str("KARPWEB_CLUSTER_CIDR", "")
 KARPWEB_KUBERNETES_VERSION = env_str("KARPWEB_KUBERNETES_VERSION", "")
@@ -321,6 +325,10 @@ KARPWEB_VM_MEMORY_OVERHEAD_PERCENT = env_float("KARPWEB_VM_MEMORY_OVERHEAD_PERCE
 KARPWEB_AWS_REGION = env_str("KARPWEB_AWS_REGION", env_str("AWS_REGION", "us-east-1"))
 KARPWEB_EC2_ENDPOINT_URL = env_url("KARPWEB_EC2_ENDPOINT_URL", None, ("http", "https"))
 KARPWEB_KUBECONFIG = env_str("KUBECONFIG")
+# The one directory a fleet cluster's kubeconfig path may name (blank: none; Secret references only),
+# and whether those kubeconfigs may run a credential command (exec plugins): docs/security.md.
+KARPWEB_KUBECONFIG_DIR = env_str("KARPWEB_KUBECONFIG_DIR", "")
+KARPWEB_KUBECONFIG_ALLOW_EXEC = env_bool("KARPWEB_KUBECONFIG_ALLOW_EXEC", False)
 KARPWEB_METRICS_TOKEN = env_str("KARPWEB_METRICS_TOKEN", "")
 # Without a token /metrics answers 403, unless this says that anyone who reaches it may read it.
 KARPWEB_METRICS_PUBLIC = env_bool("KARPWEB_METRICS_PUBLIC", False)
@@ -350,6 +358,9 @@ CACHES = {
 # API tokens (accounts/tokens.py): how long a new one lives. Keys are 64 hex characters after the
 # "karpweb_" prefix (which lets secret scanners recognise a leaked one), stored as SHA-512 digests.
 KARPWEB_API_TOKEN_DAYS = env_int("KARPWEB_API_TOKEN_DAYS", 90, minimum=1)
+# How many live API tokens one user may hold, and make in an hour (accounts/tokens.py).
+KARPWEB_API_TOKENS_PER_USER = env_int("KARPWEB_API_TOKENS_PER_USER", 10, minimum=1)
+KARPWEB_API_TOKEN_CREATE_PER_HOUR = env_int("KARPWEB_API_TOKEN_CREATE_PER_HOUR", 20, minimum=1)
 REST_KNOX = {
     "TOKEN_TTL": datetime.timedelta(days=KARPWEB_API_TOKEN_DAYS),
     "TOKEN_PREFIX": "karpweb_",

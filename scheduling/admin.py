@@ -1,10 +1,14 @@
 from axes.admin import AccessAttemptAdmin as AxesAccessAttemptAdmin
 from axes.models import AccessAttempt
+from django_celery_beat.admin import PeriodicTaskAdmin
+from django_celery_beat.models import PeriodicTask
 from django.contrib import admin, messages
 from django.db.models import Count
 
 from scheduling.admin_forms import NodePoolAdminForm
-from scheduling.admin_mixins import KARPWEB_NOTE, KUBERNETES_NOTE, FullyMirroredAdmin, MirroredAdmin, ReadOnlyAdmin
+from scheduling.admin_mixins import (
+    KARPWEB_NOTE, KUBERNETES_NOTE, AuditedAuthorityAdmin, FullyMirroredAdmin, MirroredAdmin, ReadOnlyAdmin,
+)
 from scheduling.audit import record_change
 from scheduling.modes import control_refusal
 from scheduling.models import (
@@ -319,3 +323,12 @@ class NodeGroupTotalsAdmin(ReadOnlyAdmin):
 
     list_display = ("cluster", "node_pool", "instance_type", "zone", "capacity_type", "reservation", "nodes",
                     "cpu_requested", "cpu_allocatable")
+
+
+# The loop's schedules: a changed or disabled periodic task changes what karpweb does, so it is audited.
+admin.site.unregister(PeriodicTask)
+
+
+@admin.register(PeriodicTask)
+class AuditedPeriodicTaskAdmin(AuditedAuthorityAdmin, PeriodicTaskAdmin):
+    pass

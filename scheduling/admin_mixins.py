@@ -162,3 +162,40 @@ class FullyMirroredAdmin(MirroredAdmin):
 
     def get_fieldsets(self, request, obj=None):
         return [("Mirrored", {"description": self.note, "fields": model_fields(self.model)})]
+
+
+class AuditedAuthorityAdmin:
+    """For rows that say who may do what, and when (users, groups, periodic tasks): every add, change
+    and delete in the audit log with who, what and from where. Related rows (a user's groups, a
+    group's permissions) are recorded by name, after they are saved; passwords never."""
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        fields = [name for name in (form.changed_data if change else form.cleaned_data) if "password" not in name]
+        before = {name: _plain(form.initial.get(name)) for name in fields} if change else {}
+        changes = diff(before, {name: _plain(form.cleaned_data.get(name)) for name in fields})
+        if changes or not change:
+            self._audit(request, form.instance, AuditEntry.Action.CHANGE if change else AuditEntry.Action.CREATE,
+                        changes)
+
+    def delete_model(self, request, obj):
+        self._audit(request, obj, AuditEntry.Action.DELETE, {})
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self._audit(request, obj, AuditEntry.Action.DELETE, {})
+        super().delete_queryset(request, queryset)
+
+    def _audit(self, request, obj, action, changes):
+        from karpweb.clientaddr import client_address
+
+        record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=action, as_decision=False,
+                      changes={**changes, "ip_address": [None, client_address(request)]})
+
+
+def _plain(value):
+    """Related rows by name (sorted), anything else as it is."""
+    if isinstance(value, (list, tuple, models.QuerySet)):
+        return sorted(str(item) for item in value)
+    return str(value) if isinstance(value, models.Model) else value

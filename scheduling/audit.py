@@ -34,7 +34,12 @@ def diff(before: dict, after: dict) -> dict:
     return changes
 
 
-def record_change(*, user, source: str, obj: models.Model, action: str, changes: dict | None = None) -> AuditEntry:
+def record_change(*, user, source: str, obj: models.Model, action: str, changes: dict | None = None,
+                  as_decision: bool = True, label: str | None = None, object_id: str | None = None) -> AuditEntry:
+    """`as_decision`: also show it on the decisions page as a manual override (a change to what a
+    cluster runs); False for who-may-do-what changes (tokens, users, groups, schedules). `label`: what
+    the entry calls the object, and `object_id` its id, when str(obj) or its key would say too much (a
+    token's digest)."""
     from scheduling.override_decisions import record_override
 
     actor = getattr(user, "get_username", lambda: "")() or "anonymous"
@@ -44,9 +49,10 @@ def record_change(*, user, source: str, obj: models.Model, action: str, changes:
         source=source,
         action=action,
         content_type=ContentType.objects.get_for_model(obj, for_concrete_model=False),
-        object_id=str(obj.pk),
-        object_repr=str(obj)[:255],
+        object_id=object_id or str(obj.pk),
+        object_repr=(label or str(obj))[:255],
         changes=changes or {},
     )
-    record_override(entry, obj)  # the decisions page shows an operator's own changes as manual overrides
+    if as_decision:
+        record_override(entry, obj)  # the decisions page shows an operator's own changes as manual overrides
     return entry

@@ -12,7 +12,7 @@ from fleet.scope import several_clusters
 from karpweb import widgets
 
 from scheduling.models import (
-    CapacityType, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
+    AuditEntry, CapacityType, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
 )
 
 
@@ -194,6 +194,22 @@ class OfferingFilterSet(FilterSet):
     class Meta:
         model = Offering
         fields = ["instance_type", "capacity_type", "zone", "available", "reservation"]
+
+
+class AuditEntryFilterSet(FilterSet):
+    """The audit log, for administrators: by who, which cluster, what and when."""
+
+    user = django_filters.CharFilter(field_name="actor", lookup_expr="iexact", label="User")
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster",
+                                        help_text="The cluster whose scope the change was made in.")
+    action = django_filters.MultipleChoiceFilter(choices=AuditEntry.Action.choices, label="Action")
+    source = django_filters.MultipleChoiceFilter(choices=AuditEntry.Source.choices, label="Source")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte", label="Since")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt", label="Until")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["user", "cluster", "action", "source", "since", "until"]
 
 
 class TaskRunFilterSet(FilterSet):

@@ -395,3 +395,26 @@ class KarpenterLaunchTable(tables.Table):
 
     def render_missed_dollars(self, value, record):
         return f"${value:,.2f}" if record.outcome == KarpenterLaunch.Outcome.MISSED else "—"
+
+
+class AuditEntryTable(tables.Table):
+    """The audit log: a few hundred rows a day at most, so django-tables2's own rendering."""
+
+    created_at = tables.DateTimeColumn(verbose_name="When (UTC)", format="Y-m-d H:i:s")
+    actor = tables.Column(verbose_name="User")
+    source = tables.Column(verbose_name="Through")
+    action = tables.Column()
+    cluster = tables.Column(accessor="cluster__name", verbose_name="Cluster", default="fleet")
+    object_repr = tables.Column(verbose_name="What", orderable=False)
+    changes = tables.Column(orderable=False, empty_values=())
+
+    class Meta:
+        attrs = {"class": "table audit-log"}
+        order_by = ("-created_at",)
+
+    def render_object_repr(self, record, value):
+        model = record.content_type.model_class()
+        return f"{model._meta.verbose_name} {value}" if model else value
+
+    def render_changes(self, value):
+        return "; ".join(f"{field}: {old!s} -> {new!s}" for field, (old, new) in (value or {}).items()) or "-"

@@ -23,6 +23,7 @@ urlpatterns = [
     path("pods/", views.PodListView.as_view(), name="pods"),
     *object_routes("pods/<str:namespace>/<str:name>/", views.PodDetailView.as_view(), "pod", Pod, "namespace", "name"),
     path("decisions/", views.DecisionListView.as_view(), name="decisions"),
+    path("audit/", views.AuditLogView.as_view(), name="audit_log"),
     path("karpenter-audit/", views.KarpenterAuditView.as_view(), name="karpenter_audit"),
     path("what-if/", views.WhatIfView.as_view(), name="whatif"),
     path("what-if/edit/", views.WhatIfEditView.as_view(), name="whatif_edit"),

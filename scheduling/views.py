@@ -11,7 +11,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from karpweb.jsonsafe import printable
-from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
+from karpweb.roles import FleetAdminRequiredMixin, OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
 from reservations.models import CapacityReservation, Recommendation, UtilizationHour, hour_of
 from reservations.utilization import hourly_span
@@ -19,7 +19,7 @@ from reservations.views import upcoming_capacity_blocks
 from scheduling.audit import diff, record_change
 from scheduling.claim_hashes import PROVISIONER_LABEL
 from scheduling.filtersets import (
-    DecisionFilterSet, InstanceTypeFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet,
+    AuditEntryFilterSet, DecisionFilterSet, InstanceTypeFilterSet, KarpenterLaunchFilterSet, NodeClaimFilterSet, NodeFilterSet, NodePoolFilterSet,
     PodFilterSet,
 )
 from scheduling.models import (
@@ -36,7 +36,7 @@ from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_
 from scheduling.templatetags.karpweb import freshness_note
 from scheduling.totals import freshness, node_list_totals, pool_usage
 from scheduling.tables import (
-    DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
+    AuditEntryTable, DecisionTable, InstanceTypeTable, KarpenterLaunchTable, NodeClaimTable, NodePoolTable, NodeTable, PodTable,
 )
 from karpweb.costlimit import EngineBusy, engine_run
 from scheduling.upcoming import upcoming_uses
@@ -516,3 +516,16 @@ def healthz(request):
 
 class WhatIfEditView(WhatIfView):
     """/what-if/edit/, where the form was before it became the page's default: the same page."""
+
+
+class AuditLogView(FleetAdminRequiredMixin, ObjectListView):
+    """Every change people made, token made or revoked, role and group change and sign-in, for fleet
+    administrators: by user, cluster, action and date (the same FilterSet as GET /api/v1/audit/)."""
+
+    title = "Audit log"
+    fleet_wide = True
+    filterset_class = AuditEntryFilterSet
+    table_class = AuditEntryTable
+
+    def get_queryset(self):
+        return AuditEntry.objects.fleet().select_related("cluster", "content_type").order_by("-created_at", "-id")

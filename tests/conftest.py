@@ -183,6 +183,18 @@ def as_operator(operator):
 
 
 @pytest.fixture
+def fleet_admin(db):
+    return _user_in("fleet-admin", "fay")
+
+
+@pytest.fixture
+def as_fleet_admin(fleet_admin):
+    from tests.support.api_clients import token_client
+
+    return token_client(fleet_admin)
+
+
+@pytest.fixture
 def as_nobody(nobody):
     from tests.support.api_clients import token_client
 

@@ -6,8 +6,8 @@ from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
 from fleet.models import (
-    AwsAccount, Cluster, validate_account_id, validate_ca_bundle, validate_cluster_name, validate_endpoint, validate_queue,
-    validate_region, validate_regions, validate_role_arn, validate_service_cidr, validate_shard,
+    AwsAccount, Cluster, validate_account_id, validate_ca_bundle, validate_cluster_name, validate_endpoint,
+    validate_kubeconfig, validate_queue, validate_region, validate_regions, validate_role_arn, validate_service_cidr, validate_shard,
 )
 from reservations.api.serializers import ro, when
 from scheduling.api.base import SlugField, StrictInputMixin
@@ -55,8 +55,6 @@ class AwsAccountSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelS
     roleARN = serializers.CharField(source="role_arn", max_length=2048, required=False, allow_blank=True,
                                     validators=[validate_role_arn],
                                     help_text="The IAM role karpweb assumes; blank: karpweb's own credentials.")
-    externalID = serializers.CharField(source="external_id", max_length=1224, required=False, allow_blank=True,
-                                       help_text="The sts:ExternalId the role's trust policy asks for.")
     regions = RegionListField(required=False, help_text="The regions karpweb reads reservations in.")
     clusters = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
     createdAt = when("created_at", null=False)
@@ -64,7 +62,15 @@ class AwsAccountSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelS
 
     class Meta:
         model = AwsAccount
-        fields = ["url", "accountID", "name", "roleARN", "externalID", "regions", "clusters", "createdAt", "updatedAt"]
+        fields = ["url", "accountID", "name", "roleARN", "regions", "clusters", "createdAt", "updatedAt"]
+
+
+class ExternalIDSerializer(serializers.Serializer):
+    """The one answer that shows an account's external ID (it is not shown again)."""
+
+    accountID = serializers.CharField(read_only=True)
+    externalID = serializers.CharField(read_only=True, help_text="Put it in the role's trust policy "
+                                       '(Condition StringEquals "sts:ExternalId").')
 
 
 class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSerializer):
@@ -76,8 +82,9 @@ class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSeri
                                            help_text="The AWS account ID (an account karpweb knows).")
     region = serializers.CharField(max_length=32, required=False, allow_blank=True, validators=[validate_region])
     connection = serializers.ChoiceField(choices=Cluster.Connection.choices, required=False)
-    kubeconfig = serializers.CharField(max_length=1024, required=False, allow_blank=True,
-                                       help_text='A kubeconfig path or "secret:<namespace>/<name>[/<key>]".')
+    kubeconfig = serializers.CharField(max_length=1024, required=False, allow_blank=True, validators=[validate_kubeconfig],
+                                       help_text='A kubeconfig path inside KARPWEB_KUBECONFIG_DIR or '
+                                                 '"secret:<namespace>/<name>[/<key>]".')
     endpoint = serializers.CharField(max_length=512, required=False, allow_blank=True, validators=[validate_endpoint],
                                      help_text="The API server's URL nodes join (blank: DescribeCluster; the default "
                                                "cluster: KARPWEB_CLUSTER_ENDPOINT).")

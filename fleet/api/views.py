@@ -1,21 +1,30 @@
-"""/api/v1/accounts/ and /api/v1/clusters/: viewers read, operators add and change (audited)."""
+"""/api/v1/accounts/ and /api/v1/clusters/: viewers read, fleet administrators add and change
+(audited). An account's external ID is made by karpweb and shown once: in the answer to the POST
+that adds the account, and in the answer to the POST that makes a new one (`external-id`)."""
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
-from fleet.api.serializers import AwsAccountSerializer, ClusterSerializer
+from fleet.api.serializers import AwsAccountSerializer, ClusterSerializer, ExternalIDSerializer
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
-from fleet.models import AwsAccount, Cluster
-from scheduling.api.base import ReadOnlyViewSet, detail_schema, error_responses, list_schema
+from fleet.models import AwsAccount, Cluster, new_external_id
+from scheduling.api.base import Conflict, ErrorSerializer, ReadOnlyViewSet, detail_schema, error_responses, list_schema
+from scheduling.api.permissions import IsFleetAdminOrReadOnly
 from scheduling.audit import diff, record_change
+from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry
+
+HIDDEN = "(karpweb's, not shown again)"
 
 
 class AuditedWrites(mixins.CreateModelMixin, mixins.UpdateModelMixin):
     """POST and PATCH, each recorded in the audit log with the fields it changed."""
 
     http_method_names = ["get", "post", "patch", "head", "options"]
+    permission_classes = [IsFleetAdminOrReadOnly]
 
     def perform_create(self, serializer):
         with transaction.atomic():
@@ -23,8 +32,12 @@ class AuditedWrites(mixins.CreateModelMixin, mixins.UpdateModelMixin):
             record_change(user=self.request.user, source=AuditEntry.Source.API, obj=obj,
                           action=AuditEntry.Action.CREATE, changes=diff({}, dict(serializer.validated_data)))
 
+    def before_update(self, instance, changes: dict) -> None:
+        """A subclass refuses an update here (raises an APIException)."""
+
     def perform_update(self, serializer):
         with transaction.atomic():
+            self.before_update(serializer.instance, serializer.validated_data)
             before = {name: getattr(serializer.instance, name) for name in serializer.validated_data}
             obj = serializer.save()
             changes = diff(before, {name: getattr(obj, name) for name in serializer.validated_data})
@@ -54,12 +67,45 @@ class AwsAccountViewSet(AuditedWrites, ReadOnlyViewSet):
     ordering_fields = ["name", "account_id", "created_at"]
     ordering = ["name"]
 
+    def create(self, request, *args, **kwargs):
+        answer = super().create(request, *args, **kwargs)
+        account = AwsAccount.objects.get(account_id=answer.data["accountID"])
+        answer.data["externalID"] = account.external_id  # shown once, to the administrator who added it
+        return answer
+
+    def perform_create(self, serializer):
+        with transaction.atomic():
+            obj = serializer.save()
+            changes = diff({}, {**serializer.validated_data, "external_id": HIDDEN})
+            record_change(user=self.request.user, source=AuditEntry.Source.API, obj=obj,
+                          action=AuditEntry.Action.CREATE, changes=changes)
+
+    @extend_schema(summary="Make a new external ID for an AWS account",
+                   description="karpweb makes a new sts:ExternalId for the account and shows it once, here: put it in "
+                               "the role's trust policy. The old one stops working for karpweb at once. Fleet "
+                               "administrators only; audited.",
+                   request=None, responses={200: ExternalIDSerializer, **error_responses(401, 403, 404)})
+    @action(detail=True, methods=["post"], url_path="external-id")
+    def external_id(self, request, account_id=None):
+        with transaction.atomic():
+            account = AwsAccount.objects.select_for_update().get(pk=self.get_object().pk)
+            account.external_id = new_external_id()
+            account.save(update_fields=["external_id", "updated_at"])
+            record_change(user=request.user, source=AuditEntry.Source.API, obj=account,
+                          action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]})
+        return Response({"accountID": account.account_id, "externalID": account.external_id})
+
 
 @extend_schema_view(
     list=list_schema(ClusterSerializer, summary="List clusters", description="The clusters karpweb mirrors."),
     retrieve=detail_schema(ClusterSerializer, summary="One cluster", description="By its name."),
     create=write_schema(ClusterSerializer, "Add a cluster", created=True),
-    partial_update=write_schema(ClusterSerializer, "Change a cluster"),
+    partial_update=extend_schema(
+        summary="Change a cluster", request=ClusterSerializer,
+        description="409 when the change would let karpweb control while Karpenter runs in the cluster "
+                    "(mode control, or karpenter absent or auto), as allow-control answers.",
+        responses={200: ClusterSerializer, **error_responses(400, 401, 403, 404),
+                   409: OpenApiResponse(ErrorSerializer, description="Karpenter runs in the cluster")}),
 )
 class ClusterViewSet(AuditedWrites, ReadOnlyViewSet):
     serializer_class = ClusterSerializer
@@ -67,3 +113,9 @@ class ClusterViewSet(AuditedWrites, ReadOnlyViewSet):
     queryset = Cluster.objects.select_related("account")
     ordering_fields = ["name", "region", "shard", "created_at"]
     ordering = ["name"]
+
+    def before_update(self, instance, changes):
+        try:
+            refuse_loosening(instance, karpenter=changes.get("karpenter"), mode=changes.get("mode"))
+        except ControlNotAllowed as exc:
+            raise Conflict(f"control not allowed: {exc}") from None

@@ -3,7 +3,7 @@ allows a write at all. Kept free of DRF views: REST_FRAMEWORK names these classe
 
 from rest_framework import permissions
 
-from karpweb.roles import can_operate, can_view
+from karpweb.roles import can_administer_fleet, can_operate, can_view
 
 
 class IsViewer(permissions.BasePermission):
@@ -29,3 +29,27 @@ class IsOperatorOrReadOnly(IsViewer):
             self.message = self.write_message
             return False
         return True
+
+
+class IsFleetAdminOrReadOnly(IsViewer):
+    """Viewers read; the fleet's configuration is written by fleet administrators (or a superuser)."""
+
+    def has_permission(self, request, view):
+        if not super().has_permission(request, view):
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        if not can_administer_fleet(request.user):
+            self.message = ("Only fleet administrators (the fleet-admin role or a superuser) may change accounts "
+                            "and clusters.")
+            return False
+        return True
+
+
+class IsFleetAdmin(IsViewer):
+    """Fleet administrators (or a superuser) only: the audit log says who did what from where."""
+
+    message = "Only fleet administrators (the fleet-admin role or a superuser) may read this."
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and can_administer_fleet(request.user)

@@ -10,7 +10,7 @@ from reservations.api.serializers import ConditionsField, StringMapField, ro, wh
 from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin, with_cluster
 from scheduling.engine.requirements import OPERATORS
 from scheduling.models import (
-    Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
+    AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
 )
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import node_memory_bytes
@@ -405,3 +405,23 @@ class SimulationProblemsSerializer(serializers.Serializer):
         child=serializers.CharField(),
         help_text='One line per problem, naming the JSON path: `pods[3].spec.containers[0].resources.requests.cpu: "abc" is not a quantity`.',
     )
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    """One change a person made (or a sign-in): who, from which face, what, and its old and new values."""
+
+    user = ro("actor", help_text="The username at the time of the change.")
+    cluster = serializers.SlugRelatedField(read_only=True, slug_field="name", allow_null=True,
+                                           help_text="The cluster whose scope it was made in; null: fleet-wide.")
+    kind = serializers.SerializerMethodField(help_text="What was changed, e.g. cluster, nodepool, auth token.")
+    object = ro("object_repr", help_text="Which one, as it was called then.")
+    changes = ObjectField(read_only=True, help_text='{"field": [old, new]}; ip_address: where it came from.')
+    createdAt = when("created_at", null=False)
+
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "createdAt", "user", "source", "action", "cluster", "kind", "object", "changes"]
+        read_only_fields = fields
+
+    def get_kind(self, entry) -> str:
+        return str(entry.content_type.model_class()._meta.verbose_name) if entry.content_type.model_class() else ""

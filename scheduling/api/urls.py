@@ -16,6 +16,7 @@ router.register("offerings", views.OfferingViewSet, basename="offering")
 router.register("decisions", views.DecisionViewSet, basename="decision")
 router.register("karpenter-launches", views.KarpenterLaunchViewSet, basename="karpenterlaunch")
 router.register("task-runs", views.TaskRunViewSet, basename="taskrun")
+router.register("audit", views.AuditEntryViewSet, basename="auditentry")
 
 urlpatterns = [
     # Pods are named within a namespace, as on the pages: /api/v1/pods/<namespace>/<name>/.

@@ -25,8 +25,9 @@ from scheduling.api.base import (
     get_or_404,
     list_schema,
 )
-from scheduling.api.permissions import IsOperatorOrReadOnly, IsViewer
+from scheduling.api.permissions import IsFleetAdmin, IsOperatorOrReadOnly, IsViewer
 from scheduling.api.serializers import (
+    AuditEntrySerializer,
     ControllerSerializer,
     KarpenterLaunchSerializer,
     DECISIONS_SCHEMA,
@@ -44,6 +45,7 @@ from scheduling.api.serializers import (
 )
 from scheduling.audit import diff, record_change
 from scheduling.filtersets import (
+    AuditEntryFilterSet,
     DecisionFilterSet,
     InstanceTypeFilterSet,
     KarpenterLaunchFilterSet,
@@ -268,6 +270,26 @@ class TaskRunViewSet(ReadOnlyViewSet):
     ordering_fields = ["started_at", "finished_at", "task", "status"]
     ordering = ["-started_at", "-id"]
     queryset = TaskRun.objects.all()
+
+
+@extend_schema_view(
+    list=list_schema(AuditEntrySerializer, summary="The audit log",
+                     description="Every change a person made through the pages, the API, the admin or the CLI, every "
+                                 "token made or revoked, role and group change and sign-in: who, what, from where. "
+                                 "Newest first. Fleet administrators only."),
+    retrieve=detail_schema(AuditEntrySerializer, summary="One audit entry"),
+)
+class AuditEntryViewSet(ReadOnlyViewSet):
+    permission_classes = [IsFleetAdmin]
+    serializer_class = AuditEntrySerializer
+    filterset_class = AuditEntryFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = ID_IN_PATH
+    ordering_fields = ["created_at"]
+    ordering = ["-created_at", "-id"]
+
+    def get_queryset(self):
+        return AuditEntry.objects.fleet().select_related("cluster", "content_type")
 
 
 # --- simulate ---------------------------------------------------------------------------------

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.db import transaction
 
 from fleet import connection
+from fleet.scope import cluster_scope
 from scheduling.audit import diff, record_change
-from scheduling.engine.coexistence import assess
+from scheduling.engine.coexistence import PRESENT, assess
 from scheduling.loop.recording import PendingDecision, record
-from scheduling.models import AuditEntry, ControllerGuard, Decision
+from scheduling.models import AuditEntry, ControllerGuard, Decision, Mode
 from scheduling.modes import control_refusal, global_mode, may_allow_control
 
 log = logging.getLogger(__name__)
@@ -60,3 +61,18 @@ def allow_control(user, source: str, now) -> ControllerGuard:
                             outcome=Decision.Outcome.ACTED,
                             reason=f"{user.get_username()} allowed karpweb to control the cluster: {guard.reason}")], now)
     return guard
+
+
+def refuse_loosening(cluster, *, karpenter: str | None, mode: str | None) -> None:
+    """Raises ControlNotAllowed when a change of `cluster`'s row would let karpweb control while
+    Karpenter runs there (its Lease live at the last check): mode control, or karpenter absent or
+    auto. Changes toward observe or present are always taken. Every path that writes the row asks."""
+    loosens = (mode == Mode.CONTROL and mode != cluster.mode) or (
+        karpenter is not None and karpenter != PRESENT and karpenter != cluster.karpenter)
+    if not loosens:
+        return
+    with cluster_scope(cluster):
+        guard = ControllerGuard.found()
+    if guard is not None and guard.karpenter_live:
+        raise ControlNotAllowed(f"Karpenter runs in cluster {cluster.name} ({guard.reason}); karpenter and mode stay "
+                                "as they are while it does")

@@ -66,7 +66,7 @@ def test_bottlerocket_merges_toml_and_karpwebs_keys_win():
 
 def test_al2_bootstraps_after_the_users_script_and_custom_is_untouched():
     text = build("AL2", BOOT, "#!/bin/bash\necho first")
-    assert text.index("echo first") < text.index("/etc/eks/bootstrap.sh 'prod'")
+    assert text.index("echo first") < text.index("/etc/eks/bootstrap.sh prod ")
     assert "--register-with-taints=\"nvidia.com/gpu=true:NoSchedule,karpenter.sh/unregistered:NoExecute\"" in text
     assert build("Custom", BOOT, "my own") == "my own"
 
@@ -93,5 +93,5 @@ def test_the_bottlerocket_version_comes_from_the_alias_a_name_or_the_images():
 
 def test_an_ipv6_cluster_dns_sets_al2s_ip_family():
     text = build("AL2", replace(BOOT, kubelet={}, dns_ip="fd00:10:96::a"), None)
-    assert "--ip-family ipv6" in text and "--dns-cluster-ip 'fd00:10:96::a'" in text
+    assert "--ip-family ipv6" in text and "--dns-cluster-ip fd00:10:96::a" in text
     assert "--ip-family" not in build("AL2", BOOT, None)

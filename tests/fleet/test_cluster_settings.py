@@ -27,20 +27,20 @@ CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nprod\n-----END CERTIFICATE-
     ("interruptionQueue", "no spaces please", "is neither an SQS queue name"),
     ("endpoint", "ftp://api.example", "is not an API server URL"),
 ])
-def test_the_api_names_the_join_field_it_refuses(as_operator, make_account, field, value, says):
+def test_the_api_names_the_join_field_it_refuses(as_fleet_admin, make_account, field, value, says):
     make_account("111111111111")
-    response = as_operator.post("/api/v1/clusters/", {"name": "prod", "account": "111111111111", field: value},
+    response = as_fleet_admin.post("/api/v1/clusters/", {"name": "prod", "account": "111111111111", field: value},
                                 format="json")
     assert response.status_code == 400
     assert list(response.json()) == [field] and says in response.json()[field][0], response.json()
 
 
 @pytest.mark.django_db
-def test_the_api_and_the_admin_keep_a_clusters_own_join_settings(as_operator, admin_user_client, make_account):
+def test_the_api_and_the_admin_keep_a_clusters_own_join_settings(as_fleet_admin, admin_user_client, make_account):
     make_account("111111111111")
     body = {"name": "prod", "account": "111111111111", "endpoint": "https://prod.example", "caBundle": CA,
             "serviceCIDR": "10.7.0.0/16", "interruptionQueue": "prod-interruptions"}
-    created = as_operator.post("/api/v1/clusters/", body, format="json")
+    created = as_fleet_admin.post("/api/v1/clusters/", body, format="json")
     assert created.status_code == 201, created.json()
     assert {key: created.json()[key] for key in body if key not in ("name", "account")} == {
         "endpoint": "https://prod.example", "caBundle": CA, "serviceCIDR": "10.7.0.0/16",

@@ -28,14 +28,14 @@ def test_the_api_lists_and_shows_accounts_and_clusters(as_viewer, two_clusters):
     assert endpoints["accounts"].endswith("/api/v1/accounts/") and endpoints["clusters"].endswith("/api/v1/clusters/")
 
 
-def test_operators_add_and_change_clusters_audited_and_viewers_may_not(as_operator, as_viewer, two_clusters):
+def test_fleet_admins_add_and_change_clusters_audited_and_viewers_may_not(as_fleet_admin, as_viewer, two_clusters):
     body = {"name": "prod-eu", "account": "111111111111", "region": "eu-west-1", "connection": "kubeconfig",
             "kubeconfig": "secret:karpweb/prod-eu", "shard": "eu"}
     assert as_viewer.post("/api/v1/clusters/", body, format="json").status_code == 403
-    created = as_operator.post("/api/v1/clusters/", body, format="json")
+    created = as_fleet_admin.post("/api/v1/clusters/", body, format="json")
     assert created.status_code == 201, created.json()
     assert created.json()["queue"] == "karpweb-shard-eu"
-    changed = as_operator.patch("/api/v1/clusters/prod-eu/", {"mode": "observe"}, format="json")
+    changed = as_fleet_admin.patch("/api/v1/clusters/prod-eu/", {"mode": "observe"}, format="json")
     assert changed.status_code == 200 and Cluster.objects.get(name="prod-eu").mode == "observe"
     entries = AuditEntry.objects.filter(object_repr="prod-eu").order_by("id")
     assert [(e.action, e.source) for e in entries] == [("create", "api"), ("change", "api")]
@@ -53,8 +53,8 @@ def test_operators_add_and_change_clusters_audited_and_viewers_may_not(as_operat
     ("/api/v1/clusters/", {"name": "ok", "account": "111111111111", "isDefault": True}, "isDefault"),
     ("/api/v1/clusters/", {"name": "ok", "account": "111111111111", "shard": "A B"}, "shard"),
 ])
-def test_the_api_names_the_field_it_refuses(as_operator, two_clusters, url, body, field):
-    response = as_operator.post(url, body, format="json")
+def test_the_api_names_the_field_it_refuses(as_fleet_admin, two_clusters, url, body, field):
+    response = as_fleet_admin.post(url, body, format="json")
     assert response.status_code == 400
     assert list(response.json()) == [field], response.json()
 

@@ -176,7 +176,7 @@ def test_a_kubeconfig_kept_in_a_secret_reaches_its_cluster(settings, kube_server
     ns = h.namespace(own, f"karpweb-{unique}")
     own.create(Resource("Secret", "", "v1", "secrets", namespaced=True), {
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "eu-prod"},
-        "data": {"config": base64.b64encode(second_kube_server.kubeconfig.read_bytes()).decode()}}, namespace=ns)
+        "data": {"config": base64.b64encode(second_kube_server.inline_kubeconfig()).decode()}}, namespace=ns)
     only_there = f"only-in-the-second-{unique}"
     h.nodepool(rest_for(second_kube_server), only_there)
     settings.KARPWEB_KUBECONFIG = str(kube_server.kubeconfig)

@@ -331,6 +331,17 @@ class KubeTestServer:
         return self._client
 
     # --- clients --------------------------------------------------------------------------
+    def inline_kubeconfig(self) -> bytes:
+        """The admin kubeconfig with its CA inline, as a kubeconfig kept in a Secret must carry it
+        (karpweb refuses one that names a file)."""
+        import base64
+
+        path = self.workdir / "kubeconfig-inline"
+        write_kubeconfig(path, {"server": self.host, "certificate-authority-data":
+                                base64.b64encode(Path(self.pki["ca"]).read_bytes()).decode()},
+                         {"name": "karpweb-admin", "user": {"token": ADMIN_TOKEN}})
+        return path.read_bytes()
+
     def _write_kubeconfig(self, path: Path, user: str, token: str) -> None:
         write_kubeconfig(path, {"server": self.host, "certificate-authority": str(self.pki["ca"])},
                          {"name": user, "user": {"token": token}})

@@ -26,10 +26,15 @@ plus ``karpenter.sh/do-not-sync-taints=true``. Taints: the NodePool's taints and
 
 from __future__ import annotations
 
+import base64
+import binascii
 import email
+import email.message
 import email.policy
+import hashlib
 import ipaddress
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +44,7 @@ from typing import Any
 import tomli_w
 import yaml
 
+from fleet.endpoints import endpoint_problem
 from scheduling.engine.ec2types import AL2, AL2023, BOTTLEROCKET, CUSTOM, WINDOWS_BUILDS
 
 UNREGISTERED_TAINT = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
@@ -135,10 +141,12 @@ def supports_default_bind(version: str) -> bool:
 
 
 def build(family: str | None, bootstrap: Bootstrap, user_data: str | None) -> str:
-    """The instance's user data, plain text (the launch template base64-encodes it)."""
+    """The instance's user data, plain text (the launch template base64-encodes it). Every value
+    karpweb writes is checked first (`check_bootstrap`) and then quoted for its language."""
     family = family or AL2023
     if family == CUSTOM:
         return user_data or ""
+    check_bootstrap(bootstrap)
     if family == AL2023:
         return al2023(bootstrap, user_data)
     if family == BOTTLEROCKET:
@@ -148,6 +156,70 @@ def build(family: str | None, bootstrap: Bootstrap, user_data: str | None) -> st
     if family in WINDOWS_BUILDS:
         return windows(bootstrap, user_data)
     raise UserDataError(f"amiFamily {family!r} is not one karpweb can bootstrap")
+
+
+# --- what may reach a boot script ---------------------------------------------------------------
+# Each value is quoted for its language as well; these checks refuse, naming the field, what no
+# cluster could mean (a Kubernetes label a kubelet refuses, an endpoint with a path) so that a
+# hostile value stops here rather than in a node's boot log.
+
+EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")  # EKS CreateCluster's pattern
+_LABEL_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?" + _LABEL_NAME + "$")
+LABEL_VALUE = re.compile(r"^" + _LABEL_NAME + "?$")
+TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+# A kubelet map's keys and values: signals (memory.available), resources (cpu, ephemeral-storage),
+# quantities (100Mi, 5%) and durations (1m30s); nothing a shell, systemd or PowerShell reads specially.
+KUBELET_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._%/+-]{0,252}$")
+KUBELET_MAPS = ("systemReserved", "kubeReserved", "evictionHard", "evictionSoft", "evictionSoftGracePeriod")
+
+
+def check_bootstrap(bootstrap: Bootstrap) -> None:
+    """Raises UserDataError naming the first field whose value no node may be given."""
+    if not EKS_CLUSTER_NAME.match(bootstrap.cluster_name or ""):
+        raise UserDataError(f"cluster name {bootstrap.cluster_name[:100]!r} is not an EKS cluster name")
+    problem = endpoint_problem(bootstrap.endpoint)
+    if problem:
+        raise UserDataError(f"cluster endpoint {bootstrap.endpoint[:100]!r} {problem}")
+    try:
+        base64.b64decode(bootstrap.ca_bundle, validate=True)
+    except (binascii.Error, ValueError):
+        raise UserDataError("cluster CA bundle is not base64") from None
+    for name, value in (("service CIDR", bootstrap.service_cidr), ("cluster DNS", bootstrap.dns_ip)):
+        if value and not _is_network(value):
+            raise UserDataError(f"{name} {value[:64]!r} is not an IP address or CIDR block")
+    for key, value in bootstrap.labels.items():
+        if not LABEL_KEY.match(str(key)) or len(str(key)) > 317 or not LABEL_VALUE.match(str(value)):
+            raise UserDataError(f"node label {str(key)[:100]}={str(value)[:100]} is not a Kubernetes label")
+    for taint in bootstrap.taints:
+        key, value, effect = str(taint.get("key", "")), str(taint.get("value") or ""), str(taint.get("effect", ""))
+        if not LABEL_KEY.match(key) or not LABEL_VALUE.match(value) or effect not in TAINT_EFFECTS:
+            raise UserDataError(f"taint {key[:100]}={value[:100]}:{effect[:20]} is not a Kubernetes taint")
+    _check_kubelet(bootstrap.kubelet)
+
+
+def _check_kubelet(kubelet: Mapping[str, Any]) -> None:
+    for name in KUBELET_MAPS:
+        for key, value in (kubelet.get(name) or {}).items():
+            if not (KUBELET_WORD.match(str(key)) and KUBELET_WORD.match(str(value))):
+                raise UserDataError(f"spec.kubelet.{name}: {str(key)[:64]}={str(value)[:64]} is not a kubelet setting")
+    for address in kubelet.get("clusterDNS") or []:
+        if not _is_network(str(address)):
+            raise UserDataError(f"spec.kubelet.clusterDNS: {str(address)[:64]!r} is not an IP address")
+
+
+def _is_network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def powershell_quote(value: str) -> str:
+    """`value` as one PowerShell single-quoted string: PowerShell ends such a string at any of four
+    quote marks (' and the typographic three), and reads each doubled as itself."""
+    return "'" + re.sub("([\u0027\u2018\u2019\u201a\u201b])", r"\1\1", value) + "'"
 
 
 # --- durations (Go's time.Duration.String(), which upstream writes for AL2, Bottlerocket, Windows) ----
@@ -233,12 +305,23 @@ def _is_yaml_map(text: str) -> bool:
 
 
 def _mime(parts: list[tuple[str, str]]) -> str:
-    """MIME-Version first, then the multipart Content-Type, as upstream writes them."""
-    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"', ""]
-    for content_type, body in parts:
-        lines += [f"--{BOUNDARY}", f"Content-Type: {content_type}", "", body.replace("\r", "").rstrip("\n")]
-    lines += [f"--{BOUNDARY}--", ""]
-    return "\n".join(lines)
+    """A multipart/mixed document built by `email`: MIME-Version first, then the multipart
+    Content-Type, as upstream writes them, with upstream's boundary ("//") unless a part holds it (a
+    part that could end the document early gets a boundary it does not hold)."""
+    bodies = [body.replace("\r", "").rstrip("\n") for _type, body in parts]
+    boundary = BOUNDARY
+    while any(line.startswith("--" + boundary) for body in bodies for line in body.split("\n")):
+        boundary = hashlib.sha256((boundary + "".join(bodies)).encode()).hexdigest()[:24]
+    document = email.message.Message(policy=email.policy.compat32)
+    document["MIME-Version"] = "1.0"
+    document["Content-Type"] = "multipart/mixed"
+    document.set_boundary(boundary)
+    for (content_type, _body), body in zip(parts, bodies):
+        part = email.message.Message(policy=email.policy.compat32)
+        part["Content-Type"] = " ".join(str(content_type).split())  # one line: no header of its own
+        part.set_payload(body)
+        document.attach(part)
+    return document.as_string(policy=email.policy.compat32.clone(linesep="\n", max_line_length=0)).rstrip("\n") + "\n"
 
 
 def mime_parts(user_data: str) -> list[tuple[str, str]]:
@@ -369,15 +452,16 @@ def _is_ipv6(address: str) -> bool:
 def al2(bootstrap: Bootstrap) -> str:
     kubelet = kubelet_settings(bootstrap)
     dns = str(kubelet["clusterDNS"][0]) if kubelet.get("clusterDNS") else ""
-    command = (f"/etc/eks/bootstrap.sh '{bootstrap.cluster_name}' --apiserver-endpoint '{bootstrap.endpoint}' "
-               f"--b64-cluster-ca '{bootstrap.ca_bundle}'")
+    q = shlex.quote
+    command = (f"/etc/eks/bootstrap.sh {q(bootstrap.cluster_name)} --apiserver-endpoint {q(bootstrap.endpoint)} "
+               f"--b64-cluster-ca {q(bootstrap.ca_bundle)}")
     if _is_ipv6(dns):
         command += " \\\n--ip-family ipv6"
     if dns:
-        command += f" \\\n--dns-cluster-ip '{dns}'"
+        command += f" \\\n--dns-cluster-ip {q(dns)}"
     if kubelet.get("maxPods") is not None:
         command += " \\\n--use-max-pods false"
-    command += f" \\\n--kubelet-extra-args '{' '.join(kubelet_extra_args(bootstrap))}'"
+    command += f" \\\n--kubelet-extra-args {q(' '.join(kubelet_extra_args(bootstrap)))}"
     if bootstrap.instance_store_raid0:
         command += " \\\n--local-disks raid0"
     return "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n" + command + "\n"
@@ -391,10 +475,11 @@ def windows(bootstrap: Bootstrap, user_data: str | None) -> str:
     if user_data:
         lines.append(user_data.rstrip("\n"))
     lines.append('[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"')
-    command = (f"& $EKSBootstrapScriptFile -EKSClusterName '{bootstrap.cluster_name}' -APIServerEndpoint "
-               f"'{bootstrap.endpoint}' -Base64ClusterCA '{bootstrap.ca_bundle}' "
-               f"-KubeletExtraArgs '{' '.join(kubelet_extra_args(bootstrap))}'")
+    q = powershell_quote
+    command = (f"& $EKSBootstrapScriptFile -EKSClusterName {q(bootstrap.cluster_name)} -APIServerEndpoint "
+               f"{q(bootstrap.endpoint)} -Base64ClusterCA {q(bootstrap.ca_bundle)} "
+               f"-KubeletExtraArgs {q(' '.join(kubelet_extra_args(bootstrap)))}")
     if kubelet.get("clusterDNS"):
-        command += f" -DNSClusterIP '{kubelet['clusterDNS'][0]}'"
+        command += f" -DNSClusterIP {q(str(kubelet['clusterDNS'][0]))}"
     lines += [command, "</powershell>"]
     return "\n".join(lines) + "\n"

@@ -88,14 +88,19 @@ def _make(cluster):
             finally:
                 reader.close()
         else:
-            client = config.client_from_kubeconfig(cluster.kubeconfig)
+            from fleet.models import kubeconfig_problem
+
+            problem = kubeconfig_problem(cluster.kubeconfig)  # a row saved before the rule, or written around it
+            if problem:
+                raise config.ClusterConfigError(f"kubeconfig: {cluster.kubeconfig} {problem}")
+            client = config.client_from_kubeconfig(cluster.kubeconfig, fleet_row=True)
     elif cluster.connection == connection.EKS:
         from scheduling.adapters.ec2.client import account_session, cluster_ec2_config
         from scheduling.adapters.kube.eks import eks_api_client
 
         ec2_config = cluster_ec2_config(cluster)
         client = eks_api_client(account_session(cluster.account, ec2_config), cluster.name, ec2_config.region,
-                                endpoint=cluster.endpoint, eks_endpoint_url=ec2_config.eks_endpoint_url,
+                                eks_endpoint_url=ec2_config.eks_endpoint_url,
                                 sts_endpoint_url=ec2_config.sts_endpoint_url)
     else:
         raise ValueError(f"connection: {cluster.connection!r} is not a Kubernetes connection")

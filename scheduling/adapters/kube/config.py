@@ -20,10 +20,13 @@ import re
 import ssl
 from pathlib import Path
 
+import yaml
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util import ssl_ as urllib3_ssl
+
+from fleet.endpoints import SECRET_REFERENCE
 
 SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 DEFAULT_KUBECONFIG = Path.home() / ".kube" / "config"
@@ -48,18 +51,62 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and SERVICE_ACCOUNT_TOKEN.exists()
 
 
-def client_from_kubeconfig(path: str, context: str | None = None) -> ApiClient:
+def client_from_kubeconfig(path: str, context: str | None = None, *, fleet_row: bool = False) -> ApiClient:
+    """`fleet_row`: the path comes from a Cluster row (an administrator typed it), not from the
+    deployment's own settings: its kubeconfig may run no command (`kubeconfig_problems`)."""
     configuration = Configuration()
     try:
+        if fleet_row:
+            with open(path, "rb") as handle:
+                _refuse_problems(yaml.safe_load(handle), f"kubeconfig {path}", from_secret=False)
         kube_config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
                                      persist_config=False)
-    except (ConfigException, OSError, ValueError) as exc:
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
         raise ClusterConfigError(f"cannot use kubeconfig {path}{' context ' + context if context else ''}: {exc}") from exc
     return api_client(configuration)
 
 
-# A kubeconfig kept in a Secret of karpweb's own cluster: "secret:<namespace>/<name>[/<key>]".
-SECRET_REFERENCE = re.compile(r"^secret:([a-z0-9][-a-z0-9.]*)/([a-z0-9][-a-z0-9.]*)(?:/([-._a-zA-Z0-9]+))?$")
+# Keys of a kubeconfig's user that name a local file: a kubeconfig from a Secret could otherwise have
+# karpweb read its own service account token (or any file) and send it to the server it names.
+FILE_KEYS = ("tokenFile", "client-certificate", "client-key")
+
+
+def kubeconfig_problems(document, *, from_secret: bool) -> list[str]:
+    """What karpweb refuses in a fleet cluster's kubeconfig: `exec` credential plugins and auth
+    providers that run a command (unless KARPWEB_KUBECONFIG_ALLOW_EXEC), and, from a Secret, any
+    file it names (a Secret's kubeconfig carries its credentials inline)."""
+    if not isinstance(document, dict):
+        return ["is not a kubeconfig (a YAML map)"]
+    allow_exec = _setting("KARPWEB_KUBECONFIG_ALLOW_EXEC", False)
+    problems = []
+    for entry in document.get("users") or []:
+        user = (entry or {}).get("user") or {}
+        name = (entry or {}).get("name", "?")
+        if user.get("exec") and not allow_exec:
+            problems.append(f'user "{name}" runs a command (exec); set KARPWEB_KUBECONFIG_ALLOW_EXEC=true to allow it')
+        if ((user.get("auth-provider") or {}).get("config") or {}).get("cmd-path") and not allow_exec:
+            problems.append(f'user "{name}" runs a command (auth-provider cmd-path)')
+        if from_secret:
+            problems += [f'user "{name}" names a file ({key})' for key in FILE_KEYS if user.get(key)]
+    if from_secret:
+        for entry in document.get("clusters") or []:
+            if ((entry or {}).get("cluster") or {}).get("certificate-authority"):
+                problems.append(f'cluster "{entry.get("name", "?")}" names a file (certificate-authority)')
+    return problems
+
+
+def _refuse_problems(document, where: str, *, from_secret: bool) -> None:
+    problems = kubeconfig_problems(document, from_secret=from_secret)
+    if problems:
+        raise ClusterConfigError(f"{where} is refused: " + "; ".join(problems))
+
+
+def _setting(name: str, default):
+    from django.conf import settings
+
+    return getattr(settings, name, default)
+
+
 SECRET_DEFAULT_KEY = "kubeconfig"
 
 
@@ -85,12 +132,12 @@ def client_from_secret(reference: str, reader: ApiClient) -> ApiClient:
     encoded = (secret.data or {}).get(key)
     if not encoded:
         raise ClusterConfigError(f"Secret {namespace}/{name} has no key {key!r} holding a kubeconfig")
-    import yaml
 
     configuration = Configuration()
     try:
-        kube_config.load_kube_config_from_dict(yaml.safe_load(base64.b64decode(encoded)), persist_config=False,
-                                               client_configuration=configuration)
+        document = yaml.safe_load(base64.b64decode(encoded))
+        _refuse_problems(document, f"the kubeconfig in Secret {namespace}/{name} key {key!r}", from_secret=True)
+        kube_config.load_kube_config_from_dict(document, persist_config=False, client_configuration=configuration)
     except (ConfigException, ValueError, yaml.YAMLError) as exc:
         raise ClusterConfigError(f"the kubeconfig in Secret {namespace}/{name} key {key!r} is unusable: {exc}") from exc
     return api_client(configuration)

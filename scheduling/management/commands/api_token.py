@@ -2,7 +2,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.tokens import create_token, revoke_tokens
+from accounts.tokens import TokenRefused, create_token, revoke_tokens
 from karpweb.roles import can_operate, can_view
 
 
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         except User.DoesNotExist:
             raise CommandError(f'no user "{username}"') from None
         if revoke:
-            deleted = revoke_tokens(user)
+            deleted = revoke_tokens(user, source="cli")
             self.stdout.write(f"Revoked {deleted} API token(s) of {username}." if deleted else f"{username} had no API token.")
             return
         if not user.is_active:
@@ -36,8 +36,11 @@ class Command(BaseCommand):
         if days is not None and not 1 <= days <= 3650:
             raise CommandError("--days must be from 1 to 3650")
         if rotate:
-            revoke_tokens(user)
-        token, key = create_token(user, days)
+            revoke_tokens(user, source="cli")
+        try:
+            token, key = create_token(user, days, source="cli")
+        except TokenRefused as exc:
+            raise CommandError(str(exc)) from None
         if not can_view(user):
             self.stderr.write(
                 f"warning: {username} has neither the viewer nor the operator role: the API will answer 403"
