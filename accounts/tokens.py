@@ -16,6 +16,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.models import AuthToken
 from rest_framework import exceptions
+from rest_framework.authentication import SessionAuthentication as DRFSessionAuthentication
+
+from karpweb.roles import open_access
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
@@ -27,7 +30,9 @@ class TokenAuthentication(KnoxTokenAuthentication):
             token.decode("utf-8")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
-        return super().authenticate_credentials(token)
+        user, auth_token = super().authenticate_credentials(token)
+        open_access(user)  # the API reads with the token's user's roles (fleet/access.py)
+        return user, auth_token
 
     def _cleanup_token(self, auth_token) -> bool:
         """Only the token presented: knox also reads all the user's other tokens on every request (a
@@ -37,6 +42,16 @@ class TokenAuthentication(KnoxTokenAuthentication):
             auth_token.delete()
             return True
         return False
+
+
+class SessionAuthentication(DRFSessionAuthentication):
+    """DRF's session authentication (the pages' htmx and the browsable API), opening the user's Access."""
+
+    def authenticate(self, request):
+        found = super().authenticate(request)
+        if found is not None:
+            open_access(found[0])
+        return found
 
 
 class TokenScheme(OpenApiAuthenticationExtension):
@@ -131,3 +146,13 @@ def revoke_tokens(user, *, actor=None, source: str = "", address: str | None = N
             audit_token(token, actor or user, source, "revoke", address)
         AuthToken.objects.filter(pk__in=[t.pk for t in tokens]).delete()
     return len(tokens)
+
+
+class SessionScheme(OpenApiAuthenticationExtension):
+    """The session cookie, as drf-spectacular documents DRF's own session authentication."""
+
+    target_class = SessionAuthentication
+    name = "cookieAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME}

@@ -7,9 +7,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 
-from fleet.models import AwsAccount, Cluster, new_external_id
+from fleet.models import AwsAccount, Cluster, RoleBinding, new_external_id
 from karpweb.roles import can_administer_fleet
-from scheduling.admin_mixins import AuditedAdmin
+from scheduling.admin_mixins import AuditedAdmin, AuditedAuthorityAdmin
 from scheduling.audit import record_change
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry
@@ -131,3 +131,14 @@ class ClusterAdmin(FleetAdminOnly, AuditedAdmin):
     @admin.display(description="Celery queue")
     def queue(self, obj):
         return obj.queue
+
+
+@admin.register(RoleBinding)
+class RoleBindingAdmin(FleetAdminOnly, AuditedAuthorityAdmin, admin.ModelAdmin):
+    """Who holds which role where (fleet/access.py); every grant and removal audited."""
+
+    list_display = ("__str__", "user", "group", "role", "account", "cluster", "created_at")
+    list_filter = ("role", "account", "cluster")
+    search_fields = ("user__username", "group", "cluster__name", "account__account_id")
+    list_select_related = ("user", "account", "cluster")
+    fields = ("user", "group", "role", "account", "cluster")

@@ -17,3 +17,7 @@ class FleetConfig(AppConfig):
         for model in apps.get_models():
             if isinstance(model._default_manager, ClusterScopedManager):
                 pre_save.connect(fill_cluster_on_save, sender=model, dispatch_uid=f"fleet-cluster-{model._meta.label}")
+        # ... and is changed during a request only by an operator of that cluster (fleet/access.py).
+        from fleet.access import guard_writes
+
+        guard_writes()

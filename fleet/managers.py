@@ -7,10 +7,13 @@ the base manager and is never filtered: a row's own links stay readable in any s
 
 from django.db import models
 
-from fleet import scope
+from fleet import access, scope
 
 
-class ClusterScopedQuerySet(models.QuerySet):
+class ClusterScopedQuerySet(access.RequesterQuerySet):
+    def requester_q(self, requester):
+        return access.in_scope_clusters(requester)
+
     def in_cluster(self, cluster):
         """One cluster's rows, whatever scope is open (a Cluster or its primary key)."""
         return self.filter(cluster=cluster)
@@ -26,11 +29,12 @@ class ClusterScopedManager(models.Manager.from_queryset(ClusterScopedQuerySet)):
     """`Model.objects`: scoped. `Model.objects.fleet()`: every cluster's rows, whatever the scope."""
 
     def get_queryset(self):
-        queryset = super().get_queryset()
+        queryset = self.fleet()
         cluster_id = scope.current_cluster_id()
         return queryset if cluster_id is None else queryset.filter(cluster_id=cluster_id)
 
     def fleet(self):
+        """Every cluster's rows (those the requester may see: fleet/access.py), whatever the cluster scope."""
         return super().get_queryset()
 
 

@@ -18,6 +18,8 @@ cost no query on most pages, and at most one."""
 from django.contrib import messages
 from django.utils.functional import cached_property
 
+from fleet import access
+from karpweb.roles import access_of
 from fleet.models import Cluster
 from fleet.scope import cluster_scope, fleet_clusters
 from karpweb.jsonsafe import printable
@@ -38,7 +40,7 @@ class Fleet:
 
     @cached_property
     def clusters(self) -> list[Cluster]:
-        return fleet_clusters()
+        return _visible(fleet_clusters())
 
     @property
     def several(self) -> bool:
@@ -49,9 +51,38 @@ class Fleet:
         if found is None and not self._fresh:
             # Perhaps added by another process since this one read the list: read it again, once.
             self._fresh = True
-            self.__dict__["clusters"] = fleet_clusters(fresh=True)
+            self.__dict__["clusters"] = _visible(fleet_clusters(fresh=True))
             found = next((cluster for cluster in self.clusters if cluster.name == name), None)
         return found
+
+
+def _visible(clusters: list[Cluster]) -> list[Cluster]:
+    """The clusters the requester may see (fleet/access.py): a scoped user's picker names no other."""
+    requester = access.restricted()
+    return clusters if requester is None else [c for c in clusters if c.pk in requester.cluster_ids(clusters)]
+
+
+# Paths that read no one's rows on a requester's behalf, or that are not a person's (the admin is the
+# staff's: administrators see the whole fleet there).
+NO_REQUESTER = ("/metrics", "/healthz", "/static/", "/favicon.ico", "/admin/", "/api/schema/", "/api/docs/")
+
+
+class RequesterAccess:
+    """Opens the requester's Access (fleet/access.py) for the request: a page's from its session user;
+    the API's once DRF has authenticated it (accounts.tokens), until then unresolved (fail closed)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path.startswith(NO_REQUESTER):
+            opened = None
+        elif request.path.startswith("/api/"):
+            opened = access.UNRESOLVED
+        else:
+            opened = access_of(request.user)
+        with access.opened(opened):
+            return self.get_response(request)
 
 
 class ClusterChoice:

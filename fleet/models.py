@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.urls import reverse
 
+from fleet import access
 from fleet.endpoints import SECRET_REFERENCE, endpoint_problem
 from scheduling.choices import Mode
 from scheduling.engine.coexistence import ABSENT, AUTO, PRESENT
@@ -176,6 +177,21 @@ def validate_service_cidr(value: str) -> None:
                               params={"value": value[:64], "why": str(exc)}) from None
 
 
+class ClusterQuerySet(access.RequesterQuerySet):
+    """Cluster.objects: the clusters the requester may see (fleet/access.py); every one outside requests."""
+
+    def requester_q(self, requester):
+        return models.Q(pk__in=list(requester.cluster_roles)) | models.Q(account_id__in=list(requester.account_roles))
+
+
+class AccountQuerySet(access.RequesterQuerySet):
+    """AwsAccount.objects: the accounts the requester may see (bound, or holding a cluster it sees)."""
+
+    def requester_q(self, requester):
+        return models.Q(pk__in=list(requester.account_roles)) | models.Q(
+            pk__in=Cluster._base_manager.filter(pk__in=list(requester.cluster_roles)).values("account_id"))
+
+
 def shard_queue(shard: str) -> str:
     """The Celery queue that serves a shard's clusters: `celery` (Celery's default, what every worker
     consumes) for the default shard, `karpweb-shard-<shard>` for any other."""
@@ -199,6 +215,8 @@ class AwsAccount(models.Model):
                                help_text='The regions karpweb reads reservations in, e.g. ["us-east-1"].')
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = AccountQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -267,6 +285,8 @@ class Cluster(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ClusterQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["is_default"], condition=models.Q(is_default=True),
@@ -309,3 +329,49 @@ class Cluster(models.Model):
     @property
     def is_simulated(self) -> bool:
         return self.connection == self.Connection.SIMULATED
+
+
+class RoleBinding(models.Model):
+    """A role (viewer or operator) for a user or a group (a karpweb group, or a group the identity
+    provider names in its groups claim) on the whole fleet, on one account (its clusters and the
+    reservations it sees) or on one cluster (fleet/access.py enforces it)."""
+
+    class Role(models.TextChoices):
+        VIEWER = "viewer"
+        OPERATOR = "operator"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="role_bindings")
+    group = models.CharField(max_length=255, blank=True,
+                             help_text="A karpweb group or an identity provider's group name (instead of a user).")
+    role = models.CharField(max_length=8, choices=Role.choices)
+    account = models.ForeignKey(AwsAccount, null=True, blank=True, on_delete=models.CASCADE, related_name="bindings")
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="bindings")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["user__username", "group", "role"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(user__isnull=False, group="") | models.Q(user__isnull=True) & ~models.Q(group=""),
+                                   name="binding_names_a_user_or_a_group"),
+            models.CheckConstraint(condition=models.Q(account__isnull=True) | models.Q(cluster__isnull=True),
+                                   name="binding_is_on_an_account_or_a_cluster"),
+        ]
+
+    def __str__(self):
+        who = self.user.get_username() if self.user_id else f"group {self.group}"
+        return f"{who}: {self.role} on {self.scope_label}"
+
+    @property
+    def scope_label(self) -> str:
+        if self.cluster_id:
+            return f"cluster {self.cluster.name}"
+        if self.account_id:
+            return f"account {self.account.account_id}"
+        return "the fleet"
+
+    def clean(self):
+        if bool(self.user_id) == bool(self.group):
+            raise ValidationError({"group": "name a user or a group, not both and not neither"})
+        if self.account_id and self.cluster_id:
+            raise ValidationError({"cluster": "a binding is on an account or a cluster (or, with neither, the fleet)"})

@@ -159,7 +159,8 @@ def fleet_clusters(fresh: bool = False) -> list[Cluster]:
     if not fresh and kept is not None and time.monotonic() - kept[0] < CLUSTERS_TTL_SECONDS:
         return kept[1]
     with _lock:
-        clusters = list(Cluster.objects.select_related("account").order_by("name"))
+        # The base manager: the process's list is the whole fleet's, whoever's request fills it.
+        clusters = list(Cluster._base_manager.select_related("account").order_by("name"))
         _kept = (time.monotonic(), clusters, {cluster.pk: cluster.name for cluster in clusters})
     return clusters
 

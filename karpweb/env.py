@@ -150,3 +150,21 @@ def secret_key_problem(value: str) -> str:
     if len(set(value)) < MIN_SECRET_KEY_CHARACTERS:
         return f"has {len(set(value))} distinct characters; use at least {MIN_SECRET_KEY_CHARACTERS}"
     return ""
+
+
+BINDING = re.compile(r"^([^=\s]+)=(viewer|operator)@(?:(fleet)|(cluster|account):([A-Za-z0-9-]{1,63}))$")
+
+
+def env_bindings(name: str) -> list[tuple[str, str, str, str]]:
+    """`group=role@cluster:NAME`, `group=role@account:ID` or `group=role@fleet`, comma-separated, as
+    (group, role, kind, target)."""
+    value = os.environ.get(name) or ""
+    bindings = []
+    for entry in (part.strip() for part in value.split(",") if part.strip()):
+        match = BINDING.match(entry)
+        if not match:
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not group=viewer|operator@cluster:NAME, "
+                                       "@account:ID or @fleet")
+        group, role, fleet, kind, target = match.groups()
+        bindings.append((group, role, "fleet" if fleet else kind, target or ""))
+    return bindings

@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from fleet.endpoints import endpoint_problem
 from karpweb.env import (
+    env_bindings,
     database_from_url,
     env_bool,
     env_choice,
@@ -92,6 +93,7 @@ MIDDLEWARE = [
     "karpweb.middleware.NoStoreForSignedIn",  # Cache-Control: no-store for whatever a signed-in user sees
     "scheduling.api.throttling.FailedAuthenticationRateLimit",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "fleet.middleware.RequesterAccess",  # what the requester may see and change: fleet/access.py
     "fleet.middleware.ClusterChoice",  # the cluster a console page shows (?cluster=, the session): fleet/middleware.py
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -161,6 +163,9 @@ KARPWEB_OIDC_VIEWER_GROUPS = env_list("KARPWEB_OIDC_VIEWER_GROUPS", [])
 KARPWEB_OIDC_OPERATOR_GROUPS = env_list("KARPWEB_OIDC_OPERATOR_GROUPS", [])
 KARPWEB_OIDC_ADMIN_GROUPS = env_list("KARPWEB_OIDC_ADMIN_GROUPS", [])
 KARPWEB_OIDC_SESSION_HOURS = env_int("KARPWEB_OIDC_SESSION_HOURS", 8, minimum=1)
+# Identity-provider groups bound to a role on a cluster, an account or the fleet (fleet/access.py):
+# "ml-team=operator@cluster:prod-ml, finance=viewer@account:123456789012, sre=viewer@fleet".
+KARPWEB_OIDC_GROUP_BINDINGS = env_bindings("KARPWEB_OIDC_GROUP_BINDINGS")
 if KARPWEB_OIDC_ISSUER:
     AUTHENTICATION_BACKENDS.append("accounts.oidc.KarpwebOIDCBackend")
     if not (KARPWEB_OIDC_VIEWER_GROUPS or KARPWEB_OIDC_OPERATOR_GROUPS or KARPWEB_OIDC_ADMIN_GROUPS):
@@ -371,7 +376,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated request gets 401 with `WWW-Authenticate: Token`.
         "accounts.tokens.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        "accounts.tokens.SessionAuthentication",
     ],
     # The UI's roles: viewers read, operators write (scheduling/api/permissions.py).
     "DEFAULT_PERMISSION_CLASSES": ["scheduling.api.permissions.IsOperatorOrReadOnly"],

@@ -9,8 +9,9 @@ from django.dispatch import receiver
 from karpweb.urlcache import cluster_detail_url, detail_url
 from django.utils import timezone
 
-from fleet import scope
+from fleet import access, scope
 from fleet.managers import ClusterScopedManager, cluster_field
+from fleet.models import Cluster
 from karpweb.conditions import ConditionsMixin
 from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block_timing
 from scheduling.engine.reservations import UPCOMING_STATES
@@ -25,7 +26,26 @@ BLOCK_ALARM_LEAD = datetime.timedelta(minutes=45)
 OPEN_RESERVATIONS_ANNOTATION = "karpweb.io/open-reservations"
 
 
-class CapacityReservationQuerySet(models.QuerySet):
+def seen_by_requester(requester: access.Access, reservation: str = "pk") -> Q:
+    """The reservations a requester sees (fleet/access.py): those seen by an account it is bound to,
+    or by the account of a cluster it sees. `reservation`: the row's path to its reservation."""
+    accounts = (Q(account_id__in=list(requester.account_roles))
+                | Q(account_id__in=Cluster._base_manager.filter(pk__in=list(requester.cluster_roles)).values("account_id")))
+    return Q(Exists(ReservationVisibility._base_manager.filter(accounts, reservation=OuterRef(reservation))))
+
+
+class ByReservationQuerySet(access.RequesterQuerySet):
+    """The rows of a reservation (samples, hours, uses, recommendations): those of the reservations the
+    requester sees."""
+
+    def requester_q(self, requester):
+        return seen_by_requester(requester, "reservation_id")
+
+
+class CapacityReservationQuerySet(access.RequesterQuerySet):
+    def requester_q(self, requester):
+        return seen_by_requester(requester)
+
     def visible_to(self, cluster):
         """The reservations the cluster's account sees (ReservationVisibility) in the cluster's region,
         or with no region recorded (every region when the cluster names none)."""
@@ -63,11 +83,12 @@ class VisibleReservationManager(models.Manager.from_queryset(CapacityReservation
     every reservation of the fleet. `fleet()` is every reservation whatever the scope."""
 
     def get_queryset(self):
-        queryset = super().get_queryset()
+        queryset = self.fleet()
         cluster = scope.current_cluster()
         return queryset if cluster is None else queryset.visible_to(cluster)
 
     def fleet(self):
+        """Every reservation (those the requester may see: fleet/access.py), whatever the cluster scope."""
         return super().get_queryset()
 
 
@@ -267,6 +288,8 @@ class ReservationVisibility(models.Model):
     """One of the fleet's accounts sees a reservation: its owner, or an account it is shared with
     through AWS RAM. A cluster scope reads the reservations its account sees."""
 
+    objects = ByReservationQuerySet.as_manager()
+
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="visibilities")
     account = models.ForeignKey("fleet.AwsAccount", on_delete=models.CASCADE, related_name="visible_reservations")
     shared = models.BooleanField(default=False, help_text="Seen through a RAM share; false: the account owns it.")
@@ -325,6 +348,8 @@ def _reservation_saved(sender, instance, created, raw=False, **kwargs):
 
 class UtilizationSample(models.Model):
     """How full one reservation was at one sync."""
+
+    objects = ByReservationQuerySet.as_manager()
 
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="samples")
     sampled_at = models.DateTimeField(default=timezone.now)
@@ -419,6 +444,8 @@ class OpenReservationInstance(models.Model):
     uses one of the reservation's units and counts in its utilization, but it is not `reserved`
     and karpweb never relabels it (relabelling is what caused upstream's drift loops)."""
 
+    objects = ByReservationQuerySet.as_manager()
+
     instance_id = models.CharField(max_length=32, unique=True)
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="open_instances")
     instance_type = models.CharField(max_length=64)
@@ -464,6 +491,8 @@ class UtilizationHour(models.Model):
     """One reservation's samples of one hour, rolled up (reservations/utilization.py): what the
     charts and the low-utilization alarm read, so they cost the same at any sampling rate."""
 
+    objects = ByReservationQuerySet.as_manager()
+
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="hours")
     hour = models.DateTimeField(help_text="The hour's start (UTC).")
     samples = models.PositiveIntegerField()
@@ -487,6 +516,8 @@ class UtilizationHour(models.Model):
 class Recommendation(models.Model):
     """What to do about a reservation, from its measured use (scheduling.engine.recommendations):
     recomputed after each hourly roll-up; applied by an operator in control mode."""
+
+    objects = ByReservationQuerySet.as_manager()
 
     class Kind(models.TextChoices):
         SHRINK = "shrink", "shrink"
@@ -586,6 +617,8 @@ class ReservationUse(models.Model):
     per cluster of ours, our accounts' instances no cluster knows, other accounts, and unknown.
     History is kept and pruned as UtilizationSample is (KARPWEB_SAMPLE_RETENTION_DAYS)."""
 
+    objects = ByReservationQuerySet.as_manager()
+
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="uses")
     sampled_at = models.DateTimeField(default=timezone.now)
     total = models.PositiveIntegerField()
@@ -613,6 +646,8 @@ class ReservationHold(models.Model):
     unit is given to two clusters. Held until the launch succeeds (launched: the next sync counts
     it), fails (released), or HOLD_TTL passes (the launch timeout)."""
 
+    objects = ByReservationQuerySet.as_manager()
+
     class State(models.TextChoices):
         HELD = "held"
         LAUNCHED = "launched"
@@ -639,6 +674,8 @@ class ReservationContention(models.Model):
     """A launch met ReservationCapacityExceeded or InsufficientInstanceCapacity on a reservation the
     ledger called free: what it wanted, what the ledger said, and who took the units (filled in at
     the next sync's attribution)."""
+
+    objects = ByReservationQuerySet.as_manager()
 
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="contentions")
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="reservation_contentions")

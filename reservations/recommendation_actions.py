@@ -16,6 +16,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from fleet.access import check_may_change_reservation
 from fleet.scope import several_clusters
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
@@ -93,6 +94,7 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
     rec = Recommendation.objects.select_related("reservation").filter(pk=rec_id).first()
     if rec is None:
         raise ApplyRefused("id", f"recommendation {rec_id} does not exist (recomputed since?); reload the page")
+    check_may_change_reservation(rec.reservation)
     if rec.kind not in APPLICABLE:
         raise ApplyRefused("kind", f"a {rec.get_kind_display()} recommendation cannot be applied here")
     if rec.kind == Recommendation.Kind.SELECT and not _node_classes(rec).exists():

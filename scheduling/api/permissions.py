@@ -3,7 +3,9 @@ allows a write at all. Kept free of DRF views: REST_FRAMEWORK names these classe
 
 from rest_framework import permissions
 
-from karpweb.roles import can_administer_fleet, can_operate, can_view
+from fleet import access
+
+from karpweb.roles import can_administer_fleet, can_operate, can_view, open_access
 
 
 class IsViewer(permissions.BasePermission):
@@ -12,6 +14,8 @@ class IsViewer(permissions.BasePermission):
     message = "You need the viewer or operator role to use karpweb's API."
 
     def has_permission(self, request, view):
+        if access.current_or_unresolved() is access.UNRESOLVED:
+            open_access(request.user)  # no authenticator took the request: an anonymous one sees nothing
         return bool(request.user and request.user.is_authenticated and can_view(request.user))
 
 
@@ -28,6 +32,15 @@ class IsOperatorOrReadOnly(IsViewer):
         if not can_operate(request.user):
             self.message = self.write_message
             return False
+        return True
+
+    def has_object_permission(self, request, view, obj):
+        """A write needs the operator role on the object's own cluster (fleet/access.py)."""
+        if request.method not in permissions.SAFE_METHODS and getattr(obj, "cluster_id", None) is not None:
+            requester = access.current()
+            if requester is not None and not requester.may_operate(obj.cluster_id, obj.cluster.account_id):
+                self.message = f"Only operators of cluster {obj.cluster.name} may change this."
+                return False
         return True
 
 

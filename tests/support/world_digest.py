@@ -32,8 +32,12 @@ def _value(value) -> str:
 
 
 def _skipped(field) -> bool:
-    """The primary key, and the times Django stamps on save (a row the migrations made has its own)."""
-    return field.primary_key or getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+    """The primary key, the times Django stamps on save (a row the migrations made has its own), and
+    an account's external ID (karpweb makes it at random: fleet.models.new_external_id)."""
+    from fleet.models import new_external_id
+
+    return (field.primary_key or getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+            or field.default is new_external_id)
 
 
 def _own_fields(model) -> list:

@@ -54,6 +54,10 @@ def owns_its_objects(cluster) -> bool:
 def writer_for(cluster):
     """The adapter an operator's change to one of `cluster`'s objects is written through; None when
     that cluster is simulated (the mirror's rows are its objects: the change is saved there alone)."""
+    from fleet.access import check_may_change
+
+    if cluster is not None:
+        check_may_change(cluster.pk, cluster.account_id, f"cluster {cluster.name}'s objects")
     if not owns_its_objects(cluster):
         return None
     if cluster is None or not several_clusters():
