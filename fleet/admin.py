@@ -18,7 +18,10 @@ HIDDEN = "(karpweb's, not shown again)"
 
 
 class FleetAdminOnly:
-    """Writes for fleet administrators alone; any staff member with the view permission may look."""
+    """Writes for fleet administrators alone; any staff member with the view permission may look.
+    Their changes are the fleet's configuration, in the audit log, not a cluster's decisions."""
+
+    audit_as_decision = False
 
     def has_add_permission(self, request, *args):
         return can_administer_fleet(request.user) and super().has_add_permission(request, *args)
@@ -66,7 +69,8 @@ class AwsAccountAdmin(FleetAdminOnly, AuditedAdmin):
                 account.external_id = new_external_id()
                 account.save(update_fields=["external_id", "updated_at"])
                 record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=account,
-                              action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]})
+                              action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]},
+                              as_decision=False)
             self._show_once(request, account)
 
     def _show_once(self, request, account):

@@ -161,8 +161,16 @@ def fleet_clusters(fresh: bool = False) -> list[Cluster]:
     with _lock:
         # The base manager: the process's list is the whole fleet's, whoever's request fills it.
         clusters = list(Cluster._base_manager.select_related("account").order_by("name"))
-        _kept = (time.monotonic(), clusters, {cluster.pk: cluster.name for cluster in clusters})
+        if not _in_transaction():  # what a transaction read may be rolled back: never kept for others
+            _kept = (time.monotonic(), clusters, {cluster.pk: cluster.name for cluster in clusters})
     return clusters
+
+
+def _in_transaction() -> bool:
+    """Inside an atomic block of the code's own (not the one a test wraps every test in)."""
+    from django.db import connection
+
+    return any(not block._from_testcase for block in connection.atomic_blocks)
 
 
 def cluster_named(name: str) -> Cluster | None:

@@ -16,7 +16,7 @@ def client_address(request) -> str:
     """The address of whoever sent the request, as far as the trusted proxies vouch for it."""
     remote = request.META.get("REMOTE_ADDR") or ""
     hops = settings.KARPWEB_TRUSTED_PROXY_HOPS
-    if hops <= 0:
+    if hops <= 0 or not from_trusted_proxy(remote):
         return remote
     forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
     if not forwarded:
@@ -24,6 +24,15 @@ def client_address(request) -> str:
     # Fewer entries than hops: the outermost proxy saw the client itself (DRF's NUM_PROXIES does the same).
     candidate = forwarded[-min(hops, len(forwarded))]
     return _valid_address(candidate) or remote
+
+
+def from_trusted_proxy(remote: str) -> bool:
+    """Whether the request came from a proxy's network (KARPWEB_TRUSTED_PROXY_CIDRS; blank: any)."""
+    networks = getattr(settings, "KARPWEB_TRUSTED_PROXY_CIDRS", [])
+    if not networks:
+        return True
+    address = _valid_address(remote)
+    return address is not None and any(ipaddress.ip_address(address) in network for network in networks)
 
 
 def _valid_address(text: str) -> str | None:

@@ -168,3 +168,16 @@ def env_bindings(name: str) -> list[tuple[str, str, str, str]]:
         group, role, fleet, kind, target = match.groups()
         bindings.append((group, role, "fleet" if fleet else kind, target or ""))
     return bindings
+
+
+def env_networks(name: str) -> list:
+    """Comma-separated CIDR blocks (10.0.0.0/8, fd00::/8) as ipaddress networks."""
+    import ipaddress
+
+    networks = []
+    for entry in env_list(name, []) if os.environ.get(name) else []:
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {entry!r} is not a CIDR block: {exc}") from None
+    return networks

@@ -4,6 +4,20 @@ API field that takes JSON checks its value here first, so that the user gets a f
 the place instead of a database error (a 500)."""
 
 import math
+import re
+
+# A UTF-16 surrogate on its own: Python's json reads "\ud800" into one, and no database can store it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unstorable_text(text: str) -> str:
+    """What makes `text` unstorable in any text column ("" when nothing): NUL, or a lone surrogate."""
+    if "\x00" in text:
+        return "contains a NUL character"
+    if LONE_SURROGATE.search(text):
+        return "contains a lone surrogate (\\ud800-\\udfff), which is not text"
+    return ""
+
 
 MAX_DEPTH = 64  # deeper than any Kubernetes object karpweb stores
 
@@ -18,15 +32,15 @@ def json_problems(value, path: str = "") -> list[str]:
             problems.append(f"{where or 'value'}: nested more than {MAX_DEPTH} levels deep")
             continue
         if isinstance(item, str):
-            if "\x00" in item:
-                problems.append(f"{where or 'value'}: contains a NUL character")
+            if problem := unstorable_text(item):
+                problems.append(f"{where or 'value'}: {problem}")
         elif isinstance(item, float):
             if not math.isfinite(item):
                 problems.append(f"{where or 'value'}: {item} is not a finite number")
         elif isinstance(item, dict):
             for key, child in item.items():
-                if isinstance(key, str) and "\x00" in key:
-                    problems.append(f"{where or 'value'}: a key contains a NUL character")
+                if isinstance(key, str) and (problem := unstorable_text(key)):
+                    problems.append(f"{where or 'value'}: a key {problem}")
                     continue
                 stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
         elif isinstance(item, list | tuple):

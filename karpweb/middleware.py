@@ -1,6 +1,9 @@
 """Response headers for what a signed-in person sees."""
 
+from django.http import HttpResponseBadRequest
 from django.utils.cache import add_never_cache_headers
+
+from karpweb.jsonsafe import unstorable_text
 
 
 class NoStoreForSignedIn:
@@ -17,4 +20,37 @@ class NoStoreForSignedIn:
         signed_in = user is not None and user.is_authenticated
         if (signed_in or "HTTP_AUTHORIZATION" in request.META) and not response.has_header("Cache-Control"):
             add_never_cache_headers(response)
+        return response
+
+
+class RefuseUnstorableText:
+    """400 for a path or query parameter holding NUL or a lone surrogate: no lookup can match one, and
+    the database refuses it as a query parameter (a 500 before)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        texts = [("path", request.path)] + [(f"?{key}", value) for key, values in request.GET.lists()
+                                            for value in [key, *values]]
+        for where, text in texts:
+            if problem := unstorable_text(text):
+                return HttpResponseBadRequest(f"{where}: {problem}", content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+
+# The browser features no karpweb page uses, refused to any script that might run in one.
+PERMISSIONS_POLICY = ("camera=(), microphone=(), geolocation=(), payment=(), usb=(), serial=(), bluetooth=(), "
+                      "hid=(), midi=(), display-capture=()")
+
+
+class PermissionsPolicy:
+    """`Permissions-Policy` on every response: karpweb's pages need none of the powerful browser features."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
         return response

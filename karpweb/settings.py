@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fleet.endpoints import endpoint_problem
 from karpweb.env import (
     env_bindings,
+    env_networks,
     database_from_url,
     env_bool,
     env_choice,
@@ -83,6 +84,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",  # Content-Security-Policy on every response (below)
+    "karpweb.middleware.PermissionsPolicy",  # no camera, microphone, geolocation, ... for any page
+    "karpweb.middleware.RefuseUnstorableText",  # a path or parameter with NUL or a lone surrogate: 400
     "karpweb.uploads.RequestBodyLimit",  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413, unread
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "karpweb.health.HealthCheck",  # /healthz for any Host: load balancers' health checks send the pod's IP
@@ -105,6 +108,10 @@ MIDDLEWARE = [
 # client's address from there (karpweb/clientaddr.py), and X-Forwarded-Proto is believed only then.
 # 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Hardening: behind a proxy".
 KARPWEB_TRUSTED_PROXY_HOPS = env_int("KARPWEB_TRUSTED_PROXY_HOPS", 0, minimum=0)
+# ... and the networks those proxies send from (the ingress controller's pods, e.g. 10.0.0.0/8): a
+# request from any other address is taken as from that address, whatever X-Forwarded-For says.
+# Blank: the nearest hop is trusted wherever it is (keep the shipped NetworkPolicy then).
+KARPWEB_TRUSTED_PROXY_CIDRS = env_networks("KARPWEB_TRUSTED_PROXY_CIDRS")
 
 # Local sign-in: django-axes counts failures per username and, separately, per client address, and
 # locks either out after KARPWEB_LOGIN_FAILURE_LIMIT failures for KARPWEB_LOGIN_LOCKOUT_MINUTES (an

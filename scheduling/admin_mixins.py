@@ -41,6 +41,7 @@ class AuditedAdmin(ClusterFilterMixin, admin.ModelAdmin):
     cannot be stored with a field error (scheduling/admin_forms.py)."""
 
     formfield_overrides = {models.JSONField: {"form_class": StorableJSONField}}
+    audit_as_decision = True  # also a manual override on the decisions page (False: the audit log alone)
 
     def get_readonly_fields(self, request, obj=None):
         """A Kubernetes-side row stays in the cluster it was made in (fleet/scope.py): its cluster is
@@ -65,15 +66,18 @@ class AuditedAdmin(ClusterFilterMixin, admin.ModelAdmin):
             record_change(
                 user=request.user, source=AuditEntry.Source.ADMIN, obj=obj,
                 action=AuditEntry.Action.CHANGE if change else AuditEntry.Action.CREATE, changes=changes,
+                as_decision=self.audit_as_decision,
             )
 
     def delete_model(self, request, obj):
-        record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=AuditEntry.Action.DELETE)
+        record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=AuditEntry.Action.DELETE,
+                      as_decision=self.audit_as_decision)
         super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset):
         for obj in queryset:
-            record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=AuditEntry.Action.DELETE)
+            record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=obj, action=AuditEntry.Action.DELETE,
+                          as_decision=self.audit_as_decision)
         super().delete_queryset(request, queryset)
 
     def record_bulk_change(self, request, queryset, field: str, new_value):

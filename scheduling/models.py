@@ -9,7 +9,7 @@ from django.db import models
 from karpweb.urlcache import cluster_detail_url, detail_url
 from django.utils import timezone
 
-from fleet import scope
+from fleet import access, scope
 from fleet.managers import ClusterScopedManager, cluster_field
 from karpweb.conditions import ConditionsMixin
 from reservations.models import CapacityReservation, EC2NodeClass
@@ -507,6 +507,13 @@ class AuditEntry(models.Model):
         return f"{self.actor} {self.get_action_display()} {self.object_repr} via {self.source}"
 
 
+class TaskRunQuerySet(access.RequesterQuerySet):
+    """A scoped requester reads the runs of its clusters (fleet/access.py), not the fleet-wide ones."""
+
+    def requester_q(self, requester):
+        return access.in_scope_clusters(requester)
+
+
 class TaskRun(models.Model):
     """One run of a control-loop task: when, how long, what it counted, how it ended."""
 
@@ -528,6 +535,8 @@ class TaskRun(models.Model):
     # The cluster the run worked on (an EC2 step: the first cluster of its account and region);
     # blank for a run of the whole fleet (a dispatcher) and the runs from before the fleet.
     cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = TaskRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -30,7 +30,8 @@ class AuditedWrites(mixins.CreateModelMixin, mixins.UpdateModelMixin):
         with transaction.atomic():
             obj = serializer.save()
             record_change(user=self.request.user, source=AuditEntry.Source.API, obj=obj,
-                          action=AuditEntry.Action.CREATE, changes=diff({}, dict(serializer.validated_data)))
+                          action=AuditEntry.Action.CREATE, changes=diff({}, dict(serializer.validated_data)),
+                          as_decision=False)
 
     def before_update(self, instance, changes: dict) -> None:
         """A subclass refuses an update here (raises an APIException)."""
@@ -41,9 +42,9 @@ class AuditedWrites(mixins.CreateModelMixin, mixins.UpdateModelMixin):
             before = {name: getattr(serializer.instance, name) for name in serializer.validated_data}
             obj = serializer.save()
             changes = diff(before, {name: getattr(obj, name) for name in serializer.validated_data})
-            if changes:
+            if changes:  # the fleet's configuration, not a cluster's decision: the audit log alone
                 record_change(user=self.request.user, source=AuditEntry.Source.API, obj=obj,
-                              action=AuditEntry.Action.CHANGE, changes=changes)
+                              action=AuditEntry.Action.CHANGE, changes=changes, as_decision=False)
 
 
 def write_schema(serializer, summary, *, created=False):
@@ -78,7 +79,7 @@ class AwsAccountViewSet(AuditedWrites, ReadOnlyViewSet):
             obj = serializer.save()
             changes = diff({}, {**serializer.validated_data, "external_id": HIDDEN})
             record_change(user=self.request.user, source=AuditEntry.Source.API, obj=obj,
-                          action=AuditEntry.Action.CREATE, changes=changes)
+                          action=AuditEntry.Action.CREATE, changes=changes, as_decision=False)
 
     @extend_schema(summary="Make a new external ID for an AWS account",
                    description="karpweb makes a new sts:ExternalId for the account and shows it once, here: put it in "
@@ -92,7 +93,7 @@ class AwsAccountViewSet(AuditedWrites, ReadOnlyViewSet):
             account.external_id = new_external_id()
             account.save(update_fields=["external_id", "updated_at"])
             record_change(user=request.user, source=AuditEntry.Source.API, obj=account,
-                          action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]})
+                          action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]}, as_decision=False)
         return Response({"accountID": account.account_id, "externalID": account.external_id})
 
 

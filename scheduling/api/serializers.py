@@ -12,6 +12,7 @@ from scheduling.engine.requirements import OPERATORS
 from scheduling.models import (
     AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
 )
+from karpweb.roles import can_administer_fleet
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import node_memory_bytes
 
@@ -347,12 +348,21 @@ class TaskRunSerializer(serializers.ModelSerializer):
     finishedAt = when("finished_at")
     durationSeconds = serializers.SerializerMethodField()
     counts = ObjectField(read_only=True, help_text="What the run counted, e.g. launched, drained.")
+    error = serializers.SerializerMethodField(help_text="Why it failed: its last line; fleet administrators get "
+                                                        "the whole traceback (also in the worker's log).")
 
     class Meta:
         model = TaskRun
         fields = ["id", "task", "taskID", "worker", "startedAt", "finishedAt", "durationSeconds", "status", "counts",
                   "error", "mode"]
         read_only_fields = fields
+
+    def get_error(self, run) -> str:
+        request = self.context.get("request")
+        if request is not None and can_administer_fleet(request.user):
+            return run.error
+        lines = [line for line in run.error.strip().splitlines() if line.strip()]
+        return lines[-1].strip() if lines else ""
 
     @extend_schema_field({"type": "number", "format": "double", "nullable": True})
     def get_durationSeconds(self, run):

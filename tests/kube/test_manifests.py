@@ -74,7 +74,8 @@ def test_the_manifests_build_into_every_object():
                      ("Deployment", "karpweb-beat"), ("Deployment", "karpweb-watch"),
                      ("Deployment", "karpweb-watch-shard-eu"), ("Deployment", "karpweb-web"),
                      ("Deployment", "karpweb-worker"), ("Deployment", "karpweb-worker-shard-eu"),
-                     ("Namespace", "karpweb"), ("Role", "karpweb-cluster-kubeconfigs"),
+                     ("Namespace", "karpweb"), ("NetworkPolicy", "karpweb-nothing-in"),
+                     ("NetworkPolicy", "karpweb-web-from-ingress"), ("Role", "karpweb-cluster-kubeconfigs"),
                      ("RoleBinding", "karpweb-cluster-kubeconfigs"), ("Secret", "karpweb"),
                      ("Service", "karpweb"), ("ServiceAccount", "karpweb")]
     for document in objects:

@@ -97,3 +97,31 @@ def test_a_rotated_token_replaces_the_old_one(viewer):
     call_command("api_token", viewer.username, "--rotate", stdout=out)
     assert client.get("/api/v1/nodepools/").status_code == 401
     assert APIClient(HTTP_AUTHORIZATION=f"Token {out.getvalue().strip()}").get("/api/v1/nodepools/").status_code == 200
+
+
+def test_the_per_user_limit_is_counted_atomically_under_parallel_requests(settings, viewer, monkeypatch):
+    """16 clients at once: exactly the rate gets through (DRF's read-then-write list let 687 of 600)."""
+    import threading
+    import types
+
+    from django.core.cache import cache
+
+    from scheduling.api.throttling import UserRateThrottle
+
+    settings.KARPWEB_API_RATE = "50/min"
+    monkeypatch.setattr(UserRateThrottle, "timer", lambda self: 1_000_020.0)  # one window, whatever the clock says
+    cache.clear()
+    request = types.SimpleNamespace(user=viewer, META={"REMOTE_ADDR": "192.0.2.1"})
+    allowed, start = [], threading.Barrier(16)
+
+    def client():
+        start.wait()
+        for _ in range(10):
+            allowed.append(UserRateThrottle().allow_request(request, None))
+
+    threads = [threading.Thread(target=client) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(allowed) == 160 and allowed.count(True) == 50

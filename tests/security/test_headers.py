@@ -147,3 +147,10 @@ def error_page(request, technical_500_response) -> str:
         raise RuntimeError("boom")
     except RuntimeError as exc:
         return technical_500_response(request, type(exc), exc, exc.__traceback__).content.decode()
+
+
+def test_every_answer_refuses_the_browser_features_no_page_uses(viewer_client, client):
+    for answer in (viewer_client.get("/"), client.get("/accounts/login/"), client.get("/api/v1/"),
+                   client.get("/healthz")):
+        policy = answer.headers.get("Permissions-Policy", "")
+        assert "camera=()" in policy and "geolocation=()" in policy and "microphone=()" in policy, answer

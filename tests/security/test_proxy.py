@@ -134,3 +134,21 @@ def settings_value(name: str, **env) -> str:
 def test_x_forwarded_proto_is_believed_only_behind_a_trusted_proxy():
     assert settings_value("SECURE_PROXY_SSL_HEADER", KARPWEB_TRUSTED_PROXY_HOPS="0") == "None"
     assert settings_value("SECURE_PROXY_SSL_HEADER", KARPWEB_TRUSTED_PROXY_HOPS="1") == "('HTTP_X_FORWARDED_PROTO', 'https')"
+
+
+def test_only_a_proxy_in_the_trusted_networks_is_believed(one_proxy):
+    """A pod that reaches karpweb directly (not through the ingress) cannot choose its address."""
+    import ipaddress
+
+    one_proxy.KARPWEB_TRUSTED_PROXY_CIDRS = [ipaddress.ip_network("10.42.0.0/16")]
+    factory = RequestFactory()
+    assert client_address(factory.get("/", **via_ingress("203.0.113.9"))) == "203.0.113.9"
+    direct = factory.get("/", REMOTE_ADDR="10.99.3.4", HTTP_X_FORWARDED_FOR="203.0.113.9")
+    assert client_address(direct) == "10.99.3.4"
+
+
+def test_the_proxy_networks_setting_names_a_bad_entry():
+    env = {**os.environ, "KARPWEB_TRUSTED_PROXY_CIDRS": "10.0.0.0/8, ten", "DJANGO_SETTINGS_MODULE": "karpweb.settings"}
+    ran = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
+                         text=True, cwd=ROOT)
+    assert ran.returncode != 0 and "KARPWEB_TRUSTED_PROXY_CIDRS: 'ten' is not a CIDR block" in ran.stderr
