@@ -20,3 +20,16 @@ class SignInIdentity(models.Model):
 
     def __str__(self):
         return f"{self.user} ({self.subject} at {self.issuer})"
+
+
+class TokenNarrowing(models.Model):
+    """What an API token may do beyond being its user's: read only, and/or one cluster alone. Made with
+    the token (the page, `manage.py api_token --read-only --cluster NAME`); fleet/access.py applies it."""
+
+    token_key = models.CharField(max_length=25, unique=True, help_text="The token's first characters (knox's token_key).")
+    read_only = models.BooleanField(default=False)
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self):
+        parts = (["read-only"] if self.read_only else []) + ([f"cluster {self.cluster.name}"] if self.cluster_id else [])
+        return f"token {self.token_key}: {', '.join(parts) or 'as its user'}"

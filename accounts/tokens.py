@@ -31,7 +31,10 @@ class TokenAuthentication(KnoxTokenAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         user, auth_token = super().authenticate_credentials(token)
-        open_access(user)  # the API reads with the token's user's roles (fleet/access.py)
+        from accounts.models import TokenNarrowing
+
+        narrowing = TokenNarrowing.objects.select_related("cluster").filter(token_key=auth_token.token_key).first()
+        open_access(user, narrowing)  # the API reads with the token's user's roles (fleet/access.py)
         return user, auth_token
 
     def _cleanup_token(self, auth_token) -> bool:
@@ -88,10 +91,10 @@ def token_days_for(user, days: int | None = None) -> float:
     return min(days, left)
 
 
-def create_token(user, days: int | None = None, *, actor=None, source: str = "", address: str | None = None
-                 ) -> tuple[AuthToken, str]:
+def create_token(user, days: int | None = None, *, actor=None, source: str = "", address: str | None = None,
+                 read_only: bool = False, cluster=None) -> tuple[AuthToken, str]:
     """A new token for `user`, audited (who made it, from where); the key is returned here and never
-    again. TokenRefused past the per-user cap (KARPWEB_API_TOKENS_PER_USER), the rate of creation
+    again. `read_only` and `cluster` narrow what it may do below its user's roles. TokenRefused past the per-user cap (KARPWEB_API_TOKENS_PER_USER), the rate of creation
     (KARPWEB_API_TOKEN_CREATE_PER_HOUR) or the single sign-on session (token_days_for)."""
     lifetime = token_days_for(user, days)
     _count_creation(user)
@@ -103,7 +106,12 @@ def create_token(user, days: int | None = None, *, actor=None, source: str = "",
             raise TokenRefused(f"{user.get_username()} has {live} live API tokens, the most one user may hold "
                                f"(KARPWEB_API_TOKENS_PER_USER={cap}): revoke one first")
         token, key = AuthToken.objects.create(user=user, expiry=datetime.timedelta(days=lifetime))
-        audit_token(token, actor or user, source, "create", address)
+        if read_only or cluster is not None:
+            from accounts.models import TokenNarrowing
+
+            TokenNarrowing.objects.update_or_create(token_key=token.token_key,
+                                                    defaults={"read_only": read_only, "cluster": cluster})
+        audit_token(token, actor or user, source, "create", address, read_only=read_only, cluster=cluster)
     return token, key
 
 
@@ -118,7 +126,8 @@ def _count_creation(user) -> None:
                            f"(KARPWEB_API_TOKEN_CREATE_PER_HOUR): try again next hour")
 
 
-def audit_token(token: AuthToken, actor, source: str, action: str, address: str | None = None) -> None:
+def audit_token(token: AuthToken, actor, source: str, action: str, address: str | None = None, *,
+                read_only: bool = False, cluster=None) -> None:
     """One audit entry for a token made or revoked: whose, by whom, from where (never the key)."""
     from scheduling.audit import record_change
     from scheduling.models import AuditEntry
@@ -126,6 +135,10 @@ def audit_token(token: AuthToken, actor, source: str, action: str, address: str 
     changes = {"owner": [None, token.user.get_username()], "expiry": [None, token.expiry.isoformat() if token.expiry else None]}
     if address:
         changes["ip_address"] = [None, address]
+    if read_only:
+        changes["read_only"] = [None, True]
+    if cluster is not None:
+        changes["cluster"] = [None, cluster.name]
     record_change(user=actor, source=source or AuditEntry.Source.CLI, obj=token,
                   action=AuditEntry.Action.CREATE if action == "create" else AuditEntry.Action.DELETE, changes=changes,
                   as_decision=False, label=f"API token {token.token_key[:8]} of {token.user.get_username()}",
@@ -133,8 +146,11 @@ def audit_token(token: AuthToken, actor, source: str, action: str, address: str 
 
 
 def revoke_token(token: AuthToken, *, actor, source: str, address: str | None = None) -> None:
+    from accounts.models import TokenNarrowing
+
     with transaction.atomic():
         audit_token(token, actor, source, "revoke", address)
+        TokenNarrowing.objects.filter(token_key=token.token_key).delete()
         token.delete()
 
 
@@ -145,6 +161,9 @@ def revoke_tokens(user, *, actor=None, source: str = "", address: str | None = N
         for token in tokens:
             audit_token(token, actor or user, source, "revoke", address)
         AuthToken.objects.filter(pk__in=[t.pk for t in tokens]).delete()
+        from accounts.models import TokenNarrowing
+
+        TokenNarrowing.objects.filter(token_key__in=[t.token_key for t in tokens]).delete()
     return len(tokens)
 
 

@@ -37,8 +37,16 @@ class APITokensView(ViewerRequiredMixin, TemplateView):
     template_name = "accounts/api_tokens.html"
 
     def get_context_data(self, **kwargs):
-        tokens = AuthToken.objects.filter(user=self.request.user).order_by("-created")
-        return {**super().get_context_data(**kwargs), "tokens": tokens, "token_days": settings.KARPWEB_API_TOKEN_DAYS}
+        from accounts.models import TokenNarrowing
+        from fleet.models import Cluster
+
+        tokens = list(AuthToken.objects.filter(user=self.request.user).order_by("-created"))
+        narrowings = {n.token_key: n for n in TokenNarrowing.objects.select_related("cluster").filter(
+            token_key__in=[t.token_key for t in tokens])}
+        for token in tokens:
+            token.narrowing = narrowings.get(token.token_key)
+        return {**super().get_context_data(**kwargs), "tokens": tokens, "token_days": settings.KARPWEB_API_TOKEN_DAYS,
+                "clusters": Cluster.objects.order_by("name").values_list("name", flat=True)}
 
     def post(self, request):
         where = {"actor": request.user, "source": AuditEntry.Source.UI, "address": client_address(request)}
@@ -48,8 +56,17 @@ class APITokensView(ViewerRequiredMixin, TemplateView):
                 revoke_token(token, **where)
             messages.info(request, "Token revoked." if token else "No such token (already revoked or expired).")
             return redirect("api_tokens")
+        cluster = None
+        if request.POST.get("cluster"):
+            from fleet.models import Cluster
+
+            cluster = Cluster.objects.filter(name=request.POST["cluster"][:63]).first()  # those the user sees
+            if cluster is None:
+                messages.error(request, "cluster: no cluster you can see has that name; no token made.")
+                return redirect("api_tokens")
         try:
-            token, key = create_token(request.user, **where)
+            token, key = create_token(request.user, read_only=request.POST.get("read_only") == "on", cluster=cluster,
+                                      **where)
         except TokenRefused as exc:
             messages.error(request, f"No token made: {exc}.")
             return redirect("api_tokens")

@@ -41,6 +41,8 @@ class Access:
     def __init__(self, fleet_role: str | None = None, account_roles: dict[int, str] | None = None,
                  cluster_roles: dict[int, str] | None = None, username: str = "", bindings=None):
         self.fleet_role, self.username = fleet_role, username
+        self.narrowed_token = False  # an API token narrowed below its user (read-only or one cluster)
+        self.read_only = False
         self._bindings = bindings
         self._roles = None if bindings is not None else (account_roles or {}, cluster_roles or {})
 
@@ -83,6 +85,21 @@ class Access:
 
     def views_anywhere(self) -> bool:
         return bool(self.fleet_role or self.account_roles or self.cluster_roles)
+
+    def narrowed(self, *, read_only: bool, cluster_id: int | None, account_id: int | None) -> "Access":
+        """This Access as a narrowed API token has it: one cluster alone, and/or viewer at most."""
+        cap = VIEWER if read_only else OPERATOR
+        if cluster_id is None:
+            fleet_role = min(self.fleet_role, cap, key=_RANK.__getitem__) if self.fleet_role else None
+            narrowed = Access(fleet_role, {a: min(r, cap, key=_RANK.__getitem__) for a, r in self.account_roles.items()},
+                              {c: min(r, cap, key=_RANK.__getitem__) for c, r in self.cluster_roles.items()},
+                              username=self.username)
+        else:
+            role = self.role_on(cluster_id, account_id)
+            narrowed = Access(None, {}, {cluster_id: min(role, cap, key=_RANK.__getitem__)} if role else {},
+                              username=self.username)
+        narrowed.narrowed_token, narrowed.read_only = True, read_only
+        return narrowed
 
 
 NOTHING = Access()

@@ -43,7 +43,10 @@ def _access(user):
 
 
 def can_administer_fleet(user) -> bool:
-    """Who may write the fleet's configuration: what karpweb assumes, connects to and trusts."""
+    """Who may write the fleet's configuration: what karpweb assumes, connects to and trusts (never
+    through an API token narrowed to read-only or one cluster)."""
+    if getattr(getattr(user, "_karpweb_access", None), "narrowed_token", False):
+        return False
     return user.is_authenticated and (user.is_superuser or FLEET_ADMIN in _groups(user))
 
 
@@ -114,9 +117,15 @@ def access_of(user) -> Access:
     return Access(fleet_role, username=name, bindings=lambda: bound_roles(user, groups)[:2])
 
 
-def open_access(user) -> Access:
-    """`user`'s Access, current until the request ends (the API's authentication classes call it)."""
+def open_access(user, narrowing=None) -> Access:
+    """`user`'s Access (narrowed as its API token is: accounts.models.TokenNarrowing), current until
+    the request ends (the API's authentication classes call it)."""
     access = access_of(user)
+    if narrowing is not None:
+        cluster = narrowing.cluster
+        access = access.narrowed(read_only=narrowing.read_only, cluster_id=cluster.pk if cluster else None,
+                                 account_id=cluster.account_id if cluster else None)
+        user._karpweb_access = access  # can_view / can_operate answer for the token, not the user
     open_for_request(access)
     return access
 

@@ -412,6 +412,9 @@ class AuditEntryTable(tables.Table):
         attrs = {"class": "table audit-log"}
         order_by = ("-created_at",)
 
+    def render_source(self, value, record):
+        return {"ui": "page", "api": "API", "admin": "admin", "cli": "command line"}.get(record.source, value)
+
     def render_object_repr(self, record, value):
         model = record.content_type.model_class()
         return f"{model._meta.verbose_name} {value}" if model else value

@@ -16,6 +16,10 @@ class IsViewer(permissions.BasePermission):
     def has_permission(self, request, view):
         if access.current_or_unresolved() is access.UNRESOLVED:
             open_access(request.user)  # no authenticator took the request: an anonymous one sees nothing
+        requester = access.current()
+        if request.method not in permissions.SAFE_METHODS and requester is not None and requester.read_only:
+            self.message = "This API token is read-only: it was made to read, not to change or run anything."
+            return False
         return bool(request.user and request.user.is_authenticated and can_view(request.user))
 
 

@@ -138,3 +138,48 @@ def test_reading_before_the_requester_is_known_fails_closed(fleet_world):
         list(NodePool.objects.all())
     with access.opened(access.NOTHING):
         assert list(NodePool.objects.fleet()) == [] and list(NodePool.objects.all()) == []
+
+
+def made_key(*argv) -> str:
+    out = io.StringIO()
+    call_command("api_token", *argv, stdout=out, stderr=io.StringIO())
+    return out.getvalue().strip()
+
+
+def token(key):
+    from rest_framework.test import APIClient
+
+    return APIClient(HTTP_AUTHORIZATION=f"Token {key}")
+
+
+def test_a_token_can_be_narrowed_to_read_only_and_one_cluster(fleet_world, admin_user_client):
+    root = admin_user_client.user
+    read_only = token(made_key(root.username, "--read-only"))
+    assert names(read_only, "/api/v1/nodepools/") == ["east-pool", "west-pool"]
+    refused = read_only.patch("/api/v1/nodepools/east-pool/", {"mode": "observe"}, format="json")
+    assert refused.status_code == 403 and "read-only" in refused.json()["detail"]
+    assert read_only.patch("/api/v1/clusters/east/", {"shard": "b"}, format="json").status_code == 403
+
+    east_only = token(made_key(root.username, "--cluster", "east"))
+    assert names(east_only, "/api/v1/nodepools/") == ["east-pool"]
+    assert names(east_only, "/api/v1/clusters/") == ["east"]
+    assert east_only.get("/api/v1/nodepools/west-pool/").status_code == 404
+    assert east_only.patch("/api/v1/nodepools/east-pool/", {"mode": "observe"}, format="json").status_code == 200
+    assert east_only.patch("/api/v1/clusters/east/", {"shard": "b"}, format="json").status_code == 403  # not fleet admin
+    created = AuditEntry.objects.fleet().filter(content_type__model="authtoken", action="create").order_by("id")
+    assert [(e.changes.get("read_only"), e.changes.get("cluster")) for e in created] == [
+        ([None, True], None), (None, [None, "east"])]
+
+
+def test_the_page_makes_a_narrowed_token(client, fleet_world, sam):
+    grant("sam", "operator", "--cluster", "east")
+    client.force_login(sam)
+    page = client.get(reverse("api_tokens")).content.decode()
+    assert '<option value="east">east alone</option>' in page and "west" not in page
+    made = client.post(reverse("api_tokens"), {"read_only": "on", "cluster": "east"})
+    key = made.context["new_key"]
+    assert names(token(key), "/api/v1/nodepools/") == ["east-pool"]
+    assert token(key).patch("/api/v1/nodepools/east-pool/", {"mode": "observe"}, format="json").status_code == 403
+    assert "read in east alone" in client.get(reverse("api_tokens")).content.decode()
+    refused = client.post(reverse("api_tokens"), {"cluster": "west"}, follow=True).content.decode()
+    assert "no cluster you can see has that name" in refused

@@ -103,7 +103,10 @@ def test_role_and_group_changes_in_the_admin_are_audited(admin_user_client, view
 
 
 def test_a_periodic_task_edit_is_audited(admin_user_client):
-    task = PeriodicTask.objects.order_by("id").first()
+    from django_celery_beat.models import IntervalSchedule
+
+    every = IntervalSchedule.objects.create(every=30, period=IntervalSchedule.SECONDS)
+    task = PeriodicTask.objects.create(name="audited sync", task="scheduling.tasks.sync_ec2", interval=every)
     url = reverse("admin:django_celery_beat_periodictask_change", args=[task.pk])
     form = admin_user_client.get(url).context["adminform"].form
     data = {name: ("" if value is None else value) for name, value in form.initial.items()}

@@ -18,10 +18,12 @@ class Command(BaseCommand):
         action = parser.add_mutually_exclusive_group()
         action.add_argument("--revoke", action="store_true", help="Delete USER's tokens: requests with them get 401.")
         action.add_argument("--rotate", action="store_true", help="Delete USER's tokens, then make a new one.")
+        parser.add_argument("--read-only", action="store_true", help="The token reads; it changes nothing.")
+        parser.add_argument("--cluster", default=None, help="The token sees one cluster alone (its name).")
         parser.add_argument("--days", type=int, default=None,
                             help=f"Days until the new token expires (default KARPWEB_API_TOKEN_DAYS, {settings.KARPWEB_API_TOKEN_DAYS}).")
 
-    def handle(self, *args, username, revoke=False, rotate=False, days=None, **options):
+    def handle(self, *args, username, revoke=False, rotate=False, days=None, read_only=False, cluster=None, **options):
         User = get_user_model()
         try:
             user = User.objects.get(**{User.USERNAME_FIELD: username})
@@ -35,10 +37,17 @@ class Command(BaseCommand):
             raise CommandError(f"{username} is inactive: its token would be refused")
         if days is not None and not 1 <= days <= 3650:
             raise CommandError("--days must be from 1 to 3650")
+        narrowed_to = None
+        if cluster is not None:
+            from fleet.models import Cluster
+
+            narrowed_to = Cluster._base_manager.filter(name=cluster).first()
+            if narrowed_to is None:
+                raise CommandError(f'--cluster: no cluster is named "{cluster}"')
         if rotate:
             revoke_tokens(user, source="cli")
         try:
-            token, key = create_token(user, days, source="cli")
+            token, key = create_token(user, days, source="cli", read_only=read_only, cluster=narrowed_to)
         except TokenRefused as exc:
             raise CommandError(str(exc)) from None
         if not can_view(user):
