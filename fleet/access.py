@@ -200,6 +200,12 @@ class RequesterQuerySet(models.QuerySet):
         return super(RequesterQuerySet, self._narrowed()).iterator(chunk_size=chunk_size)
 
 
+def visible_clusters(clusters: list) -> list:
+    """Of the process's kept list of clusters (fleet.scope.fleet_clusters), those the requester sees."""
+    requester = restricted()
+    return clusters if requester is None else [c for c in clusters if c.pk in requester.cluster_ids(clusters)]
+
+
 def in_scope_clusters(access: Access) -> Q:
     """Rows of a model with a `cluster`: those of the clusters the requester sees."""
     return Q(cluster_id__in=list(access.cluster_roles)) | Q(cluster__account_id__in=list(access.account_roles))

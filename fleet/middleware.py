@@ -40,7 +40,7 @@ class Fleet:
 
     @cached_property
     def clusters(self) -> list[Cluster]:
-        return _visible(fleet_clusters())
+        return access.visible_clusters(fleet_clusters())  # a scoped user's picker names no other
 
     @property
     def several(self) -> bool:
@@ -51,15 +51,9 @@ class Fleet:
         if found is None and not self._fresh:
             # Perhaps added by another process since this one read the list: read it again, once.
             self._fresh = True
-            self.__dict__["clusters"] = _visible(fleet_clusters(fresh=True))
+            self.__dict__["clusters"] = access.visible_clusters(fleet_clusters(fresh=True))
             found = next((cluster for cluster in self.clusters if cluster.name == name), None)
         return found
-
-
-def _visible(clusters: list[Cluster]) -> list[Cluster]:
-    """The clusters the requester may see (fleet/access.py): a scoped user's picker names no other."""
-    requester = access.restricted()
-    return clusters if requester is None else [c for c in clusters if c.pk in requester.cluster_ids(clusters)]
 
 
 # Paths that read no one's rows on a requester's behalf, or that are not a person's (the admin is the

@@ -74,7 +74,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         now = timezone.now()
-        clusters = fleet_clusters()
+        clusters = fleet_clusters()  # Cluster.objects: the clusters the requester sees
         for cluster in clusters:
             cluster.karpenter_text = karpenter_presence(cluster)
             cluster.shown_mode = cluster.mode or configured_mode()

@@ -161,16 +161,27 @@ def fleet_clusters(fresh: bool = False) -> list[Cluster]:
     with _lock:
         # The base manager: the process's list is the whole fleet's, whoever's request fills it.
         clusters = list(Cluster._base_manager.select_related("account").order_by("name"))
-        if not _in_transaction():  # what a transaction read may be rolled back: never kept for others
+        if not _changed_in_this_transaction():  # uncommitted, perhaps rolled back: never kept for others
             _kept = (time.monotonic(), clusters, {cluster.pk: cluster.name for cluster in clusters})
     return clusters
 
 
-def _in_transaction() -> bool:
-    """Inside an atomic block of the code's own (not the one a test wraps every test in)."""
+# The transaction (its outermost atomic block of the code's own) that changed a cluster or an account:
+# until it ends, what this thread reads of the fleet is not kept (the change may yet be rolled back).
+_changed_in = None
+
+
+def _own_transaction():
+    """The outermost atomic block of the code's own (not the one a test wraps every test in), or None."""
     from django.db import connection
 
-    return any(not block._from_testcase for block in connection.atomic_blocks)
+    return next((block for block in connection.atomic_blocks if not block._from_testcase), None)
+
+
+def _changed_in_this_transaction() -> bool:
+    from django.db import connection
+
+    return _changed_in is not None and any(block is _changed_in for block in connection.atomic_blocks)
 
 
 def cluster_named(name: str) -> Cluster | None:
@@ -196,10 +207,17 @@ def cluster_name(cluster_id: int) -> str:
 
 
 def forget_default() -> None:
-    """Forget the kept list of clusters (and so the default): a cluster changed, or a test flushed them."""
-    global _kept
+    """Forget the kept list of clusters (and so the default): a cluster changed, or a test flushed them.
+    A change inside a transaction is forgotten again when it commits, and nothing read before then is kept."""
+    global _kept, _changed_in
     with _lock:
         _kept = None
+        block = _own_transaction()
+        if block is not None and block is not _changed_in:
+            from django.db import transaction
+
+            _changed_in = block
+            transaction.on_commit(forget_default)
 
 
 forget_clusters = forget_default

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import get_script_prefix, path
 from django.views.generic import TemplateView
 
+from fleet.access import visible_clusters
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
 from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_name, cluster_named, cluster_scope, current_cluster, fleet_clusters, several_clusters
@@ -47,7 +48,7 @@ class ClusterListView(ObjectListView):
         from django.utils import timezone
 
         context = super().get_context_data(**kwargs)
-        found = freshness(cluster_ids=[cluster.pk for cluster in fleet_clusters()])
+        found = freshness(cluster_ids=[cluster.pk for cluster in visible_clusters(fleet_clusters())])
         return {**context, "totals_note": freshness_note("Nodes and pods", found, timezone.now())}
 
 

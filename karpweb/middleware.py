@@ -1,6 +1,6 @@
 """Response headers for what a signed-in person sees."""
 
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponseNotFound
 from django.utils.cache import add_never_cache_headers
 
 from karpweb.jsonsafe import unstorable_text
@@ -24,18 +24,16 @@ class NoStoreForSignedIn:
 
 
 class RefuseUnstorableText:
-    """400 for a path or query parameter holding NUL or a lone surrogate: no lookup can match one, and
-    the database refuses it as a query parameter (a 500 before)."""
+    """404 for a path holding NUL or a lone surrogate: no object is named so, and the database refuses
+    it as a lookup's parameter (a 500 before). Query parameters are the filters' to refuse, by name."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        texts = [("path", request.path)] + [(f"?{key}", value) for key, values in request.GET.lists()
-                                            for value in [key, *values]]
-        for where, text in texts:
-            if problem := unstorable_text(text):
-                return HttpResponseBadRequest(f"{where}: {problem}", content_type="text/plain; charset=utf-8")
+        if problem := unstorable_text(request.path):
+            return HttpResponseNotFound(f"path: {problem}: no object is named so",
+                                        content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 
 

@@ -85,7 +85,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",  # Content-Security-Policy on every response (below)
     "karpweb.middleware.PermissionsPolicy",  # no camera, microphone, geolocation, ... for any page
-    "karpweb.middleware.RefuseUnstorableText",  # a path or parameter with NUL or a lone surrogate: 400
+    "karpweb.middleware.RefuseUnstorableText",  # a path with NUL or a lone surrogate: 404, not a database error
     "karpweb.uploads.RequestBodyLimit",  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413, unread
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "karpweb.health.HealthCheck",  # /healthz for any Host: load balancers' health checks send the pod's IP

@@ -172,11 +172,12 @@ def pool_usage(fallback: bool | None = None) -> dict:
 def _counted(cluster_ids=None) -> tuple[list[int], dict]:
     """The clusters a page lists (`cluster_ids`; None: the scope's, or every one, from the process's
     kept list: no read of the clusters) and {cluster pk: refreshed_at} of those with totals."""
+    from fleet.access import visible_clusters
     from fleet.scope import current_cluster_id, fleet_clusters
 
     if cluster_ids is None:
         scoped = current_cluster_id()
-        cluster_ids = [scoped] if scoped is not None else [cluster.pk for cluster in fleet_clusters()]
+        cluster_ids = [scoped] if scoped is not None else [c.pk for c in visible_clusters(fleet_clusters())]
     return list(cluster_ids), dict(ClusterTotals.objects.fleet().filter(cluster_id__in=cluster_ids)
                                    .values_list("cluster_id", "refreshed_at"))
 

@@ -183,3 +183,12 @@ def test_the_page_makes_a_narrowed_token(client, fleet_world, sam):
     assert "read in east alone" in client.get(reverse("api_tokens")).content.decode()
     refused = client.post(reverse("api_tokens"), {"cluster": "west"}, follow=True).content.decode()
     assert "no cluster you can see has that name" in refused
+
+
+def test_the_fleet_overview_shows_the_scope_alone(client, fleet_world, sam):
+    grant("sam", "viewer", "--account", "111111111111")
+    client.force_login(sam)
+    page = client.get(reverse("fleet_overview"))
+    assert page.status_code == 200
+    assert [c.name for c in page.context["clusters"]] == ["east"]
+    assert "cr-0west" not in page.content.decode()

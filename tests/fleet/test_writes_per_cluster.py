@@ -87,3 +87,34 @@ def test_the_admin_asks_the_objects_cluster_whether_its_spec_is_the_clusters(adm
     assert "spec" not in page.context["adminform"].form.fields  # read-only: b's API server owns it
     page = admin_user_client.get(reverse("admin:reservations_ec2nodeclass_change", args=[editable.pk]))
     assert "spec" in page.context["adminform"].form.fields
+
+
+def test_an_operator_of_a_alone_cannot_write_bs_class(twin_classes, kube_server, second_kube_server, client):
+    """Roles per cluster (fleet/access.py) on real API servers: an operator bound to a edits a's class;
+    b's is 404 to it through the API and refused on its page, and b's API server keeps its spec."""
+    from django.contrib.auth import get_user_model
+
+    from fleet.models import RoleBinding
+    from tests.support.api_clients import token_client
+
+    a, b, name = twin_classes
+    ann = get_user_model().objects.create_user(f"ann-{a.name}", "ann@example.com", "pw-for-tests-only")
+    RoleBinding.objects.create(user=ann, role="operator", cluster=a)
+    api = token_client(ann)
+    with cluster_scope(a):
+        version_a = EC2NodeClass.objects.get(name=name).resource_version
+    with cluster_scope(b):
+        version_b = EC2NodeClass.objects.get(name=name).resource_version
+    terms = [{"id": "cr-0123456789abcdef0"}]
+    refused = api.patch(f"/api/v1/ec2nodeclasses/{name}/?cluster={b.name}", {"capacityReservationSelectorTerms": terms},
+                        format="json", headers={"If-Match": version_b})
+    assert refused.status_code == 404, refused.content[:300]
+    client.force_login(ann)
+    page = client.post(f"/clusters/{b.name}/nodeclasses/{name}/open-mode/", {"open_reservations": "true"})
+    assert page.status_code in (403, 404)
+    assert spec_of(second_kube_server, name)["spec"]["capacityReservationSelectorTerms"] == [{"tags": {"team": "web"}}]
+    assert OPEN not in (spec_of(second_kube_server, name)["metadata"].get("annotations") or {})
+    taken = api.patch(f"/api/v1/ec2nodeclasses/{name}/?cluster={a.name}", {"capacityReservationSelectorTerms": terms},
+                      format="json", headers={"If-Match": version_a})
+    assert taken.status_code == 200, taken.content[:300]
+    assert spec_of(kube_server, name)["spec"]["capacityReservationSelectorTerms"] == terms

@@ -28,6 +28,9 @@ def rolled_back_at_the_end(django_db_blocker, build: Callable[[], T]) -> Iterato
     """``build()`` once, in a transaction that stays open (the tests nest in it) until the block ends,
     then is rolled back; the block gets what ``build`` returned."""
     outer = transaction.atomic()
+    # It wraps the module's tests as Django's TestCase wraps a test (and is marked so): code asking
+    # whether it runs in a transaction of its own (fleet/scope.py) does not count this one.
+    outer._from_testcase = True
     forget_fleet()  # what the process kept of the clusters may be gone (a transactional test flushed them)
     with django_db_blocker.unblock():
         outer.__enter__()
