@@ -4,7 +4,7 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from knox.models import AuthToken
 
-from accounts.models import SignInIdentity
+from accounts.models import SignInIdentity, TokenNarrowing
 from accounts.tokens import revoke_token
 from karpweb.clientaddr import client_address
 from scheduling.models import AuditEntry
@@ -42,6 +42,15 @@ class APITokenAdmin(ReadOnlyAdmin):
     def delete_queryset(self, request, queryset):
         for token in queryset.select_related("user"):
             self.delete_model(request, token)
+
+
+@admin.register(TokenNarrowing)
+class TokenNarrowingAdmin(ReadOnlyAdmin):
+    """What an API token may do below its user (read-only, one cluster): made with the token, gone with it."""
+
+    list_display = ("token_key", "read_only", "cluster")
+    list_filter = ("read_only",)
+    list_select_related = ("cluster",)
 
 
 # Users and groups: who holds which role. Every grant, removal, new account and deletion is audited.

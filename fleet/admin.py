@@ -5,16 +5,13 @@ and shown once, in the message after the account is added or its external ID is 
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
 
-from fleet.models import AwsAccount, Cluster, RoleBinding, new_external_id
+from fleet.external_ids import renew_external_id
+from fleet.models import AwsAccount, Cluster, RoleBinding
 from karpweb.roles import can_administer_fleet
 from scheduling.admin_mixins import AuditedAdmin, AuditedAuthorityAdmin
-from scheduling.audit import record_change
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry
-
-HIDDEN = "(karpweb's, not shown again)"
 
 
 class FleetAdminOnly:
@@ -65,13 +62,7 @@ class AwsAccountAdmin(FleetAdminOnly, AuditedAdmin):
             self.message_user(request, "Only fleet administrators may do that.", messages.ERROR)
             return
         for account in queryset:
-            with transaction.atomic():
-                account.external_id = new_external_id()
-                account.save(update_fields=["external_id", "updated_at"])
-                record_change(user=request.user, source=AuditEntry.Source.ADMIN, obj=account,
-                              action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]},
-                              as_decision=False)
-            self._show_once(request, account)
+            self._show_once(request, renew_external_id(account, user=request.user, source=AuditEntry.Source.ADMIN))
 
     def _show_once(self, request, account):
         self.message_user(request, f"{account}: karpweb's external ID is {account.external_id} . Put it in the role's "

@@ -149,6 +149,10 @@ def queue_problem(value: str, account_id: str, region: str) -> str:
     return ""
 
 
+# What the audit log says of an external ID: never the value.
+EXTERNAL_ID_HIDDEN = "(karpweb's, not shown again)"
+
+
 def new_external_id() -> str:
     """An sts:ExternalId karpweb makes for an account (one per account, 32 random URL-safe characters)."""
     return "karpweb-" + secrets.token_urlsafe(24)

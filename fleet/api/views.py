@@ -10,14 +10,13 @@ from rest_framework.response import Response
 
 from fleet.api.serializers import AwsAccountSerializer, ClusterSerializer, ExternalIDSerializer
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
-from fleet.models import AwsAccount, Cluster, new_external_id
+from fleet.external_ids import renew_external_id
+from fleet.models import EXTERNAL_ID_HIDDEN, AwsAccount, Cluster
 from scheduling.api.base import Conflict, ErrorSerializer, ReadOnlyViewSet, detail_schema, error_responses, list_schema
 from scheduling.api.permissions import IsFleetAdminOrReadOnly
 from scheduling.audit import diff, record_change
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry
-
-HIDDEN = "(karpweb's, not shown again)"
 
 
 class AuditedWrites(mixins.CreateModelMixin, mixins.UpdateModelMixin):
@@ -77,7 +76,7 @@ class AwsAccountViewSet(AuditedWrites, ReadOnlyViewSet):
     def perform_create(self, serializer):
         with transaction.atomic():
             obj = serializer.save()
-            changes = diff({}, {**serializer.validated_data, "external_id": HIDDEN})
+            changes = diff({}, {**serializer.validated_data, "external_id": EXTERNAL_ID_HIDDEN})
             record_change(user=self.request.user, source=AuditEntry.Source.API, obj=obj,
                           action=AuditEntry.Action.CREATE, changes=changes, as_decision=False)
 
@@ -88,12 +87,7 @@ class AwsAccountViewSet(AuditedWrites, ReadOnlyViewSet):
                    request=None, responses={200: ExternalIDSerializer, **error_responses(401, 403, 404)})
     @action(detail=True, methods=["post"], url_path="external-id")
     def external_id(self, request, account_id=None):
-        with transaction.atomic():
-            account = AwsAccount.objects.select_for_update().get(pk=self.get_object().pk)
-            account.external_id = new_external_id()
-            account.save(update_fields=["external_id", "updated_at"])
-            record_change(user=request.user, source=AuditEntry.Source.API, obj=account,
-                          action=AuditEntry.Action.CHANGE, changes={"external_id": ["(old)", HIDDEN]}, as_decision=False)
+        account = renew_external_id(self.get_object(), user=request.user, source=AuditEntry.Source.API)
         return Response({"accountID": account.account_id, "externalID": account.external_id})
 
 
