@@ -92,3 +92,23 @@ def test_an_eks_token_is_a_presigned_caller_identity_naming_the_cluster(aws, ec2
     assert query["Action"] == ["GetCallerIdentity"] and CLUSTER_ID_HEADER in query["X-Amz-SignedHeaders"][0]
     assert urllib.parse.urlsplit(url).netloc == urllib.parse.urlsplit(ec2_endpoint).netloc  # the STS endpoint given
     assert query["X-Amz-Credential"][0].startswith(session.get_credentials().get_frozen_credentials().access_key)
+
+
+@pytest.mark.django_db
+def test_the_external_id_karpweb_made_reaches_sts_as_shown_once(aws, ec2_endpoint, as_fleet_admin):
+    """An account added through the API: karpweb makes its external ID, shows it once, and sends that
+    value in AssumeRole (moto's STS keeps what each AssumeRole asked, in this process)."""
+    from moto.sts.models import sts_backends
+
+    made = as_fleet_admin.post("/api/v1/accounts/", {
+        "accountID": ROLE_ACCOUNT, "name": "ml-prod", "roleARN": f"arn:aws:iam::{ROLE_ACCOUNT}:role/karpweb-reader",
+        "regions": ["us-east-1"]}, format="json")
+    assert made.status_code == 201, made.json()
+    shown = made.json()["externalID"]
+    account = AwsAccount.objects.get(account_id=ROLE_ACCOUNT)
+    prod = Cluster.objects.create(name="prod", account=account, region="us-east-1")
+    with cluster_scope(prod):
+        assert caller_account(backends.cloud().ec2, ec2_endpoint) == ROLE_ACCOUNT
+    asked = [role.external_id for backend in sts_backends.values() for region in backend.values()
+             for role in region.assumed_roles if role.role_arn.endswith(":role/karpweb-reader")]
+    assert shown.startswith("karpweb-") and shown in asked
