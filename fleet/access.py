@@ -73,10 +73,6 @@ class Access:
         """Of `clusters` (rows with pk and account_id), those this requester may see."""
         return {c.pk for c in clusters if self.role_on(c.pk, c.account_id)}
 
-    def account_ids(self, clusters: Iterable) -> set[int]:
-        """The accounts whose reservations this requester sees: bound accounts and its clusters' accounts."""
-        return set(self.account_roles) | {c.account_id for c in clusters if c.pk in self.cluster_roles}
-
     def may_operate(self, cluster_id: int | None, account_id: int | None) -> bool:
         return self.role_on(cluster_id, account_id) == OPERATOR
 
@@ -107,6 +103,8 @@ NOTHING = Access()
 
 def higher_role(role: str | None, other: str) -> str | None:
     return other if _RANK[other] > _RANK[role] else role
+
+
 UNRESOLVED = object()  # a request whose requester is not known yet
 
 # None: no requester (the loop, a command): nothing is restricted.
@@ -230,7 +228,9 @@ def check_may_change_reservation(reservation) -> None:
     access = current()
     if access is None or access.fleet_role == OPERATOR:
         return
-    accounts = list(reservation.visibilities.values_list("account_id", flat=True))
+    # Every account that sees it, also those the requester does not (the base manager is not narrowed).
+    visibilities = reservation.visibilities.model._base_manager.filter(reservation_id=reservation.pk)
+    accounts = list(visibilities.values_list("account_id", flat=True))
     if not accounts or not all(access.may_operate(None, account) for account in accounts):
         raise PermissionDenied(f"{access.username or 'you'} may not change reservation {reservation.reservation_id}: "
                                "it needs the operator role on every account that sees it")

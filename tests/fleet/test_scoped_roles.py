@@ -192,3 +192,21 @@ def test_the_fleet_overview_shows_the_scope_alone(client, fleet_world, sam):
     assert page.status_code == 200
     assert [c.name for c in page.context["clusters"]] == ["east"]
     assert "cr-0west" not in page.content.decode()
+
+
+def test_a_reservation_is_changed_only_by_an_operator_of_every_account_that_sees_it(fleet_world, sam):
+    from django.core.exceptions import PermissionDenied
+
+    from karpweb.roles import access_of
+    from reservations.models import CapacityReservation, ReservationVisibility
+
+    _home, east, west = fleet_world
+    shared = CapacityReservation.objects.get(reservation_id="cr-0east")
+    ReservationVisibility.objects.create(reservation=shared, account=west.account, shared=True)
+    grant("sam", "operator", "--account", "111111111111")  # east's account, not west's
+    sam = get_user_model().objects.get(pk=sam.pk)
+    with access.opened(access_of(sam)), pytest.raises(PermissionDenied, match="every account that sees it"):
+        access.check_may_change_reservation(shared)
+    grant("sam", "operator", "--account", "222222222222")
+    with access.opened(access_of(get_user_model().objects.get(pk=sam.pk))):
+        access.check_may_change_reservation(shared)  # now it operates both
