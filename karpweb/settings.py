@@ -437,12 +437,13 @@ LOGGING = {
     },
 }
 
+# Probes and load balancers' health checks ask over plain HTTP, straight to the pod (whenever a
+# redirect to https:// is on, DEBUG or not).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-    # Probes and load balancers' health checks ask over plain HTTP, straight to the pod.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
