@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from fleet.defaults import UNKNOWN_ACCOUNT_ID
 from fleet.models import AwsAccount, Cluster
+from fleet.scope import current_cluster
 from reservations import ledger
 from reservations.models import CapacityReservation, Recommendation, ReservationVisibility, UtilizationHour
 from scheduling.engine.recommendations import Hour, Policy, ReservationFacts, recommend
@@ -30,14 +31,25 @@ ACTIVE_STATES = (CapacityReservation.State.ACTIVE, CapacityReservation.State.SCH
 
 
 def recompute_hourly(now=None, extension_offerings=None) -> dict:
-    """After the roll-up: once per hour (per cache), the set is recomputed."""
+    """After the roll-up: once per hour (per cache) for each account and region, the set of what that
+    EC2 step sees is recomputed (one marker for the fleet skipped every account after the first)."""
     now = now or timezone.now()
     hour = now.replace(minute=0, second=0, microsecond=0).isoformat()
-    if cache.get(HOUR_KEY) == hour:
+    key = hour_key()
+    if cache.get(key) == hour:
         return {}
     count = recompute(now, extension_offerings=extension_offerings)
-    cache.set(HOUR_KEY, hour, 3600)
+    cache.set(key, hour, 3600)
     return {"recommendations": count}
+
+
+def hour_key() -> str:
+    """The "recomputed this hour" marker of the reservations in scope: its cluster's account and region
+    (an EC2 step runs in the scope of its account and region's first cluster); the fleet's with none."""
+    cluster = current_cluster()
+    if cluster is None:
+        return HOUR_KEY
+    return f"{HOUR_KEY}:{cluster.account.account_id}:{cluster.region or '-'}"
 
 
 def policy_from_settings() -> Policy:

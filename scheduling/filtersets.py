@@ -214,12 +214,14 @@ class AuditEntryFilterSet(FilterSet):
 
 class TaskRunFilterSet(FilterSet):
     task = django_filters.CharFilter()
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster",
+                                        help_text="The cluster's name (fleet.Cluster).")
     status = django_filters.MultipleChoiceFilter(choices=TaskRun.Status.choices)
     since = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte", label="Since")
 
     class Meta:
         model = TaskRun
-        fields = ["task", "status", "since"]
+        fields = ["task", "cluster", "status", "since"]
 
 
 class KarpenterLaunchFilterSet(ClusterFilters, FilterSet):

@@ -12,6 +12,7 @@ from scheduling.engine.requirements import OPERATORS
 from scheduling.models import (
     AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
 )
+from fleet.scope import cluster_name
 from karpweb.roles import can_administer_fleet
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import node_memory_bytes
@@ -326,8 +327,20 @@ class KarpenterLaunchSerializer(serializers.ModelSerializer):
 
 # --- decisions and task runs ------------------------------------------------------------------
 
+@extend_schema_field({"type": "string", "nullable": True, "example": "prod-eu"})
+class ClusterNameField(serializers.Field):
+    """The row's cluster by name, from the process's kept list of clusters (fleet.scope: no query a row)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="cluster_id", read_only=True, **kwargs)
+
+    def to_representation(self, cluster_id):
+        return cluster_name(cluster_id) if cluster_id is not None else None
+
+
 class DecisionSerializer(serializers.ModelSerializer):
     createdAt = when("created_at", null=False)
+    cluster = ClusterNameField(help_text="The cluster it was decided for.")
     nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
     reservationID = serializers.SlugRelatedField(
         source="reservation", slug_field="reservation_id", read_only=True, allow_null=True
@@ -337,8 +350,8 @@ class DecisionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Decision
-        fields = ["id", "createdAt", "kind", "outcome", "mode", "subject", "reason", "nodePool", "reservationID",
-                  "objectsInvolved", "details", "error"]
+        fields = ["id", "createdAt", "cluster", "kind", "outcome", "mode", "subject", "reason", "nodePool",
+                  "reservationID", "objectsInvolved", "details", "error"]
         read_only_fields = fields
 
 
@@ -348,13 +361,15 @@ class TaskRunSerializer(serializers.ModelSerializer):
     finishedAt = when("finished_at")
     durationSeconds = serializers.SerializerMethodField()
     counts = ObjectField(read_only=True, help_text="What the run counted, e.g. launched, drained.")
+    cluster = ClusterNameField(help_text="The cluster it worked on (an EC2 step: its account and region's "
+                                                 "first cluster); null: the whole fleet (a dispatcher).")
     error = serializers.SerializerMethodField(help_text="Why it failed: its last line; fleet administrators get "
                                                         "the whole traceback (also in the worker's log).")
 
     class Meta:
         model = TaskRun
-        fields = ["id", "task", "taskID", "worker", "startedAt", "finishedAt", "durationSeconds", "status", "counts",
-                  "error", "mode"]
+        fields = ["id", "task", "taskID", "worker", "cluster", "startedAt", "finishedAt", "durationSeconds", "status",
+                  "counts", "error", "mode"]
         read_only_fields = fields
 
     def get_error(self, run) -> str:

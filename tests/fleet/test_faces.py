@@ -165,3 +165,20 @@ def test_recommendations_follow_the_chosen_cluster_and_filter_by_cluster_and_acc
     assert listed(account="222222222222") == ["cr-rec-west"]
     assert listed() == ["cr-rec-east", "cr-rec-west"]
     assert listed(cluster="nowhere") == []
+
+
+def test_task_runs_and_decisions_say_their_cluster(as_viewer, two_clusters):
+    from django.utils import timezone
+
+    from scheduling.models import Decision, TaskRun
+
+    _home, east, west = two_clusters
+    TaskRun.objects.create(task="sync_kubernetes", status="failed", cluster=west, error="boom")
+    TaskRun.objects.create(task="dispatch", status="succeeded")
+    with scope.cluster_scope(east):
+        Decision.objects.create(kind=Decision.Kind.STATUS, subject="east thing", reason="r", created_at=timezone.now())
+    runs = as_viewer.get("/api/v1/task-runs/", {"cluster": "west"}).json()["results"]
+    assert [(r["task"], r["cluster"]) for r in runs] == [("sync_kubernetes", "west")]
+    assert {r["cluster"] for r in as_viewer.get("/api/v1/task-runs/").json()["results"]} >= {None, "west"}
+    decisions = as_viewer.get("/api/v1/decisions/", {"cluster": "east", "q": "east thing"}).json()["results"]
+    assert [d["cluster"] for d in decisions] == ["east"]

@@ -83,3 +83,25 @@ def test_advice_follows_the_whole_fleet(fleet):
     assert found[("select", "cr-plain")].details["nodes"] == ["alpha-od-1"]
     assert found[("select", "cr-shared")].details["cluster"] == "beta"
     assert found[("select", "cr-shared")].details["nodes"] == ["alpha-od-1", "beta-od-1", "beta-od-2"]
+
+
+@pytest.mark.django_db
+def test_each_account_and_region_recomputes_its_advice_every_hour(two_clusters):
+    """One "done this hour" marker for the whole fleet skipped every account's EC2 step after the first."""
+    from django.core.cache import cache
+
+    from fleet.scope import cluster_scope
+    from reservations.recommendations import hour_key, recompute_hourly
+
+    _home, east, west = two_clusters
+    now = datetime.datetime(2026, 11, 28, 10, 20, tzinfo=datetime.UTC)
+    for cluster in (east, west):
+        with cluster_scope(cluster):
+            cache.delete(hour_key())
+    with cluster_scope(east):
+        assert "recommendations" in recompute_hourly(now)
+        assert recompute_hourly(now + datetime.timedelta(minutes=5)) == {}  # once an hour for this account
+    with cluster_scope(west):
+        assert "recommendations" in recompute_hourly(now + datetime.timedelta(minutes=10))
+    with cluster_scope(east):
+        assert "recommendations" in recompute_hourly(now + datetime.timedelta(hours=1))
