@@ -18,6 +18,7 @@ from knox.models import AuthToken
 from rest_framework import exceptions
 from rest_framework.authentication import SessionAuthentication as DRFSessionAuthentication
 
+from accounts.models import SignInIdentity, TokenNarrowing
 from karpweb.roles import open_access
 
 
@@ -31,8 +32,6 @@ class TokenAuthentication(KnoxTokenAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("Invalid token.") from None
         user, auth_token = super().authenticate_credentials(token)
-        from accounts.models import TokenNarrowing
-
         narrowing = TokenNarrowing.objects.select_related("cluster").filter(token_key=auth_token.token_key).first()
         open_access(user, narrowing)  # the API reads with the token's user's roles (fleet/access.py)
         return user, auth_token
@@ -76,8 +75,6 @@ def token_days_for(user, days: int | None = None) -> float:
     """How long a new token of `user` may live: KARPWEB_API_TOKEN_DAYS (or `days`), and for a
     single sign-on account no longer than the identity provider's session would (KARPWEB_OIDC_SESSION_HOURS
     from its last sign-in). TokenRefused when that session is over: sign in again first."""
-    from accounts.models import SignInIdentity
-
     days = settings.KARPWEB_API_TOKEN_DAYS if days is None else days
     identity = SignInIdentity.objects.filter(user_id=user.pk).first()
     if identity is None:
@@ -107,8 +104,6 @@ def create_token(user, days: int | None = None, *, actor=None, source: str = "",
                                f"(KARPWEB_API_TOKENS_PER_USER={cap}): revoke one first")
         token, key = AuthToken.objects.create(user=user, expiry=datetime.timedelta(days=lifetime))
         if read_only or cluster is not None:
-            from accounts.models import TokenNarrowing
-
             TokenNarrowing.objects.update_or_create(token_key=token.token_key,
                                                     defaults={"read_only": read_only, "cluster": cluster})
         audit_token(token, actor or user, source, "create", address, read_only=read_only, cluster=cluster)
@@ -146,8 +141,6 @@ def audit_token(token: AuthToken, actor, source: str, action: str, address: str 
 
 
 def revoke_token(token: AuthToken, *, actor, source: str, address: str | None = None) -> None:
-    from accounts.models import TokenNarrowing
-
     with transaction.atomic():
         audit_token(token, actor, source, "revoke", address)
         TokenNarrowing.objects.filter(token_key=token.token_key).delete()
@@ -161,8 +154,6 @@ def revoke_tokens(user, *, actor=None, source: str = "", address: str | None = N
         for token in tokens:
             audit_token(token, actor or user, source, "revoke", address)
         AuthToken.objects.filter(pk__in=[t.pk for t in tokens]).delete()
-        from accounts.models import TokenNarrowing
-
         TokenNarrowing.objects.filter(token_key__in=[t.token_key for t in tokens]).delete()
     return len(tokens)
 

@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterable, Iterator
 
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Q
 
@@ -211,8 +212,6 @@ def in_scope_clusters(access: Access) -> Q:
 
 def check_may_change(cluster_id: int | None, account_id: int | None, what: str) -> None:
     """PermissionDenied unless the requester (if any) operates the cluster (or account) `what` is in."""
-    from django.core.exceptions import PermissionDenied
-
     access = current()
     if access is None or access.fleet_role == OPERATOR:
         return
@@ -223,8 +222,6 @@ def check_may_change(cluster_id: int | None, account_id: int | None, what: str) 
 
 def check_may_change_reservation(reservation) -> None:
     """PermissionDenied unless the requester (if any) operates every account that sees `reservation`."""
-    from django.core.exceptions import PermissionDenied
-
     access = current()
     if access is None or access.fleet_role == OPERATOR:
         return

@@ -19,7 +19,7 @@ from django.contrib import messages
 from django.utils.functional import cached_property
 
 from fleet import access
-from karpweb.roles import access_of
+from karpweb.roles import requester_access
 from fleet.models import Cluster
 from fleet.scope import cluster_scope, fleet_clusters
 from karpweb.jsonsafe import printable
@@ -74,7 +74,7 @@ class RequesterAccess:
         elif request.path.startswith("/api/"):
             opened = access.UNRESOLVED
         else:
-            opened = access_of(request.user)
+            opened = requester_access(request.user)
         with access.opened(opened):
             return self.get_response(request)
 

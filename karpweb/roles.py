@@ -26,17 +26,19 @@ def can_view(user) -> bool:
     if not user.is_authenticated:
         return False
     return (user.is_superuser or user.is_staff or bool(_groups(user) & {VIEWER, OPERATOR, FLEET_ADMIN})
-            or _access(user).views_anywhere())
+            or requester_access(user).views_anywhere())
 
 
 def can_operate(user) -> bool:
     """An operator somewhere; which clusters it may change, fleet/access.py decides per object."""
     if not user.is_authenticated:
         return False
-    return user.is_superuser or bool(_groups(user) & {OPERATOR, FLEET_ADMIN}) or _access(user).operates_anywhere()
+    return user.is_superuser or bool(_groups(user) & {OPERATOR, FLEET_ADMIN}) or requester_access(user).operates_anywhere()
 
 
-def _access(user):
+def requester_access(user):
+    """`user`'s Access, made once a request (kept on the user object the request carries): the
+    middleware, the API's authentication and the role checks share it and its bindings' one read."""
     if not hasattr(user, "_karpweb_access"):
         user._karpweb_access = access_of(user)
     return user._karpweb_access
@@ -120,7 +122,7 @@ def access_of(user) -> Access:
 def open_access(user, narrowing=None) -> Access:
     """`user`'s Access (narrowed as its API token is: accounts.models.TokenNarrowing), current until
     the request ends (the API's authentication classes call it)."""
-    access = access_of(user)
+    access = requester_access(user)
     if narrowing is not None:
         cluster = narrowing.cluster
         access = access.narrowed(read_only=narrowing.read_only, cluster_id=cluster.pk if cluster else None,
