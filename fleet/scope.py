@@ -33,6 +33,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from fleet.defaults import account_fields, cluster_fields
+from fleet.defaults import cluster_name as settings_cluster_name
 from fleet.models import AwsAccount, Cluster
 
 # The active cluster; UNSCOPED (None) is the whole fleet.
@@ -80,7 +81,7 @@ def unscoped() -> Iterator[None]:
 def scope_of(row) -> contextlib.AbstractContextManager:
     """The scope of a Kubernetes-side row's own cluster (what its cluster sees: the reservations of its
     account and region), whatever scope is open; no scope in a fleet of one (as its loop runs)."""
-    if not several_clusters() or row.cluster_id == current_cluster_id():
+    if row.cluster_id == current_cluster_id() or (current_cluster_id() is None and follows_settings(row.cluster)):
         return contextlib.nullcontext()
     return cluster_scope(row.cluster)
 
@@ -143,6 +144,19 @@ def default_cluster() -> Cluster:
     if default is None:
         _refuse()
     return default
+
+
+def follows_settings(cluster: Cluster | None, fresh: bool = False) -> bool:
+    """Whether `cluster`'s loop runs with no scope, from the settings, as a single-cluster karpweb ran:
+    only while it is the fleet's one cluster *and* the one the settings made (its name is
+    KARPWEB_CLUSTER_NAME's, fleet/defaults.py). Any other cluster runs in its scope from its own row,
+    even when it is the last one left: the settings describe a cluster that may be gone. `fresh`: the
+    fleet read now, not the kept list (a loop step decides on it)."""
+    from django.conf import settings
+
+    clusters = fleet_clusters(fresh=fresh)
+    return (cluster is not None and len(clusters) == 1 and clusters[0].pk == cluster.pk
+            and cluster.name == settings_cluster_name(getattr(settings, "KARPWEB_CLUSTER_NAME", "")))
 
 
 def several_clusters() -> bool:

@@ -7,8 +7,15 @@
   GetCapacityReservationUsage. One ReservationUse row per reservation per sync.
 - **Holds** (`hold_units`, `settle_hold`): before a launch into a reservation, a cluster claims the
   units in one transaction that locks the reservation's row (SELECT ... FOR UPDATE); the claim is
-  refused unless (available at the last sync - units launched since it - other clusters' live
-  holds) covers them. The engine's world of a cluster sees the reservation's count minus the other
+  refused unless (available at the last EC2 read - units launched since it - other clusters' live
+  holds) covers them. "Since" compares two moments of the clock, never the start of a step: the
+  reservation's `counted_at` (taken just before EC2 was asked for its count, by the sync or the
+  refresh after a launch) and the hold's `launched_at` (taken just after EC2 answered the launch).
+  A launch answered before the read is in EC2's count; one answered after is subtracted until a
+  later read. A launched hold is released when EC2 shows its instance (by id) in the reservation in
+  a read made after the launch, or the instance ended; so a slow sync that read EC2 before a launch
+  landed never gives its unit away again, and no unit is subtracted twice (a count read after the
+  launch already holds it). The engine's world of a cluster sees the reservation's count minus the other
   clusters' live units (`units_held_elsewhere`, read by scheduling/world.py), so a refused plan is
   planned again around them.
 - **Contention** (`settle_hold`): a launch refused for capacity into a reservation the ledger called
@@ -59,6 +66,8 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
             return {"uses_recorded": 0}
         account_instances: dict[str, set[str]] = defaultdict(set)
         in_reservation: dict[str, set[str]] = defaultdict(set)
+        observed: dict[str, set[str]] = defaultdict(set)  # what EC2 itself shows in each reservation
+        ended: set[str] = set()
         usage: dict[str, dict[str, int]] = {}
         owned = defaultdict(list)
         for r in reservations:
@@ -72,11 +81,13 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
                 listed = []
             for m in listed:
                 if m.state not in LIVE_INSTANCE_STATES:
+                    ended.add(m.instance_id)
                     continue
                 account_instances[account].add(m.instance_id)
                 for rid in (m.reservation_id, m.open_reservation_id):
                     if rid:
                         in_reservation[rid].add(m.instance_id)
+                        observed[rid].add(m.instance_id)
             ask = getattr(cloud, "capacity_reservation_usage", None)
             for rid in owned.get(account, []) if ask else []:
                 try:
@@ -113,7 +124,7 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
             contention.taken_by, contention.explained_at = found[contention.reservation_id].as_dict(), now
             contention.save(update_fields=["taken_by", "explained_at"])
             explained += 1
-        settled = settle_counted_holds(now)
+        settled = settle_counted_holds(now, observed, ended)
     return {"uses_recorded": len(rows), "contentions_explained": explained, "holds_settled": settled}
 
 
@@ -132,11 +143,13 @@ def latest_uses(reservation_pks) -> dict[int, ReservationUse]:
 # --- holds ----------------------------------------------------------------------------------
 
 def _live(now) -> Q:
-    """Holds whose units no sync has counted yet: held and not expired, or launched after the
-    reservation's last sync (or refresh) read EC2's count."""
+    """Holds whose units EC2's count (as karpweb last read it) does not hold yet: held and not
+    expired, or launched after the moment that count was asked for (a clock frozen by a test makes
+    the two equal: a read made after the launch then holds it, as one made after it does)."""
+    launched = Q(state=ReservationHold.State.LAUNCHED)
     return (Q(state=ReservationHold.State.HELD, expires_at__gt=now)
-            | Q(state=ReservationHold.State.LAUNCHED, reservation__last_seen__isnull=True)
-            | Q(state=ReservationHold.State.LAUNCHED, updated_at__gt=F("reservation__last_seen")))
+            | launched & (Q(reservation__counted_at__isnull=True) | Q(launched_at__isnull=True))
+            | launched & Q(launched_at__gt=F("reservation__counted_at")))
 
 
 def units_held_elsewhere(cluster_id: int | None, now=None) -> dict[int, int]:
@@ -156,7 +169,24 @@ def ledger_free(reservation: CapacityReservation, cluster_id: int, now) -> int:
     live = ReservationHold.objects.filter(_live(now), reservation=reservation)
     taken = live.filter(Q(state=ReservationHold.State.LAUNCHED) | ~Q(cluster_id=cluster_id)).aggregate(
         units=Sum("units"))["units"] or 0
-    return reservation.available_instance_count - taken
+    # Below 0 only when a launch landed while its count was being read (both then hold the unit): none free.
+    return max(0, reservation.available_instance_count - taken)
+
+
+def launchable_units(reservation_id: str, now=None) -> int | None:
+    """The units a launch may count on in a reservation, as the mirror and the ledger know them: EC2's
+    count at its last read less every cluster's units launched since; None for a reservation karpweb
+    has no row of. What a worker's provider starts from when it has no count of its own (its
+    ReservationAvailability's fallback: scheduling/loop/backends.py)."""
+    now = now or timezone.now()
+    row = CapacityReservation.objects.fleet().filter(reservation_id=reservation_id).first()
+    if row is None:
+        return None
+    if row.state != "active":
+        return 0
+    launched = ReservationHold.objects.filter(_live(now), reservation=row, state=ReservationHold.State.LAUNCHED).aggregate(
+        units=Sum("units"))["units"] or 0
+    return max(0, row.available_instance_count - launched)
 
 
 def hold_units(reservation_id: str, units: int = 1, claim_name: str = "", now=None) -> tuple[ReservationHold | None, bool]:
@@ -186,16 +216,19 @@ def hold_units(reservation_id: str, units: int = 1, claim_name: str = "", now=No
 
 def settle_hold(hold: ReservationHold | None, result=None, *, claim_name: str = "", counted: bool = False,
                 now=None) -> None:
-    """After the launch: launched (the next sync counts the unit) or released (the launch failed or
-    raised, `result` None; or `counted`: the cloud already took the unit from the reservation's row,
-    as the simulated world does). A failure for capacity on units the ledger called free is contention."""
+    """After the launch: launched (counted until EC2's count is read after this moment) or released
+    (the launch failed or raised, `result` None; or `counted`: the cloud already took the unit from
+    the reservation's row, as the simulated world does). A failure for capacity on units the ledger
+    called free is contention. `launched_at` is the clock now, not `now` (a step's start): EC2 has
+    answered, so a count read from here on holds the unit."""
     if hold is None:
         return
     now = now or timezone.now()
     ok = result is not None and result.ok
     state = ReservationHold.State.LAUNCHED if ok and not counted else ReservationHold.State.RELEASED
-    ReservationHold.objects.filter(pk=hold.pk).update(state=state, updated_at=now,
-                                                      claim_name=(claim_name or hold.claim_name)[:253])
+    ReservationHold.objects.filter(pk=hold.pk).update(
+        state=state, updated_at=now, claim_name=(claim_name or hold.claim_name)[:253],
+        launched_at=timezone.now() if ok else None, instance_id=(getattr(result, "instance_id", None) or "")[:32])
     codes = {result.error_code, *(e.code for e in getattr(result, "errors", []) or [])} if result is not None else set()
     code = next((c for c in CONTENTION_CODES if c in codes), None)
     if not ok and code:
@@ -204,10 +237,18 @@ def settle_hold(hold: ReservationHold | None, result=None, *, claim_name: str = 
             ledger_free=getattr(hold, "free_when_held", hold.units), error_code=code)
 
 
-def settle_counted_holds(now) -> int:
-    """A sync read EC2's counts: launched holds are in them now, and expired holds are over."""
-    launched = ReservationHold.objects.filter(state=ReservationHold.State.LAUNCHED, updated_at__lte=now).update(
-        state=ReservationHold.State.RELEASED, updated_at=now)
+def settle_counted_holds(now, observed: Mapping[str, set[str]] | None = None, ended: set[str] = frozenset()) -> int:
+    """After a sync: a launched hold is over once EC2's count was read after its launch and EC2 shows
+    its instance in the reservation (`observed`: reservation id -> live instance ids, from
+    DescribeInstances) or the instance ended; one EC2 never showed is over HOLD_TTL after the read
+    that counts it (an account whose DescribeInstances failed). Expired held units are over too."""
+    launched = ReservationHold.objects.filter(
+        state=ReservationHold.State.LAUNCHED, launched_at__lte=F("reservation__counted_at")).select_related("reservation")
+    over = [hold.pk for hold in launched.only("pk", "instance_id", "launched_at", "reservation__reservation_id",
+                                              "reservation__counted_at")
+            if hold.instance_id in (observed or {}).get(hold.reservation.reservation_id, ()) or hold.instance_id in ended
+            or hold.reservation.counted_at - hold.launched_at > HOLD_TTL]
+    released = ReservationHold.objects.filter(pk__in=over).update(state=ReservationHold.State.RELEASED, updated_at=now)
     expired = ReservationHold.objects.filter(state=ReservationHold.State.HELD, expires_at__lte=now).update(
         state=ReservationHold.State.RELEASED, updated_at=now)
-    return launched + expired
+    return released + expired

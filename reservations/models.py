@@ -173,6 +173,10 @@ class CapacityReservation(models.Model):
         help_text="InterruptionInfo.SourceCapacityReservationId: the reservation that lends this interruptible one.")
     tags = models.JSONField(default=dict, blank=True, help_text="EC2 tags as a {key: value} object.")
     last_seen = models.DateTimeField(null=True, blank=True, help_text="When EC2 last reported this reservation.")
+    counted_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="The moment karpweb asked EC2 for the available count it holds (the clock before the call): "
+                  "units launched after it are not in that count (reservations.ledger).")
     # karpweb's own override (the EC2 sync never writes these): keep karpweb from planning into it.
     planning_excluded = models.BooleanField(
         "keep karpweb from planning into it", default=False,
@@ -643,8 +647,9 @@ class ReservationUse(models.Model):
 
 class ReservationHold(models.Model):
     """Units of a reservation one cluster claimed for a launch it planned (reservations.ledger): no
-    unit is given to two clusters. Held until the launch succeeds (launched: the next sync counts
-    it), fails (released), or HOLD_TTL passes (the launch timeout)."""
+    unit is given to two clusters. Held until the launch succeeds (launched: counted until EC2's count
+    is read after the launch, released when EC2 shows the instance in the reservation), fails
+    (released), or HOLD_TTL passes (the launch timeout)."""
 
     objects = ByReservationQuerySet.as_manager()
 
@@ -661,6 +666,10 @@ class ReservationHold(models.Model):
     expires_at = models.DateTimeField()
     updated_at = models.DateTimeField(default=timezone.now)
     state = models.CharField(max_length=10, choices=State.choices, default=State.HELD, db_index=True)
+    launched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When EC2 answered the launch (the clock after the call): a count read "
+                                         "before it does not hold the unit yet.")
+    instance_id = models.CharField(max_length=32, blank=True, help_text="The instance the launch started.")
 
     class Meta:
         ordering = ["-created_at"]

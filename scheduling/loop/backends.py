@@ -9,8 +9,9 @@ made from the same settings (fleet/defaults.py). Whether the cloud is EC2 or the
 the fleet's choice, not an account's: KARPWEB_PROVIDER.
 
 Adapters and providers are cached per process: one per cluster (forgotten when its row changes),
-so each keeps its caches (reservation availability, unavailable offerings, images, the EKS token)
-between task runs, as Karpenter's controllers do."""
+so each keeps its read-through caches (images, subnets, the EKS token) between task runs, as
+Karpenter's controllers do. What launches are decided from (reservation availability, unavailable
+offerings) is in the shared cache instead (`shared_state`; docs/architecture.md, "Process caches")."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import threading
 from django.conf import settings
 
 from fleet.connection import is_aws, is_kubernetes  # noqa: F401 - the loop asks them here too
-from fleet.scope import NoClusterScope, current_cluster, default_cluster
+from fleet.scope import NoClusterScope, current_cluster, default_cluster, follows_settings
 from scheduling.adapters.ec2.client import account_session, cluster_ec2_config
 from scheduling.adapters.kube import clusters as kube_clusters
 
@@ -47,7 +48,11 @@ def cloud():
 def cluster():
     scoped = current_cluster()
     if scoped is None:
-        return _settings_cluster()
+        # Unscoped code works on the default cluster (fleet/scope.py); the settings describe only the
+        # cluster they made, while it is the fleet's one: any other is reached from its own row.
+        scoped = default_cluster()
+        if follows_settings(scoped):
+            return _settings_cluster()
     if not is_kubernetes(scoped):
         from scheduling.loop.simulated import SimulatedCluster
 
@@ -127,7 +132,7 @@ def _cluster_provider(cluster):
             return cluster_adapter_for(cluster_id).kube_dns_ip()
 
     return EC2CloudProvider(
-        config, ec2=make_ec2_client(config, session), pricing=pricing,
+        config, **shared_state(cluster.account.account_id), ec2=make_ec2_client(config, session), pricing=pricing,
         resource_groups=make_resource_groups_client(config, session),
         ssm=make_client("ssm", config, config.ssm_endpoint_url, session),
         iam=make_client("iam", config, config.iam_endpoint_url, session),
@@ -177,7 +182,18 @@ def _ec2_provider():
 
     # Without KARPWEB_CLUSTER_DNS, nodes get the kube-dns Service's ClusterIP, read from the cluster.
     kube_dns = _kube_dns_ip if settings.KARPWEB_CLUSTER == "kubernetes" else None
-    return EC2CloudProvider(kube_dns=kube_dns)
+    return EC2CloudProvider(kube_dns=kube_dns, **shared_state(""))
+
+
+def shared_state(account_id: str) -> dict:
+    """What a provider decides launches from, kept outside its process: the reservations' available
+    counts and the unavailable offerings in the shared cache (Redis with KARPWEB_CACHE_URL), and a
+    reservation the cache does not know asked of the mirror and the ledger (a cold worker)."""
+    from django.core.cache import cache
+
+    from reservations.ledger import launchable_units
+
+    return {"shared_store": cache, "reservation_fallback": launchable_units, "account_id": account_id}
 
 
 def _kube_dns_ip() -> str:

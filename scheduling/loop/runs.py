@@ -17,15 +17,14 @@ log = logging.getLogger(__name__)
 
 
 def scope_for(cluster):
-    """The scope a loop step (or the watch) on `cluster` runs in: its cluster scope in a fleet of
-    several, none in a fleet of one (which runs as a single-cluster karpweb ran, from the settings its
-    cluster was made from: fleet/scope.py)."""
-    from fleet.models import Cluster
-    from fleet.scope import cluster_scope
+    """The scope a loop step (or the watch) on `cluster` runs in: its cluster scope, always, except for
+    the cluster the settings made while it is the fleet's only one (it runs as a single-cluster karpweb
+    ran, from those settings: fleet.scope.follows_settings)."""
+    from fleet.scope import cluster_scope, follows_settings
 
-    if Cluster.objects.exclude(pk=cluster.pk).exists():
-        return cluster_scope(cluster)
-    return contextlib.nullcontext(cluster)
+    if follows_settings(cluster, fresh=True):
+        return contextlib.nullcontext(cluster)
+    return cluster_scope(cluster)
 
 
 def lease_name(name: str, cluster=None, key: str = "") -> str:

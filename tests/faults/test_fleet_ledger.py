@@ -247,3 +247,120 @@ def test_a_launch_refused_on_units_the_ledger_called_free_is_contention_explaine
     page = viewer_client.get(reverse("reservations:detail", args=[rid])).content.decode()
     assert 'id="fleet-ledger"' in page and f"account {OUTSIDE}: 2" in page and "ReservationCapacityExceeded" in page
     forget_default()
+
+
+def shared_race_fleet(world, clock, config, make_provider):
+    """Alpha (the owner's account) with one pending pod and beta (the account the reservation is shared
+    with) with two, both selecting one reservation of two free units; both synced once."""
+    forget_default()
+    owner = AwsAccount.objects.create(account_id=OWNER, name="ml-prod", regions=["us-east-1"])
+    shared = AwsAccount.objects.create(account_id=SHARED, name="ml-dev", regions=["us-east-1"])
+    alpha = Cluster.objects.create(name="alpha", account=owner, region="us-east-1")
+    beta = Cluster.objects.create(name="beta", account=shared, region="us-east-1")
+    providers = {"alpha": make_provider(), "beta": provider_in(world, config, clock, SHARED)}
+    with cluster_scope(alpha):
+        rid = worlds.build(world, providers["alpha"], clock(), units=2, pods=1)
+    world.share(rid, SHARED)
+    with cluster_scope(beta):
+        from scheduling.adapters.ec2.sync import sync_catalogue
+
+        sync_catalogue(providers["beta"], now=clock())
+        second_cluster_world(providers["beta"], rid, "beta-app-0")
+        worlds.pending_pod("beta-app-1")
+        assert sync_reservations(providers["beta"], now=clock()).errors == []
+    return alpha, beta, providers, rid
+
+
+def in_thread(target):
+    """Run `target` in a thread, in the scope open now, with its own database connection."""
+    errors = []
+
+    def run():
+        try:
+            target()
+        except Exception as exc:  # reported by the caller
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=carry(run))
+    thread.start()
+    return thread, errors
+
+
+def wait_until(condition, what: str, seconds: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("order", ["sync-read-before-the-launch", "launch-before-the-sync-read"])
+def test_a_slow_ec2_answer_never_gives_a_launched_unit_away_again(
+        transactional_db, world, clock, config, make_provider, raw_ec2, settings, order):
+    """Issue #46: alpha launches into a shared reservation while beta's account syncs it, one of the two
+    EC2 answers held back (the sync's read, or alpha's launch). Whatever the order, the ledger then
+    gives beta one unit, not two (nor none), beta launches one into the reservation and one on-demand,
+    and EC2 refuses nothing: no unit held or launched twice."""
+    from scheduling.loop import provisioning
+    from scheduling.loop.simulated import SimulatedCluster
+    from scheduling.models import NodeClaim
+
+    settings.KARPWEB_MODE = "control"
+    alpha, beta, providers, rid = shared_race_fleet(world, clock, config, make_provider)
+
+    def provision(cluster):
+        with cluster_scope(cluster):
+            return provisioning.provision(providers[cluster.name], SimulatedCluster(), now=clock())
+
+    def beta_sync():
+        with cluster_scope(beta):
+            assert sync_reservations(providers["beta"], now=clock()).errors == []
+            ledger.record_use({OWNER: providers["alpha"], SHARED: providers["beta"]}, now=clock())
+
+    results = {}
+    if order == "sync-read-before-the-launch":
+        # Beta's sync reads two free units; its answer comes after alpha's launch landed and was counted.
+        world.faults.delay("DescribeCapacityReservations", seconds=60)
+        thread, errors = in_thread(beta_sync)
+        wait_until(lambda: world.faults.held == ["DescribeCapacityReservations"], "the sync read the reservation")
+        results["alpha"] = provision(alpha)
+        assert world.reservation(rid)["AvailableInstanceCount"] == 1
+        world.faults.release()
+    else:
+        # Alpha's launch lands at EC2; beta's sync reads one free unit before alpha hears back.
+        world.faults.delay("CreateFleet", seconds=60)
+        thread, errors = in_thread(lambda: results.update(alpha=provision(alpha)))
+        wait_until(lambda: world.faults.held == ["CreateFleet"], "alpha's launch reached EC2")
+        beta_sync()
+        world.faults.release()
+    thread.join(120)
+    assert errors == [] and results["alpha"]["launched"] == 1
+
+    with cluster_scope(beta):
+        row = CapacityReservation.objects.get(reservation_id=rid)
+        assert ledger.ledger_free(row, beta.pk, clock()) == 1  # EC2's one free unit: not 2, not 0
+        counts = provision(beta)
+    assert counts["launched"] == 2 and counts["launch_failures"] == 0
+    assert not ReservationContention.objects.exists()  # EC2 refused nothing
+    launched = ReservationHold.objects.filter(state=ReservationHold.State.LAUNCHED)
+    assert sorted(launched.values_list("cluster__name", flat=True)) == ["alpha", "beta"]
+    assert len(set(launched.values_list("instance_id", flat=True))) == 2
+    instances = running_instances(raw_ec2) + running_instances(providers["beta"].ec2)  # both accounts'
+    assert [i.get("CapacityReservationId") for i in instances].count(rid) == 2 and len(instances) == 3
+    assert world.reservation(rid)["AvailableInstanceCount"] == 0
+    beta_claims = NodeClaim.objects.fleet().filter(cluster=beta)
+    assert sorted(beta_claims.values_list("capacity_type", flat=True)) == ["on-demand", "reserved"]
+
+    # The next syncs read EC2 after both launches: the counts hold them, the holds end, nothing is subtracted twice.
+    clock.advance(seconds=30)
+    for cluster in (alpha, beta):
+        with cluster_scope(cluster):
+            assert sync_reservations(providers[cluster.name], now=clock()).errors == []
+    ledger.record_use({OWNER: providers["alpha"], SHARED: providers["beta"]}, now=clock())
+    assert not ReservationHold.objects.filter(state=ReservationHold.State.LAUNCHED).exists()
+    row = CapacityReservation.objects.fleet().get(reservation_id=rid)
+    assert (row.available_instance_count, ledger.ledger_free(row, alpha.pk, clock())) == (0, 0)
+    forget_default()

@@ -192,3 +192,38 @@ def test_a_kubeconfig_kept_in_a_secret_reaches_its_cluster(settings, kube_server
     with cluster_scope(eu), pytest.raises(ClusterConfigError, match=f"Secret {ns}/eu-prod has no key 'kubeconfig'"):
         backends.cluster()
     backends.forget()
+
+
+@pytest.mark.django_db
+def test_the_last_cluster_left_runs_from_its_own_row_not_the_settings(fleet, kube_server, second_kube_server,
+                                                                        unique, settings):
+    """Issue #46: the settings describe the cluster they made (here: on the first API server); once it and
+    every other cluster are gone, the one left mirrors its own API server, never the settings' one."""
+    from fleet.scope import follows_settings, forget_default
+    from scheduling.loop.runs import scope_for
+
+    first, second = fleet
+    settings.KARPWEB_CLUSTER, settings.KARPWEB_KUBECONFIG = "kubernetes", str(kube_server.kubeconfig)
+    name = f"pool-{unique}"
+    h.nodepool(rest_for(kube_server), f"{name}-of-the-settings")
+    h.nodepool(rest_for(second_kube_server), name)
+    made_by_the_settings = default_cluster()
+    Cluster.objects.exclude(pk=second.pk).delete()  # the settings' cluster and the first leave
+    forget_default()
+    assert not follows_settings(second, fresh=True)
+    with scope_for(second) as scoped:
+        assert scoped == second and backends.cluster() is not None
+    assert tasks.run_on("sync_kubernetes", second, "test")["lists"] == 5
+    mirrored = set(NodePool.objects.fleet().filter(name__startswith=name).values_list("cluster__name", "name"))
+    assert mirrored == {(second.name, name)}  # its own server's pool; nothing of the settings' server
+    # Unscoped code works on the default cluster: the one left, from its own row too.
+    listed = {item["metadata"]["name"] for item in backends.cluster().list("NodePool").items}
+    assert name in listed and f"{name}-of-the-settings" not in listed
+
+    # The settings' own cluster, alone again, runs from the settings as a single-cluster karpweb did.
+    Cluster.objects.filter(pk=second.pk).update(name=made_by_the_settings.name)
+    forget_default()
+    second.refresh_from_db()
+    assert follows_settings(second, fresh=True)
+    with scope_for(second) as scoped:
+        assert scoped == second and backends.current_cluster() is None

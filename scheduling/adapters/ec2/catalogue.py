@@ -43,7 +43,7 @@ from .interface import (
     OfferingInfo,
 )
 from .status import to_engine
-from .unavailable import UnavailableOfferings
+from .unavailable import UnavailableMarks
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def fetch_catalogue(
     region: str,
     pricing_source: str,
     now: datetime,
-    unavailable: UnavailableOfferings,
+    unavailable: UnavailableMarks,
     instance_type_patterns: Sequence[str] = (),
 ) -> Catalogue:
     """The region's instance types and on-demand/spot offerings with prices. ``instance_type_patterns``

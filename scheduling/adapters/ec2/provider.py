@@ -72,6 +72,9 @@ class EC2CloudProvider:
         instance_type_patterns: Sequence[str] = (),
         kube_dns: KubeDNSLookup | None = None,
         cluster: Mapping[str, str] | None = None,
+        shared_store: Any = None,
+        reservation_fallback: Callable[[str], int | None] | None = None,
+        account_id: str = "",
     ) -> None:
         self.config = config or EC2Config.from_settings()
         self.ec2 = ec2 or make_ec2_client(self.config)
@@ -81,8 +84,11 @@ class EC2CloudProvider:
         self.resource_groups = resource_groups or make_resource_groups_client(self.config)
         self.clock = clock
         self.call = Caller(self.config, sleep=sleep)
-        self.availability = ReservationAvailability(clock)
-        self.unavailable = UnavailableOfferings(clock)
+        # Both in `shared_store` when one is given (the loop's: Django's cache), so that no launch
+        # depends on which worker ran the account's sync (docs/architecture.md, "Process caches").
+        self.availability = ReservationAvailability(clock, shared_store, reservation_fallback)
+        self.unavailable = UnavailableOfferings(clock, store=shared_store,
+                                                key=f"{account_id or 'own'}:{self.config.region}")
         self.discovery = ReservationDiscovery(
             self.ec2, self.call, self.availability, clock, resource_groups=self.resource_groups
         )
@@ -162,12 +168,13 @@ class EC2CloudProvider:
                     region=self.config.region,
                     pricing_source=self.config.pricing_source,
                     now=now,
-                    unavailable=self.unavailable,
+                    unavailable=self.unavailable.snapshot(),
                     instance_type_patterns=self.instance_type_patterns,
                 )
             cached = self._catalogue
+        marks = self.unavailable.snapshot()
         offerings = [
-            replace(o, available=not self.unavailable.is_unavailable(o.instance_type, o.zone, o.capacity_type))
+            replace(o, available=not marks.is_unavailable(o.instance_type, o.zone, o.capacity_type))
             for o in cached.offerings
         ]
         return Catalogue(cached.instance_types, offerings, cached.fetched_at, cached.price_source, list(cached.notes))
@@ -303,7 +310,7 @@ class EC2CloudProvider:
         offerings = request.offerings
         if not self.config.reserved_capacity:
             offerings = [o for o in offerings if o.capacity_type != RESERVED]
-        launch_plan = launch_mod.plan(offerings, self.availability.get, self.unavailable.is_unavailable)
+        launch_plan = launch_mod.plan(offerings, self.availability.get, self.unavailable.snapshot().is_unavailable)
         if launch_plan is None:
             return LaunchResult(
                 error_code="InsufficientCapacity",

@@ -11,7 +11,12 @@ Availability follows upstream's `availabilityCache` (same repository,
 `.../capacityreservation/types.go`): every EC2 answer (cache miss) overwrites the count of the
 reservations
 it returned, a launch decrements, ``mark_unavailable`` zeroes until the next sync, an unknown id
-has 0. Entries live 24 hours.
+has 0. Entries live 24 hours. Where karpweb differs: given a shared ``store`` (the loop passes
+Django's cache, Redis in production) the counts live there, so a worker that never ran the
+account's sync sees what the one that did saw; and given a ``fallback`` (the loop's: the mirror's
+count less the ledger's launches since it was read), an id the store does not know is asked of it
+and the answer kept, rather than taken as 0: a cold or new worker launches into a reservation
+EC2 and the ledger show free.
 """
 
 from __future__ import annotations
@@ -47,15 +52,32 @@ def utcnow() -> datetime:
 
 
 class ReservationAvailability:
-    """How many instances each reservation can still take, as far as this process knows."""
+    """How many instances each reservation can still take: in the shared ``store`` when there is one
+    (keyed by reservation id: EC2's ids are unique across accounts), else as far as this process knows."""
 
-    def __init__(self, clock: Clock = utcnow) -> None:
+    def __init__(self, clock: Clock = utcnow, store: Any = None,
+                 fallback: Callable[[str], int | None] | None = None) -> None:
         self._clock = clock
+        self._store = store
+        self._fallback = fallback
         self._counts: dict[str, tuple[int, datetime]] = {}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _key(reservation_id: str) -> str:
+        return f"karpweb:reservation-available:{reservation_id}"
+
+    def _read(self, reservation_id: str) -> int | None:
+        if self._store is not None:
+            return self._store.get(self._key(reservation_id))
+        entry = self._counts.get(reservation_id)
+        return None if entry is None or entry[1] <= self._clock() else entry[0]
+
     def _set(self, reservation_id: str, count: int) -> None:
-        self._counts[reservation_id] = (max(0, count), self._clock() + AVAILABILITY_TTL)
+        if self._store is not None:
+            self._store.set(self._key(reservation_id), max(0, count), AVAILABILITY_TTL.total_seconds())
+        else:
+            self._counts[reservation_id] = (max(0, count), self._clock() + AVAILABILITY_TTL)
 
     def sync(self, counts: Mapping[str, int]) -> None:
         with self._lock:
@@ -64,20 +86,24 @@ class ReservationAvailability:
 
     def get(self, reservation_id: str) -> int:
         with self._lock:
-            entry = self._counts.get(reservation_id)
-            if entry is None or entry[1] <= self._clock():
-                return 0
-            return entry[0]
+            count = self._read(reservation_id)
+            if count is None and self._fallback is not None:
+                count = self._fallback(reservation_id)
+                if count is not None:
+                    self._set(reservation_id, count)
+            return 0 if count is None else count
 
     def mark_launched(self, reservation_id: str) -> None:
         with self._lock:
-            if reservation_id in self._counts:
-                self._set(reservation_id, self._counts[reservation_id][0] - 1)
+            count = self._read(reservation_id)
+            if count is not None:
+                self._set(reservation_id, count - 1)
 
     def mark_terminated(self, reservation_id: str) -> None:
         with self._lock:
-            if reservation_id in self._counts:
-                self._set(reservation_id, self._counts[reservation_id][0] + 1)
+            count = self._read(reservation_id)
+            if count is not None:
+                self._set(reservation_id, count + 1)
 
     def mark_unavailable(self, *reservation_ids: str) -> None:
         with self._lock:

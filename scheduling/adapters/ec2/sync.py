@@ -38,7 +38,7 @@ RESERVATION_FIELDS = [
     "create_date", "start_date", "end_date", "end_date_type", "ultraserver_type", "placement_group_arn",
     "outpost_arn", "unused_reservation_billing_owner_id", "capacity_allocations", "committed_instance_count",
     "commitment_end_date", "delivery_preference", "capacity_reservation_fleet_id", "interruptible_allocation",
-    "interruption_source_id", "tags", "last_seen",
+    "interruption_source_id", "tags", "last_seen", "counted_at",
 ]  # fmt: skip
 
 
@@ -63,8 +63,9 @@ class CatalogueSyncStats:
     notes: list[str] = field(default_factory=list)
 
 
-def reservation_row(r: Mapping[str, Any], region: str, now: datetime) -> dict[str, Any]:
-    """CapacityReservation model fields from one EC2 ``CapacityReservation`` dict."""
+def reservation_row(r: Mapping[str, Any], region: str, now: datetime, counted_at: datetime | None = None) -> dict[str, Any]:
+    """CapacityReservation model fields from one EC2 ``CapacityReservation`` dict; `counted_at`: the
+    clock just before EC2 was asked (reservations.ledger compares launches with it)."""
 
     def when(key: str) -> datetime | None:
         return parse_time(r[key]) if r.get(key) else None
@@ -109,6 +110,7 @@ def reservation_row(r: Mapping[str, Any], region: str, now: datetime) -> dict[st
         "interruption_source_id": (r.get("InterruptionInfo") or {}).get("SourceCapacityReservationId") or "",
         "tags": {t["Key"]: t["Value"] for t in r.get("Tags") or []},
         "last_seen": now,
+        "counted_at": counted_at,
     }
 
 
@@ -121,6 +123,7 @@ def sync_reservations(provider: Any, now: datetime | None = None) -> Reservation
     region = getattr(getattr(provider, "config", None), "region", "")
 
     # --- the API calls --------------------------------------------------------------------
+    read_at = timezone.now()  # the clock, not `now`: a launch EC2 answered before it is in these counts
     try:
         listed = provider.inventory()
     except CloudAPIError as exc:
@@ -156,7 +159,13 @@ def sync_reservations(provider: Any, now: datetime | None = None) -> Reservation
 
     # --- the writes ---------------------------------------------------------------------------
     with transaction.atomic():
-        rows = [reservation_row(r, region, now) for r in seen.values()]
+        # A reservation only a class's (cached, up to a minute old) query returned keeps the moment
+        # of its last read: stamping it now would call launches since then counted.
+        fresh = {r["CapacityReservationId"] for r in listed or []}
+        before = dict(CapacityReservation.objects.fleet().filter(reservation_id__in=list(set(seen) - fresh))
+                      .values_list("reservation_id", "counted_at"))
+        rows = [reservation_row(r, region, now, read_at if rid in fresh else before.get(rid))
+                for rid, r in seen.items()]
         existing = set(
             CapacityReservation.objects.filter(reservation_id__in=[r["reservation_id"] for r in rows]).values_list(
                 "reservation_id", flat=True
@@ -222,6 +231,7 @@ def refresh_reservations(provider: Any, launched: Sequence[str], refused: Sequen
     if not ids:
         return 0
     now = now or timezone.now()
+    read_at = timezone.now()
     try:
         found = provider.reservations_by_id(ids)
     except CloudAPIError as exc:
@@ -230,7 +240,7 @@ def refresh_reservations(provider: Any, launched: Sequence[str], refused: Sequen
     region = getattr(getattr(provider, "config", None), "region", "")
     with transaction.atomic():
         for r in found:
-            row = reservation_row(r, region, now)
+            row = reservation_row(r, region, now, read_at)
             if r["CapacityReservationId"] in refused:
                 row["available_instance_count"] = 0
             CapacityReservation.objects.filter(reservation_id=row["reservation_id"]).update(
@@ -240,7 +250,7 @@ def refresh_reservations(provider: Any, launched: Sequence[str], refused: Sequen
     return len(found)
 
 
-REFRESHED_FIELDS = ("state", "total_instance_count", "available_instance_count", "end_date", "last_seen")
+REFRESHED_FIELDS = ("state", "total_instance_count", "available_instance_count", "end_date", "last_seen", "counted_at")
 
 
 def _write_reserved_offerings(

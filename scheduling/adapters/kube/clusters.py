@@ -13,7 +13,7 @@ import threading
 from django.conf import settings
 
 from fleet.connection import is_kubernetes
-from fleet.scope import several_clusters
+from fleet.scope import follows_settings
 
 _lock = threading.Lock()
 _adapters: dict[tuple, object] = {}
@@ -44,9 +44,9 @@ def adapter_for(cluster):
 
 def owns_its_objects(cluster) -> bool:
     """Whether `cluster`'s Kubernetes objects live in an API server (not the simulated world), as its
-    loop sees it: the row's connection in a fleet of several; in a fleet of one the settings
+    loop sees it: the row's connection; for the settings' own cluster alone in the fleet, the settings
     (KARPWEB_CLUSTER: its loop runs with no scope, scheduling/loop/runs.scope_for)."""
-    if cluster is None or not several_clusters():
+    if cluster is None or follows_settings(cluster):
         return settings.KARPWEB_CLUSTER == "kubernetes"
     return is_kubernetes(cluster)
 
@@ -60,7 +60,7 @@ def writer_for(cluster):
         check_may_change(cluster.pk, cluster.account_id, f"cluster {cluster.name}'s objects")
     if not owns_its_objects(cluster):
         return None
-    if cluster is None or not several_clusters():
+    if cluster is None or follows_settings(cluster):
         return settings_adapter()
     return adapter_for(cluster)
 
