@@ -11,15 +11,19 @@ account, region) for an EC2 step): two workers never run the same one, and a kil
 runs again elsewhere (acks late, reject on worker lost) and acts once."""
 
 import datetime
+import logging
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.utils import timezone
 
 from fleet.models import Cluster
 from fleet.scope import default_cluster
 from scheduling.loop import startup, steps
 from scheduling.loop.runs import run_step, scope_for
+
+log = logging.getLogger(__name__)
 
 RETRY = dict(bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=3)
 
@@ -34,6 +38,10 @@ EC2_STEPS = frozenset({"sync_ec2", "sync_catalogue"})
 def run_due_steps_at_start(sender=None, **kwargs):
     # sender: the worker's consumer. Sent by `celery worker` once it consumes (not by the test
     # worker of celery.contrib.testing, whose start the loop tests control themselves).
+    if settings.REDIS_URL and not settings.KARPWEB_CACHE_URL:
+        log.warning("KARPWEB_CACHE_URL is not set: this worker keeps the reservations' free units and the empty "
+                    "pools EC2 reported in its own memory; with more than one worker, set it to a Redis they share "
+                    "(docs/operations.md)")
     startup.run_due_steps(sender.app, timezone.now())
 
 
