@@ -2,8 +2,9 @@
 nodes): the demo world (one cluster) plus `nodes` registered nodes of a pool karpweb does not manage,
 `pods_per_node` bound pods each, `in_flight` NodeClaims karpweb launched whose nodes have not
 registered, and `pending` pods no existing node is in the pool of (scripts/reaction_bench.py makes
-the same shape through the kube-apiserver). For the loop's query-count guard and for profiling a
-provisioning run and a lifecycle pass without an API server (scripts/profile_runs.py)."""
+the same shape through the kube-apiserver). For the loop's query-count guard
+(tests/loop/test_run_cost_flat.py) and for profiling a provisioning run and a lifecycle pass
+without an API server."""
 
 from __future__ import annotations
 
