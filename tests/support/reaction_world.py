@@ -19,10 +19,8 @@ from scheduling.models import Node, NodeClaim, NodePool, Pod
 NAMESPACE = "bench"
 
 
-def seed_reaction_world(nodes: int, pods_per_node: int = 10, in_flight: int = 20, pending: int = 5,
-                        *, demo: bool = True) -> None:
-    if demo:
-        call_command("seed_demo", "--one-cluster")
+def seed_reaction_world(nodes: int, pods_per_node: int = 10, in_flight: int = 20, pending: int = 5) -> None:
+    call_command("seed_demo", "--one-cluster")
     add_cluster(nodes, pods_per_node, in_flight, pending)
 
 
