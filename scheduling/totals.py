@@ -50,8 +50,11 @@ def refresh(cluster, now=None) -> int:
         nodes = Node.objects.fleet().filter(cluster_id=cluster_id)
         groups = {tuple(row[key] for key in GROUP): row for row in nodes.order_by().values(*GROUP).annotate(
             nodes=Count("pk"), cpu=Sum("allocatable_cpu_millicores"), memory=Sum("allocatable_memory_bytes"))}
-        # The node's cluster too: the join reads the cluster's 1,000 nodes, not the fleet's 50,000.
-        bound = (Pod.objects.fleet().filter(cluster_id=cluster_id, node__cluster_id=cluster_id)
+        # The pods of the cluster's nodes (a pod is bound to a node of its own cluster): the join reads
+        # the cluster's nodes, not the fleet's. No filter on the pod's own cluster_id: with stale
+        # statistics (a cluster mirrored since the last ANALYZE) PostgreSQL ANDed that index, the
+        # whole cluster's pods, into each node's lookup: nodes x pods, 3.8 s a step at 5,000 nodes.
+        bound = (Pod.objects.fleet().filter(node__cluster_id=cluster_id)
                  .exclude(phase__in=TERMINAL_PHASES)
                  .order_by().values(*(f"node__{key}" for key in GROUP))
                  .annotate(cpu=Sum("cpu_request_millicores"), memory=Sum("memory_request_bytes")))

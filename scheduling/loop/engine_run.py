@@ -17,13 +17,14 @@ ITEM = re.compile(r"^(?P<key>[A-Za-z]+)\[(?P<index>\d+)\]")
 MAX_ROUNDS = 3
 
 
-def simulate_readable(world: dict | World, now=None) -> dict:
+def simulate_readable(world: dict | World, now=None, *, disruptions: bool = True) -> dict:
     """simulate(world), leaving out the objects it cannot read; other problems still raise WorldError.
-    A World already parsed (the watch process's kept world) left them out when it read them."""
+    A World already parsed (the watch process's kept world) left them out when it read them.
+    `disruptions`: as simulate's (False: the plan only)."""
     if isinstance(world, World):
-        return simulate(world)
+        return simulate(world, disruptions=disruptions)
     parsed, skipped = parse_readable(world)
-    decisions = simulate(parsed)
+    decisions = simulate(parsed, disruptions=disruptions)
     record(skipped, now)
     return decisions
 

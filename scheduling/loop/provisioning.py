@@ -44,7 +44,8 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
         return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
-    decisions = simulate_readable(world_at(now) if world_at is not None else current_world(now), now)
+    # The plan only: the lifecycle pass decides disruptions (its own engine run).
+    decisions = simulate_readable(world_at(now) if world_at is not None else current_world(now), now, disruptions=False)
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
     refusal = control_refusal()  # once per run: every claim of one run under the same verdict

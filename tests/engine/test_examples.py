@@ -84,3 +84,13 @@ def test_topology():
     assert where["shop/huge"] == ("unschedulable", "minValues: node.kubernetes.io/instance-type needs at least 2 "
                                                    "distinct values among the instance types left, only 1 remain")
     assert all(len(c["instanceTypeOptions"]) >= 2 for c in decisions["nodeClaims"])
+
+
+def test_the_plan_alone_is_the_plan_of_the_full_run():
+    """A provisioning run asks for the plan only (simulate(disruptions=False)): the same plan and
+    conditions as the full run, with no disruptions and no demotions."""
+    for path in sorted(EXAMPLES.glob("*.json")):
+        world = json.loads(path.read_text())
+        full = simulate(world)
+        assert full.get("disruptions") is not None, path.name
+        assert simulate(world, disruptions=False) == {**full, "disruptions": [], "demotions": []}, path.name

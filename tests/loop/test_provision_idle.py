@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def engine_runs(monkeypatch):
     runs = []
     real = provisioning.simulate_readable
-    monkeypatch.setattr(provisioning, "simulate_readable", lambda *a: runs.append(1) or real(*a))  # counts, runs it
+    monkeypatch.setattr(provisioning, "simulate_readable", lambda *a, **k: runs.append(1) or real(*a, **k))  # counts, runs it
     return runs
 
 
