@@ -545,7 +545,9 @@ class TaskRun(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
-        indexes = [models.Index(fields=["task", "-started_at"])]
+        # (cluster, task, -started_at): each cluster's step health (scheduling.loop.health) stops at its newest rows.
+        indexes = [models.Index(fields=["task", "-started_at"]),
+                   models.Index(fields=["cluster", "task", "-started_at"], name="taskrun_cluster_task_started")]
 
     def __str__(self):
         return f"{self.task} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"

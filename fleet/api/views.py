@@ -18,6 +18,7 @@ from fleet.removal import RemovalError, UnknownCluster, remove_cluster
 from scheduling.api.base import Conflict, ErrorSerializer, ReadOnlyViewSet, detail_schema, error_responses, list_schema
 from scheduling.api.permissions import IsFleetAdminOrReadOnly
 from scheduling.audit import diff, record_change
+from scheduling.loop.health import with_health
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry
 
@@ -129,6 +130,10 @@ class ClusterViewSet(AuditedWrites, ReadOnlyViewSet):
     filterset_class = ClusterFilterSet
     queryset = Cluster.objects.select_related("account")
     ordering_fields = ["name", "region", "shard", "created_at"]
+
+    def get_queryset(self):
+        # Each cluster's failing steps in the list's one query (scheduling.loop.health).
+        return with_health(super().get_queryset())
     ordering = ["name"]
 
     def before_update(self, instance, changes):
