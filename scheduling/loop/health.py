@@ -113,9 +113,11 @@ def health_annotations() -> dict:
     for step in _cluster_steps():
         runs = TaskRun.objects.filter(cluster=OuterRef("pk"), task=step).exclude(
             status=TaskRun.Status.SKIPPED).order_by("-started_at", "-id")
-        last_ok = runs.filter(status=TaskRun.Status.SUCCEEDED).values("started_at")[:1]
         newest = runs.values("status", "error")
         failures = TaskRun.objects.filter(cluster=OuterRef("pk"), task=step, status=TaskRun.Status.FAILED)
+        # Inside `streak`, OuterRef is the failed run: its cluster is the cluster's.
+        last_ok = TaskRun.objects.filter(cluster=OuterRef("cluster"), task=step, status=TaskRun.Status.SUCCEEDED) \
+            .order_by("-started_at").values("started_at")[:1]
         streak = failures.filter(started_at__gt=Coalesce(Subquery(last_ok), Value(EPOCH))).order_by("started_at")
         annotations[f"step_{step}_status"] = Subquery(newest.values("status")[:1])
         annotations[f"step_{step}_error"] = Subquery(runs.filter(status=TaskRun.Status.FAILED).values("error")[:1])
