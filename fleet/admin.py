@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from fleet.external_ids import renew_external_id
 from fleet.models import AwsAccount, Cluster, RoleBinding
-from fleet.removal import RemovalError, remove_cluster
+from scheduling.loop.removal import RemovalError, remove_cluster
 from karpweb.roles import can_administer_fleet
 from scheduling.admin_mixins import AuditedAdmin, AuditedAuthorityAdmin
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
@@ -130,7 +130,7 @@ class ClusterAdmin(FleetAdminOnly, AuditedAdmin):
     def queue(self, obj):
         return obj.queue
 
-    # Deleting a cluster is fleet/removal.py's removal, whose authority is the fleet administrator's
+    # Deleting a cluster is scheduling/loop/removal.py's removal, whose authority is the fleet administrator's
     # (has_delete_permission): not Django's delete permission on every row that goes with it, which
     # no role has for the rows only the loop writes (decisions, guards, totals, watch state).
     def get_actions(self, request):

@@ -199,7 +199,7 @@ class KarpwebCollector:
         """Per cluster and loop step: 1 while its newest run failed (scheduling.loop.health), 0 otherwise, so
         that an alert resolves when the step succeeds again; one query for the fleet."""
         from scheduling.loop.health import clusters_health
-        from scheduling.tasks import STEPS
+        from scheduling.loop.names import STEPS
 
         failing = GaugeMetricFamily("karpweb_cluster_step_failing",
                                     "1 while the cluster's loop step's newest run failed.", labels=["cluster", "step"])

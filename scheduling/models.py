@@ -339,7 +339,7 @@ class Decision(models.Model):
         FAILED = "failed"
         SKIPPED = "skipped"
 
-    # A removed cluster's decisions stay as history (fleet/removal.py): the link is cleared and the
+    # A removed cluster's decisions stay as history (scheduling/loop/removal.py): the link is cleared and the
     # name kept in cluster_name, which is blank while the cluster exists.
     cluster = cluster_field("decisions", null=True, on_delete=models.SET_NULL)
     cluster_name = models.CharField(max_length=63, blank=True, help_text="The removed cluster's name (blank: see cluster).")
@@ -490,7 +490,7 @@ class AuditEntry(models.Model):
         help_text="The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, "
                   "changes made with several clusters and no scope).")
     cluster_name = models.CharField(max_length=63, blank=True,
-                                    help_text="The removed cluster's name (blank: see cluster; fleet/removal.py).")
+                                    help_text="The removed cluster's name (blank: see cluster; scheduling/loop/removal.py).")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor = models.CharField(max_length=150, help_text="Username at the time of the change.")

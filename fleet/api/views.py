@@ -14,7 +14,7 @@ from fleet.api.serializers import AwsAccountSerializer, ClusterSerializer, Exter
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
 from fleet.external_ids import renew_external_id
 from fleet.models import EXTERNAL_ID_HIDDEN, AwsAccount, Cluster
-from fleet.removal import RemovalError, UnknownCluster, remove_cluster
+from scheduling.loop.removal import RemovalError, UnknownCluster, remove_cluster
 from scheduling.api.base import Conflict, ErrorSerializer, ReadOnlyViewSet, detail_schema, error_responses, list_schema
 from scheduling.api.permissions import IsFleetAdminOrReadOnly
 from scheduling.audit import diff, record_change

@@ -356,7 +356,7 @@ class DecisionSerializer(serializers.ModelSerializer):
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
-        if data["cluster"] is None and instance.cluster_name:  # kept as history by fleet/removal.py
+        if data["cluster"] is None and instance.cluster_name:  # kept as history by scheduling/loop/removal.py
             data["cluster"] = instance.cluster_name
         return data
 

@@ -10,6 +10,7 @@ from django.db.models.functions import Coalesce, Substr
 from django_celery_beat.models import PeriodicTask
 
 from fleet.connection import is_kubernetes
+from scheduling.loop.names import STEPS
 from scheduling.models import TaskRun, WatchState
 
 STALE_AFTER_INTERVALS = 3
@@ -101,8 +102,6 @@ class FailingStep:
 
 
 def _cluster_steps() -> tuple[str, ...]:
-    from scheduling.tasks import STEPS
-
     return STEPS
 
 

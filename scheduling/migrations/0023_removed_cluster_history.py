@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='auditentry',
             name='cluster_name',
-            field=models.CharField(blank=True, help_text="The removed cluster's name (blank: see cluster; fleet/removal.py).", max_length=63),
+            field=models.CharField(blank=True, help_text="The removed cluster's name (blank: see cluster; scheduling/loop/removal.py).", max_length=63),
         ),
         migrations.AddField(
             model_name='decision',

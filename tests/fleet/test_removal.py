@@ -1,4 +1,4 @@
-"""A cluster leaves the fleet (fleet/removal.py): through manage.py remove_cluster, the admin's
+"""A cluster leaves the fleet (scheduling/loop/removal.py): through manage.py remove_cluster, the admin's
 delete and DELETE /api/v1/clusters/<name>/. History stays, holds go, running steps refuse it."""
 
 import datetime
@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from fleet.models import Cluster, RoleBinding
-from fleet.removal import RemovalError, StepRunning, UnknownCluster, remove_cluster
+from scheduling.loop.removal import RemovalError, StepRunning, UnknownCluster, remove_cluster
 from fleet.scope import cluster_scope, default_cluster, forget_default
 from reservations.models import CapacityReservation, ReservationHold
 from scheduling.loop import leases

@@ -1,9 +1,9 @@
-"""python manage.py remove_cluster NAME: the cluster leaves the fleet (fleet/removal.py). Audited
+"""python manage.py remove_cluster NAME: the cluster leaves the fleet (scheduling/loop/removal.py). Audited
 (source cli). Its nodes and EC2 instances keep running: karpweb stops mirroring and acting on it."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fleet.removal import RemovalError, remove_cluster
+from scheduling.loop.removal import RemovalError, remove_cluster
 from scheduling.models import AuditEntry
 
 
