@@ -106,3 +106,14 @@ def test_the_metric_per_cluster_and_step(fleet, client):
     assert 'karpweb_cluster_step_failing{cluster="beta",step="provision"} 0.0' in scrape
     assert f'karpweb_cluster_step_failing{{cluster="{fleet[0].name}",step="provision"}} 0.0' in scrape
     assert 'karpweb_cluster_step_failing_seconds{cluster="beta",step="lifecycle"}' in scrape
+
+
+def test_a_user_bound_to_alpha_sees_only_alphas_health_on_the_pages(fleet, client):
+    alpha, _ = fleet
+    sam = get_user_model().objects.create_user("sam", "sam@example.com", "pw-for-tests-only")
+    call_command("grant", "sam", "viewer", "--cluster", alpha.name, stdout=io.StringIO())
+    client.force_login(sam)
+    page = client.get("/fleet/").content.decode()
+    assert "failing-beta-" not in page and "ApiException" not in page
+    assert "sync_kubernetes since" not in client.get("/fleet/clusters/").content.decode()
+    assert client.get("/fleet/clusters/beta/").status_code == 404
