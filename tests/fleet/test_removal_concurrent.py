@@ -4,7 +4,6 @@ nothing done twice."""
 
 import threading
 
-import pytest
 from django.db import connection
 
 from fleet.models import Cluster
