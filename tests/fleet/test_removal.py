@@ -142,3 +142,23 @@ def test_the_admin_says_why_it_refuses(fleet, admin_user_client):
     assert b"a loop step is running on it (status (worker host:1:ab))" in answer.content
     assert Cluster.objects.filter(name="beta").exists()
     assert Lease.objects.filter(name=f"kubernetes-watch:cluster-{beta.pk}", holder="watcher-1").exists()
+
+
+def test_a_fleet_admin_deletes_in_the_admin_and_an_operator_may_not(fleet, client, fleet_admin, operator):
+    """Both staff with Django's view and delete permissions on clusters: the fleet-admin role decides."""
+    from django.contrib.auth.models import Permission
+
+    _, beta = fleet
+    url = f"/admin/fleet/cluster/{beta.pk}/delete/"
+    perms = Permission.objects.filter(content_type__app_label="fleet", codename__in=["view_cluster", "delete_cluster"])
+    for user in (operator, fleet_admin):
+        user.is_staff = True
+        user.save()
+        user.user_permissions.add(*perms)
+    client.force_login(operator)
+    assert client.post(url, {"post": "yes"}).status_code == 403
+    assert Cluster.objects.filter(name="beta").exists()
+    client.force_login(fleet_admin)
+    assert client.get(url).status_code == 200
+    assert client.post(url, {"post": "yes"}).status_code == 302
+    assert assert_removed(beta).actor == fleet_admin.username
