@@ -5,13 +5,16 @@ and shown once, in the message after the account is added or its external ID is 
 
 from django import forms
 from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from fleet.external_ids import renew_external_id
 from fleet.models import AwsAccount, Cluster, RoleBinding
+from scheduling.loop.removal import RemovalError, remove_cluster
 from karpweb.roles import can_administer_fleet
 from scheduling.admin_mixins import AuditedAdmin, AuditedAuthorityAdmin
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
-from scheduling.models import AuditEntry
+from scheduling.models import AuditEntry, Decision, TaskRun
 
 
 class FleetAdminOnly:
@@ -126,6 +129,33 @@ class ClusterAdmin(FleetAdminOnly, AuditedAdmin):
     @admin.display(description="Celery queue")
     def queue(self, obj):
         return obj.queue
+
+    # Deleting a cluster is scheduling/loop/removal.py's removal, whose authority is the fleet administrator's
+    # (has_delete_permission): not Django's delete permission on every row that goes with it, which
+    # no role has for the rows only the loop writes (decisions, guards, totals, watch state).
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one cluster at a time, through the confirmation page
+        return actions
+
+    def get_deleted_objects(self, objs, request):
+        _, model_count, _, _ = super().get_deleted_objects(objs, request)
+        kept = {str(model._meta.verbose_name_plural) for model in (AuditEntry, Decision, TaskRun)}
+        model_count = {label: count for label, count in model_count.items() if str(label) not in kept}
+        summary = [f"Cluster: {obj} — its mirrored Kubernetes objects, holds and watch state go; its decisions, "
+                   "audit entries and task runs stay as history; its nodes and instances are not touched"
+                   for obj in objs]
+        return summary, model_count, set(), []
+
+    def delete_model(self, request, obj):
+        remove_cluster(obj.name, user=request.user, source=AuditEntry.Source.ADMIN)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except RemovalError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:fleet_cluster_change", args=[object_id]))
 
 
 @admin.register(RoleBinding)

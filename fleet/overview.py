@@ -18,7 +18,7 @@ from fleet.scope import unscoped
 from karpweb.roles import ViewerRequiredMixin
 from reservations.models import CapacityReservation, Recommendation, ReservationVisibility
 from reservations.views import upcoming_capacity_blocks
-from scheduling.loop.health import loop_health
+from scheduling.loop.health import failing_steps, health_annotations, loop_health
 from scheduling.models import ControllerGuard, WatchState
 from scheduling.modes import configured_mode
 from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
@@ -49,6 +49,7 @@ def fleet_clusters():
         world_as_of=_per_cluster(WatchState.objects.fleet(), "world_as_of"),
         karpenter_live=_per_cluster(ControllerGuard.objects.fleet(), "karpenter_live"),
         karpenter_checked_at=_per_cluster(ControllerGuard.objects.fleet(), "checked_at"),
+        **health_annotations(),
     ).order_by("name"))
 
 
@@ -78,6 +79,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
         for cluster in clusters:
             cluster.karpenter_text = karpenter_presence(cluster)
             cluster.shown_mode = cluster.mode or configured_mode()
+            cluster.failing_steps = failing_steps(cluster)
         accounts = list(AwsAccount.objects.annotate(
             owned=Count("visible_reservations", filter=Q(visible_reservations__shared=False), distinct=True),
             shared_in=Count("visible_reservations", filter=Q(visible_reservations__shared=True), distinct=True),
@@ -124,6 +126,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
             unpriced=totals["unpriced"],
             blocks=upcoming_capacity_blocks(now, with_nodes=False)[:BLOCKS_SHOWN],
             failing_steps=failing,
+            failing_clusters=[cluster for cluster in clusters if cluster.failing_steps],
             # The one money rule: monthly savings ranked, one-off extensions counted apart, never summed.
             top_recommendations=[rec for rec in open_recommendations if rec.is_monthly][:RECOMMENDATIONS_SHOWN],
             one_off_recommendations=sum(1 for rec in open_recommendations if rec.money == "one-off"),

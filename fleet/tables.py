@@ -5,6 +5,7 @@ from karpweb.tables import PlainRowsTable, choice_labels, link
 from karpweb.urlcache import detail_url
 
 from fleet.models import AwsAccount, Cluster
+from scheduling.loop.health import failing_steps
 
 
 OWN_CREDENTIALS = "karpweb's own credentials"
@@ -48,11 +49,13 @@ class ClusterTable(PlainRowsTable):
     mode = tables.Column(verbose_name="Mode", default="global")
     node_count = tables.Column(verbose_name="Nodes")
     pod_count = tables.Column(verbose_name="Pods")
+    # Its failing loop steps (scheduling.loop.health.failing_steps: the view annotates them).
+    failing = tables.Column(verbose_name="Failing steps", orderable=False, empty_values=(), default="")
 
     class Meta:
         model = Cluster
         fields = ("name", "account", "region", "connection", "mode", "karpenter", "shard", "is_default", "node_count",
-                  "pod_count")
+                  "pod_count", "failing")
         attrs = {"class": "table"}
         order_by = ("name",)
 
@@ -71,6 +74,14 @@ class ClusterTable(PlainRowsTable):
                     connections.get(record.connection, record.connection),
                     modes.get(record.mode, record.mode) if record.mode else "global",
                     karpenters.get(record.karpenter, record.karpenter), record.shard, yes_no[record.is_default],
-                    getattr(record, "node_count", None), getattr(record, "pod_count", None))
+                    getattr(record, "node_count", None), getattr(record, "pod_count", None), failing_text(record) or "—")
 
         return cells
+
+    def render_failing(self, record):
+        return failing_text(record) or "—"
+
+
+def failing_text(cluster) -> str:
+    """"sync_kubernetes since 2026-11-28 06:00 UTC: the error's line; ..." or "" (none failing)."""
+    return "; ".join(f"{step.step} since {step.since:%Y-%m-%d %H:%M} UTC: {step.error}" for step in failing_steps(cluster))

@@ -16,6 +16,7 @@ from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
 from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_name, cluster_named, cluster_scope, current_cluster, fleet_clusters, several_clusters
 from fleet.tables import AwsAccountTable, ClusterTable
+from scheduling.loop.health import failing_steps, with_health
 from karpweb.jsonsafe import printable
 from karpweb.roles import ViewerRequiredMixin, can_view
 from karpweb.views_generic import ObjectListView
@@ -41,8 +42,8 @@ class ClusterListView(ObjectListView):
     def get_queryset(self):
         # Nodes and pods from each cluster's running totals (scheduling/totals.py), not counted per request.
         counts = cluster_counts()
-        return Cluster.objects.select_related("account").annotate(
-            node_count=counts["node_count"], pod_count=counts["pod_count"]).order_by("name")
+        return with_health(Cluster.objects.select_related("account").annotate(
+            node_count=counts["node_count"], pod_count=counts["pod_count"])).order_by("name")
 
     def get_context_data(self, **kwargs):
         from django.utils import timezone
@@ -69,10 +70,10 @@ class ClusterDetailView(ViewerRequiredMixin, TemplateView):
 
     def get_context_data(self, name, **kwargs):
         context = super().get_context_data(**kwargs)
-        cluster = get_object_or_404(Cluster.objects.select_related("account"), name=name)
+        cluster = get_object_or_404(with_health(Cluster.objects.select_related("account")), name=name)
         counts = [(model._meta.verbose_name_plural, model.objects.fleet().filter(cluster=cluster).count())
                   for model in (EC2NodeClass, NodePool, Node, Pod)]
-        context.update(cluster=cluster, counts=counts,
+        context.update(cluster=cluster, counts=counts, failing_steps=failing_steps(cluster),
                        reservations=CapacityReservation.objects.fleet().visible_to(cluster).count())
         return context
 

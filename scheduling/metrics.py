@@ -193,6 +193,27 @@ class KarpwebCollector:
         for row in successes:
             lag.add_metric([row["task"]], (now - row["at"]).total_seconds())
         yield from (runs, last, lag)
+        yield from self.cluster_steps(now)
+
+    def cluster_steps(self, now):
+        """Per cluster and loop step: 1 while its newest run failed (scheduling.loop.health), 0 otherwise, so
+        that an alert resolves when the step succeeds again; one query for the fleet."""
+        from scheduling.loop.health import clusters_health
+        from scheduling.loop.names import STEPS
+
+        failing = GaugeMetricFamily("karpweb_cluster_step_failing",
+                                    "1 while the cluster's loop step's newest run failed.", labels=["cluster", "step"])
+        since = GaugeMetricFamily("karpweb_cluster_step_failing_seconds",
+                                  "Seconds since the first failure of the cluster's failing loop step.",
+                                  labels=["cluster", "step"])
+        for cluster_id, steps in sorted(clusters_health(Cluster.objects.all()).items()):
+            name = self.cluster_names.get(cluster_id, "")
+            by_step = {step.step: step for step in steps}
+            for step in STEPS:
+                failing.add_metric([name, step], 1 if step in by_step else 0)
+                if step in by_step:
+                    since.add_metric([name, step], (now - by_step[step].since).total_seconds())
+        yield from (failing, since)
 
 
     def karpenter(self):

@@ -339,7 +339,10 @@ class Decision(models.Model):
         FAILED = "failed"
         SKIPPED = "skipped"
 
-    cluster = cluster_field("decisions")
+    # A removed cluster's decisions stay as history (scheduling/loop/removal.py): the link is cleared and the
+    # name kept in cluster_name, which is blank while the cluster exists.
+    cluster = cluster_field("decisions", null=True, on_delete=models.SET_NULL)
+    cluster_name = models.CharField(max_length=63, blank=True, help_text="The removed cluster's name (blank: see cluster).")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     kind = models.CharField(max_length=24, choices=Kind.choices)
     outcome = models.CharField(max_length=12, choices=Outcome.choices, default=Outcome.RECOMMENDED)
@@ -486,6 +489,8 @@ class AuditEntry(models.Model):
         "+", null=True, on_delete=models.SET_NULL,
         help_text="The cluster whose scope the change was made in; blank: fleet-wide (sign-ins, accounts, "
                   "changes made with several clusters and no scope).")
+    cluster_name = models.CharField(max_length=63, blank=True,
+                                    help_text="The removed cluster's name (blank: see cluster; scheduling/loop/removal.py).")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor = models.CharField(max_length=150, help_text="Username at the time of the change.")
@@ -540,7 +545,9 @@ class TaskRun(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
-        indexes = [models.Index(fields=["task", "-started_at"])]
+        # (cluster, task, -started_at): each cluster's step health (scheduling.loop.health) stops at its newest rows.
+        indexes = [models.Index(fields=["task", "-started_at"]),
+                   models.Index(fields=["cluster", "task", "-started_at"], name="taskrun_cluster_task_started")]
 
     def __str__(self):
         return f"{self.task} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"

@@ -21,17 +21,13 @@ from django.utils import timezone
 from fleet.models import Cluster
 from fleet.scope import default_cluster
 from scheduling.loop import startup, steps
+from scheduling.loop.names import EC2_STEPS, STEPS  # noqa: F401 - STEPS is read from here too
 from scheduling.loop.runs import run_step, scope_for
 
 log = logging.getLogger(__name__)
 
 RETRY = dict(bind=True, autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=60, retry_jitter=True, max_retries=3)
 
-STEPS = ("sync_ec2", "sync_catalogue", "sync_kubernetes", "provision", "status", "lifecycle", "consolidate",
-         "expire_capacity_blocks", "demote")
-# Steps on an AWS account's view in a region (reservations, catalogue), not on a cluster: one run per
-# (account, region) in use, in the scope of its first cluster (which also does its clusters' EC2 side).
-EC2_STEPS = frozenset({"sync_ec2", "sync_catalogue"})
 
 
 @worker_ready.connect

@@ -10,6 +10,8 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
+from fleet.models import Cluster
+from fleet.scope import current_cluster_id
 from karpweb.jsonsafe import printable
 from karpweb.roles import FleetAdminRequiredMixin, OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
@@ -26,7 +28,7 @@ from scheduling.models import (
     AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Pod, StandingOpportunity,
 )
 from scheduling.engine.quantities import MEMORY, format_resource
-from scheduling.loop.health import loop_health, watch_health
+from scheduling.loop.health import failing_steps, loop_health, watch_health, with_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
@@ -83,6 +85,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             top_recommendations=[rec for rec in open_recommendations if rec.is_monthly][:3],
             one_off_recommendations=sum(1 for rec in open_recommendations if rec.money == "one-off"),
             loop=loop_health(now),
+            # loop_health is the fleet's newest run of each step: in a cluster's scope its own failing steps too.
+            **self.scope_health(),
             watch=(watch := watch_health(now)),
             cluster_state=watch.state,  # the header's, read once
             **controller_status(),
@@ -90,6 +94,15 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         if not self.request.htmx:  # the 30 s refresh redraws the figures, not the chart
             context["chart"] = utilization_chart(now)
         return context
+
+
+    @staticmethod
+    def scope_health() -> dict:
+        cluster_id = current_cluster_id()
+        if cluster_id is None:
+            return {}
+        cluster = with_health(Cluster.objects.filter(pk=cluster_id)).first()
+        return {} if cluster is None else {"scope_cluster": cluster, "scope_failing": failing_steps(cluster)}
 
 
 class UpcomingReservationsView(ViewerRequiredMixin, TemplateView):

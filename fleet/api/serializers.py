@@ -12,6 +12,7 @@ from fleet.models import (
 from reservations.api.serializers import ro, when
 from scheduling.api.base import SlugField, StrictInputMixin
 from scheduling.choices import Mode
+from scheduling.loop.health import failing_steps, with_health
 
 # Model field -> API field, for the errors a model's clean() names.
 API_NAMES = {"account_id": "accountID", "role_arn": "roleARN", "external_id": "externalID", "is_default": "isDefault",
@@ -73,6 +74,12 @@ class ExternalIDSerializer(serializers.Serializer):
                                        '(Condition StringEquals "sts:ExternalId").')
 
 
+class FailingStepSerializer(serializers.Serializer):
+    step = serializers.CharField(help_text="The loop step (sync_kubernetes, provision, lifecycle, ...).")
+    since = serializers.DateTimeField(help_text="Its first failure since its last success.")
+    error = serializers.CharField(help_text="The last failure's first line.")
+
+
 class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="fleet-api:cluster-detail", lookup_field="name")
     name = serializers.CharField(
@@ -108,8 +115,18 @@ class ClusterSerializer(ModelCleanMixin, StrictInputMixin, serializers.ModelSeri
                                          help_text="The cluster code works on when it opens no scope.")
     createdAt = when("created_at", null=False)
     updatedAt = when("updated_at", null=False)
+    failingSteps = serializers.SerializerMethodField(
+        help_text="Its loop steps whose newest run failed: step, since (the first failure after its last success) "
+                  "and the last error's first line. Empty: healthy.")
 
     class Meta:
         model = Cluster
         fields = ["url", "name", "account", "region", "connection", "kubeconfig", "endpoint", "caBundle", "serviceCIDR",
-                  "interruptionQueue", "mode", "karpenter", "shard", "queue", "isDefault", "createdAt", "updatedAt"]
+                  "interruptionQueue", "mode", "karpenter", "shard", "queue", "isDefault", "createdAt", "updatedAt",
+                  "failingSteps"]
+
+    @extend_schema_field(FailingStepSerializer(many=True))
+    def get_failingSteps(self, cluster) -> list:
+        if not hasattr(cluster, "step_sync_kubernetes_status"):  # a row just written: read its health
+            cluster = with_health(Cluster.objects.filter(pk=cluster.pk)).first() or cluster
+        return [step.as_dict() for step in failing_steps(cluster)]

@@ -5,16 +5,20 @@ that adds the account, and in the answer to the POST that makes a new one (`exte
 from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins
+from rest_framework import serializers
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from fleet.api.serializers import AwsAccountSerializer, ClusterSerializer, ExternalIDSerializer
 from fleet.filtersets import AwsAccountFilterSet, ClusterFilterSet
 from fleet.external_ids import renew_external_id
 from fleet.models import EXTERNAL_ID_HIDDEN, AwsAccount, Cluster
+from scheduling.loop.removal import RemovalError, UnknownCluster, remove_cluster
 from scheduling.api.base import Conflict, ErrorSerializer, ReadOnlyViewSet, detail_schema, error_responses, list_schema
 from scheduling.api.permissions import IsFleetAdminOrReadOnly
 from scheduling.audit import diff, record_change
+from scheduling.loop.health import with_health
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry
 
@@ -50,6 +54,14 @@ def write_schema(serializer, summary, *, created=False):
     return extend_schema(summary=summary, request=serializer,
                          responses={201 if created else 200: serializer,
                                     **error_responses(*((400, 401, 403) if created else (400, 401, 403, 404)))})
+
+
+class RemovedSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    holdsReleased = serializers.IntegerField(source="holds_released")
+    decisionsKept = serializers.IntegerField(source="decisions_kept")
+    auditEntriesKept = serializers.IntegerField(source="audit_entries_kept")
+    rowsDeleted = serializers.DictField(source="rows_deleted", child=serializers.IntegerField())
 
 
 @extend_schema_view(
@@ -101,12 +113,27 @@ class AwsAccountViewSet(AuditedWrites, ReadOnlyViewSet):
                     "(mode control, or karpenter absent or auto), as allow-control answers.",
         responses={200: ClusterSerializer, **error_responses(400, 401, 403, 404),
                    409: OpenApiResponse(ErrorSerializer, description="Karpenter runs in the cluster")}),
+    destroy=extend_schema(
+        summary="Remove a cluster",
+        description="Fleet administrators only; audited. Refused (409) while one of its loop steps runs, for the "
+                    "fleet's only cluster and for the default cluster of a fleet of three or more. Its steps and "
+                    "watch stop, its reservation holds are released, its decisions and audit entries stay as "
+                    "history (with its name), its mirrored Kubernetes objects are deleted; its nodes and "
+                    "instances are not touched.",
+        responses={200: OpenApiResponse(RemovedSerializer, description="What was removed, released and kept"),
+                   **error_responses(401, 403, 404),
+                   409: OpenApiResponse(ErrorSerializer, description="A step runs, or the fleet needs the cluster")}),
 )
 class ClusterViewSet(AuditedWrites, ReadOnlyViewSet):
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     serializer_class = ClusterSerializer
     filterset_class = ClusterFilterSet
     queryset = Cluster.objects.select_related("account")
     ordering_fields = ["name", "region", "shard", "created_at"]
+
+    def get_queryset(self):
+        # Each cluster's failing steps in the list's one query (scheduling.loop.health).
+        return with_health(super().get_queryset())
     ordering = ["name"]
 
     def before_update(self, instance, changes):
@@ -114,3 +141,14 @@ class ClusterViewSet(AuditedWrites, ReadOnlyViewSet):
             refuse_loosening(instance, karpenter=changes.get("karpenter"), mode=changes.get("mode"))
         except ControlNotAllowed as exc:
             raise Conflict(f"control not allowed: {exc}") from None
+
+    def destroy(self, request, *args, **kwargs):
+        cluster = self.get_object()  # 404 for a name the requester cannot see
+        try:
+            removed = remove_cluster(cluster.name, user=request.user, source=AuditEntry.Source.API)
+        except UnknownCluster as exc:  # removed meanwhile by another call
+            raise NotFound(str(exc)) from None
+        except RemovalError as exc:
+            raise Conflict(str(exc)) from None
+        return Response(RemovedSerializer(removed).data)
+

@@ -340,7 +340,7 @@ class ClusterNameField(serializers.Field):
 
 class DecisionSerializer(serializers.ModelSerializer):
     createdAt = when("created_at", null=False)
-    cluster = ClusterNameField(help_text="The cluster it was decided for.")
+    cluster = ClusterNameField(help_text="The cluster it was decided for (a removed cluster's name too).")
     nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
     reservationID = serializers.SlugRelatedField(
         source="reservation", slug_field="reservation_id", read_only=True, allow_null=True
@@ -353,6 +353,12 @@ class DecisionSerializer(serializers.ModelSerializer):
         fields = ["id", "createdAt", "cluster", "kind", "outcome", "mode", "subject", "reason", "nodePool",
                   "reservationID", "objectsInvolved", "details", "error"]
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if data["cluster"] is None and instance.cluster_name:  # kept as history by scheduling/loop/removal.py
+            data["cluster"] = instance.cluster_name
+        return data
 
 
 class TaskRunSerializer(serializers.ModelSerializer):

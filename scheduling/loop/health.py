@@ -5,15 +5,17 @@ schedule, in two queries whatever the history's size."""
 import datetime
 from dataclasses import dataclass
 
-from django.db.models import OuterRef, Subquery
-from django.db.models.functions import Substr
+from django.db.models import OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce, Substr
 from django_celery_beat.models import PeriodicTask
 
 from fleet.connection import is_kubernetes
+from scheduling.loop.names import STEPS
 from scheduling.models import TaskRun, WatchState
 
 STALE_AFTER_INTERVALS = 3
 TASK_PREFIX = "karpweb."
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 @dataclass
@@ -82,3 +84,63 @@ def watch_health(now: datetime.datetime) -> WatchHealth:
                           f"no heartbeat for {int((now - state.heartbeat_at).total_seconds())} s: "
                           "the cluster is polled by the periodic sync meanwhile")
     return health
+
+
+# --- per cluster ---------------------------------------------------------------------------
+# loop_health above reads each step's newest run across the fleet: one cluster's failing step hides
+# behind another's success. These read each (cluster, step)'s own runs, as annotations of a Cluster
+# queryset, so that a page of clusters costs no query more than its list.
+
+@dataclass
+class FailingStep:
+    step: str
+    since: datetime.datetime  # the first failure since its last success
+    error: str  # the last failure's first line
+
+    def as_dict(self) -> dict:
+        return {"step": self.step, "since": self.since.isoformat().replace("+00:00", "Z"), "error": self.error}
+
+
+def _cluster_steps() -> tuple[str, ...]:
+    return STEPS
+
+
+def health_annotations() -> dict:
+    """Cluster queryset annotations: per loop step, its newest run's status and error and the start of
+    its current run of failures (index scans of TaskRun's (cluster, task, -started_at))."""
+    annotations = {}
+    for step in _cluster_steps():
+        runs = TaskRun.objects.filter(cluster=OuterRef("pk"), task=step).exclude(
+            status=TaskRun.Status.SKIPPED).order_by("-started_at", "-id")
+        newest = runs.values("status", "error")
+        failures = TaskRun.objects.filter(cluster=OuterRef("pk"), task=step, status=TaskRun.Status.FAILED)
+        # Inside `streak`, OuterRef is the failed run: its cluster is the cluster's.
+        last_ok = TaskRun.objects.filter(cluster=OuterRef("cluster"), task=step, status=TaskRun.Status.SUCCEEDED) \
+            .order_by("-started_at").values("started_at")[:1]
+        streak = failures.filter(started_at__gt=Coalesce(Subquery(last_ok), Value(EPOCH))).order_by("started_at")
+        annotations[f"step_{step}_status"] = Subquery(newest.values("status")[:1])
+        annotations[f"step_{step}_error"] = Subquery(runs.filter(status=TaskRun.Status.FAILED).values("error")[:1])
+        annotations[f"step_{step}_since"] = Subquery(streak.values("started_at")[:1])
+    return annotations
+
+
+def failing_steps(cluster) -> list[FailingStep]:
+    """The failing steps of a cluster read with health_annotations(): those whose newest run failed."""
+    failing = []
+    for step in _cluster_steps():
+        if getattr(cluster, f"step_{step}_status", None) != TaskRun.Status.FAILED:
+            continue
+        error = (getattr(cluster, f"step_{step}_error", "") or "no error recorded").strip()
+        failing.append(FailingStep(step, getattr(cluster, f"step_{step}_since"),
+                                   (error.splitlines() or ["no error recorded"])[0][:200]))
+    return failing
+
+
+def with_health(queryset):
+    """`queryset` (of Cluster) with health_annotations(); read each row's with failing_steps()."""
+    return queryset.annotate(**health_annotations())
+
+
+def clusters_health(queryset) -> dict[int, list[FailingStep]]:
+    """{cluster id: its failing steps} for the clusters of `queryset`: one query."""
+    return {cluster.pk: failing_steps(cluster) for cluster in with_health(queryset.order_by())}

@@ -100,7 +100,7 @@ def test_writes_document_conflicts_and_validation(schema):
         ("/api/v1/recommendations/{id}/apply/", "post"), ("/api/v1/open-reservation-traps/fix/", "post"),
         ("/api/v1/accounts/", "post"), ("/api/v1/accounts/{account_id}/", "patch"),
         ("/api/v1/accounts/{account_id}/external-id/", "post"),
-        ("/api/v1/clusters/", "post"), ("/api/v1/clusters/{name}/", "patch"),
+        ("/api/v1/clusters/", "post"), ("/api/v1/clusters/{name}/", "patch"), ("/api/v1/clusters/{name}/", "delete"),
     }, "everything else is read-only"
     assert "409" in schema["paths"]["/api/v1/clusters/{name}/"]["patch"]["responses"]
     for path in ("/api/v1/accounts/", "/api/v1/clusters/"):
