@@ -47,6 +47,7 @@ LAYER_OF_PATH = {
     "foundation/test_deploy.py": "servers",
     "foundation/test_getting_started_eks.py": "servers",
     "foundation/test_karpweb_sh.py": "servers",
+    "foundation/test_embedded_broker.py": "servers",  # a writer process, manage.py in fresh processes
     "security/test_sign_in_settings.py": "servers",
     "security/test_secrets.py": "servers",
     "ops/test_prometheus.py": "servers",  # promtool and a real Prometheus
