@@ -269,6 +269,10 @@ CELERY_BROKER_URL = REDIS_URL or f"sqla+sqlite:///{CELERY_BROKER_FILE}"
 # Waits up to 30 s for the other process's write (web, worker, beat) rather than failing at once.
 EMBEDDED_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
 CELERY_BROKER_TRANSPORT_OPTIONS = {} if REDIS_URL else EMBEDDED_BROKER_TRANSPORT_OPTIONS
+# Where ./karpweb.sh run's supervisor records each exit of the worker (scripts/supervise.sh), for the
+# overview to say why the loop stopped. Only the quick start: in production the process manager
+# restarts the worker.
+KARPWEB_WORKER_RESTARTS = None if REDIS_URL else BASE_DIR / "var" / "celery-restarts.log"
 # No result backend (tasks' results are ignored: the loop records its runs in TaskRun), so none to
 # embed either.
 CELERY_TASK_IGNORE_RESULT = True
