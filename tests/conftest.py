@@ -12,6 +12,10 @@ from tests.support import properties  # registers the "ci" Hypothesis profile be
 # Without DATABASE_URL the test databases are SQLite files under var/ (one per test process).
 Path(settings.VAR_DIR).mkdir(exist_ok=True)
 
+# The record of a `./karpweb.sh run` in this checkout (var/celery-restarts.log) is not the tests':
+# the loop-health tests that read one give their own (tests/loop/test_health.py).
+settings.KARPWEB_WORKER_RESTARTS = None
+
 # Tests run with DEBUG off (as production does) but without collectstatic's manifest.
 settings.STORAGES = {
     **settings.STORAGES,
