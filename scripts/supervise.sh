@@ -11,6 +11,9 @@
 # reads RECORD (scheduling/loop/health.py) to say why the loop stopped and when it restarted.
 # SIGTERM/SIGINT stop the command and the loop.
 set -uo pipefail
+# Each run of COMMAND in a process group of its own, ended whole when COMMAND exits: `celery worker
+# --beat` forks beat, which outlives a killed worker, and a second beat would double every schedule.
+set -m
 
 usage() { echo "usage: scripts/supervise.sh LOG RECORD -- COMMAND [ARG...]" >&2; exit 64; }
 [ $# -ge 4 ] && [ "$3" = "--" ] || usage
@@ -25,7 +28,7 @@ STEADY_AFTER=600  # a run this long was not a crash loop: the next back-off star
 child=""
 stop() {
     if [ -n "$child" ]; then
-        kill -TERM "$child" 2>/dev/null
+        kill -TERM -- "-$child" 2>/dev/null
         wait "$child" 2>/dev/null
     fi
     exit 0
@@ -41,6 +44,7 @@ while true; do
     # `wait` returns early when a trapped signal arrives; then stop() ends the loop.
     wait "$child"
     code=$?
+    kill -TERM -- "-$child" 2>/dev/null  # what it left behind (beat)
     child=""
     now="$(date +%s)"
     if [ $((now - started)) -ge "$STEADY_AFTER" ]; then backoff=1; fi

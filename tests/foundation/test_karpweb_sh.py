@@ -80,15 +80,54 @@ def test_the_worker_is_restarted_and_each_exit_recorded(tmp_path):
     assert "exited with code 3; restarting in 1 s" in log.read_text()
 
 
-def test_stopping_the_supervisor_stops_the_worker(tmp_path):
-    pid_file = tmp_path / "pid"
+def gone(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "zombie" in status.read_text()
+    except FileNotFoundError:
+        return True
+
+
+def end(pids_file: Path):
+    """Kills what a failed test would otherwise leave running."""
+    for pid in map(int, pids_file.read_text().split() if pids_file.exists() else ()):
+        if not gone(pid):
+            os.kill(pid, 9)
+
+
+def test_what_a_dead_worker_left_behind_is_ended_before_the_restart(tmp_path):
+    # `celery worker --beat` forks beat; killed, the worker leaves it running, and a second beat would
+    # start with the restart. The stand-in leaves a child behind and exits.
+    leftovers = tmp_path / "leftovers"
+    worker = f"sleep 300 & echo $! >>{leftovers}; exit 1"
     supervisor = subprocess.Popen([str(SUPERVISE), str(tmp_path / "log"), str(tmp_path / "record"), "--",
-                                   "bash", "-c", f"echo $$ >{pid_file}; exec sleep 300"])
-    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
-    worker = int(pid_file.read_text())
-    supervisor.terminate()  # what ./karpweb.sh run's trap sends on Ctrl-C
-    assert supervisor.wait(timeout=30) == 0
-    wait_for(lambda: not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text())
+                                   "bash", "-c", worker], env={**os.environ, "KARPWEB_RESTART_BACKOFF_MAX": "1"})
+    try:
+        wait_for(lambda: leftovers.exists() and len(leftovers.read_text().split()) >= 2)
+        first = int(leftovers.read_text().split()[0])
+        wait_for(lambda: gone(first), 10)
+        supervisor.terminate()
+        assert supervisor.wait(timeout=30) == 0
+        for pid in map(int, leftovers.read_text().split()):
+            wait_for(lambda: gone(pid), 10)
+    finally:
+        supervisor.kill()
+        end(leftovers)
+
+
+def test_stopping_the_supervisor_stops_the_worker_and_its_children(tmp_path):
+    pids = tmp_path / "pids"
+    supervisor = subprocess.Popen([str(SUPERVISE), str(tmp_path / "log"), str(tmp_path / "record"), "--",
+                                   "bash", "-c", f"sleep 300 & echo $$ $! >{pids}; wait"])
+    try:
+        wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2)
+        worker, child = map(int, pids.read_text().split())
+        supervisor.terminate()  # what ./karpweb.sh run's trap sends on Ctrl-C
+        assert supervisor.wait(timeout=30) == 0
+        wait_for(lambda: gone(worker) and gone(child), 10)
+    finally:
+        supervisor.kill()
+        end(pids)
     assert not (tmp_path / "record").exists()  # stopped, not an exit to restart after
 
 
