@@ -54,7 +54,9 @@ class WorkerRestart:
     restarts: int  # lines in the record: exits since ./karpweb.sh run started
 
     def describe(self) -> str:
-        return (f"the Celery worker exited with code {self.code} at {self.exited_at:%H:%M:%S} UTC "
+        # bash reports a process killed by signal N as 128 + N (9: KILL, the OOM killer's).
+        how = f"was killed by signal {self.code - 128}" if self.code > 128 else f"exited with code {self.code}"
+        return (f"the Celery worker {how} at {self.exited_at:%H:%M:%S} UTC "
                 f"({self.last_line}) and ./karpweb.sh run restarted it at {self.restart_at:%H:%M:%S} UTC "
                 f"({self.restarts} restart{'s' if self.restarts != 1 else ''} so far, var/celery-restarts.log); "
                 "if it keeps stopping, read var/celery.log, then stop ./karpweb.sh run (Ctrl-C) and start it again")

@@ -161,6 +161,9 @@ def test_the_quick_starts_worker_restart_says_why_the_loop_stopped(schedules, se
         "then stop ./karpweb.sh run (Ctrl-C) and start it again")
     assert health["provision"].problem == ""
     assert health["lifecycle"].problem == "the last run failed: WorldError: something"
+    settings.KARPWEB_WORKER_RESTARTS = record(tmp_path / "killed.log", "2026-11-28T06:58:10Z\t137\t2026-11-28T06:58:11Z\t")
+    health = {step.step: step for step in loop_health(now)}
+    assert "the Celery worker was killed by signal 9 at 06:58:10 UTC" in health["sync_ec2"].problem
 
 
 def test_an_exit_before_the_last_success_or_no_record_adds_nothing(schedules, settings, tmp_path):
