@@ -3,6 +3,7 @@ under var/. The file-system transport it replaces let a consumer read a message 
 was still writing it, and the worker died on the JSONDecodeError; here a writer process and a reader
 race through a real broker file."""
 
+import json
 import os
 import subprocess
 import sys
@@ -17,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = 2000
 
 WRITER = """
-import sys
+import json, sys
 from kombu import Connection
-url, options, count = sys.argv[1], eval(sys.argv[2]), int(sys.argv[3])
+url, options, count = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 with Connection(url, transport_options=options) as connection:
     queue = connection.SimpleQueue("race")
     for n in range(count):
@@ -54,7 +55,7 @@ def test_2000_messages_race_through_once_each(tmp_path):
     while_writing = 0  # messages taken before the writer had finished: the race was run
     with Connection(url, transport_options=options) as connection:
         queue = connection.SimpleQueue("race")  # declared (tables made) before the writer starts
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, url, repr(options), str(MESSAGES)],
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, url, json.dumps(options), str(MESSAGES)],
                                   stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 240
