@@ -38,9 +38,10 @@ install() {
 
 run() {
     install
-    # The embedded defaults: SQLite under var/, a file-system Celery broker, the simulated world.
+    # The embedded defaults: SQLite under var/, a Celery broker on a SQLite file there too
+    # (var/celery-broker.sqlite3, karpweb/settings.py), the simulated world.
     export DEBUG="${DEBUG:-true}"
-    mkdir -p var/broker var/broker-processed var/broker-control
+    mkdir -p var
     .venv/bin/python manage.py migrate --no-input -v 0
     # The demo world only into the simulated world's database: never beside a real cluster's or account's.
     .venv/bin/python manage.py seed_demo --skip-if-real
@@ -51,8 +52,12 @@ User = get_user_model()
 if not User.objects.filter(username='admin').exists():
     User.objects.create_superuser('admin', 'admin@localhost', '$password')
 "
-    .venv/bin/celery -A karpweb worker --beat --pool=solo --loglevel=INFO \
-        --schedule=var/celerybeat-schedule >var/celery.log 2>&1 &
+    # The worker is restarted whenever it exits (scripts/supervise.sh); each exit is a line of
+    # var/celery-restarts.log, which the overview shows. Both files start afresh with each run.
+    : >var/celery.log
+    : >var/celery-restarts.log
+    scripts/supervise.sh var/celery.log var/celery-restarts.log -- \
+        .venv/bin/celery -A karpweb worker --beat --pool=solo --loglevel=INFO --schedule=var/celerybeat-schedule &
     local celery_pid=$!
     local watch_pid=""
     if [ "${KARPWEB_CLUSTER:-simulated}" = "kubernetes" ]; then
@@ -64,7 +69,7 @@ if not User.objects.filter(username='admin').exists():
     echo
     echo "karpweb is starting at http://127.0.0.1:${PORT}/  (admin: http://127.0.0.1:${PORT}/admin/)"
     echo "log in as: admin / ${password}"
-    echo "Celery worker + beat log: var/celery.log.  Stop with Ctrl-C."
+    echo "Celery worker + beat log: var/celery.log (restarted when it exits: var/celery-restarts.log).  Stop with Ctrl-C."
     echo
     .venv/bin/python manage.py runserver "127.0.0.1:${PORT}"
 }

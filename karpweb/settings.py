@@ -257,21 +257,24 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
 # --- Celery ----------------------------------------------------------------------------
-# Without REDIS_URL the worker and beat run on a file-system broker under var/, so the
-# embedded default needs no server. Production sets REDIS_URL.
+# Without REDIS_URL the worker and beat use kombu's SQLAlchemy transport on a SQLite file under
+# var/, so the embedded default needs no server. Not the file-system transport: its consumer can read
+# a message file while the producer is still writing it, and the worker dies on the JSONDecodeError
+# (about 10 minutes into a quick start). SQLite commits a message whole and kombu takes each one in a
+# BEGIN IMMEDIATE transaction, so a reader sees it once and complete. A file of its own, not the
+# app's database: the worker polls it every second. Production sets REDIS_URL.
 REDIS_URL = env_url("REDIS_URL", None, ("redis", "rediss"))
-CELERY_BROKER_URL = REDIS_URL or "filesystem://"
-CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {}
-    if REDIS_URL
-    else {
-        "data_folder_in": str(VAR_DIR / "broker"),
-        "data_folder_out": str(VAR_DIR / "broker"),
-        "processed_folder": str(VAR_DIR / "broker-processed"),
-        "control_folder": str(VAR_DIR / "broker-control"),
-        "store_processed": False,
-    }
-)
+CELERY_BROKER_FILE = VAR_DIR.resolve() / "celery-broker.sqlite3"  # absolute: not relative to the cwd
+CELERY_BROKER_URL = REDIS_URL or f"sqla+sqlite:///{CELERY_BROKER_FILE}"
+# Waits up to 30 s for the other process's write (web, worker, beat) rather than failing at once.
+EMBEDDED_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
+CELERY_BROKER_TRANSPORT_OPTIONS = {} if REDIS_URL else EMBEDDED_BROKER_TRANSPORT_OPTIONS
+# Where ./karpweb.sh run's supervisor records each exit of the worker (scripts/supervise.sh), for the
+# overview to say why the loop stopped. Only the quick start: in production the process manager
+# restarts the worker.
+KARPWEB_WORKER_RESTARTS = None if REDIS_URL else BASE_DIR / "var" / "celery-restarts.log"
+# No result backend (tasks' results are ignored: the loop records its runs in TaskRun), so none to
+# embed either.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
 CELERY_ENABLE_UTC = True

@@ -12,6 +12,10 @@ from tests.support import properties  # registers the "ci" Hypothesis profile be
 # Without DATABASE_URL the test databases are SQLite files under var/ (one per test process).
 Path(settings.VAR_DIR).mkdir(exist_ok=True)
 
+# The record of a `./karpweb.sh run` in this checkout (var/celery-restarts.log) is not the tests':
+# the loop-health tests that read one give their own (tests/loop/test_health.py).
+settings.KARPWEB_WORKER_RESTARTS = None
+
 # Tests run with DEBUG off (as production does) but without collectstatic's manifest.
 settings.STORAGES = {
     **settings.STORAGES,
@@ -47,6 +51,7 @@ LAYER_OF_PATH = {
     "foundation/test_deploy.py": "servers",
     "foundation/test_getting_started_eks.py": "servers",
     "foundation/test_karpweb_sh.py": "servers",
+    "foundation/test_embedded_broker.py": "servers",  # a writer process, manage.py in fresh processes
     "security/test_sign_in_settings.py": "servers",
     "security/test_secrets.py": "servers",
     "ops/test_prometheus.py": "servers",  # promtool and a real Prometheus

@@ -5,6 +5,7 @@ schedule, in two queries whatever the history's size."""
 import datetime
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce, Substr
 from django_celery_beat.models import PeriodicTask
@@ -39,11 +40,54 @@ def loop_health(now: datetime.datetime) -> list[StepHealth]:
                        last_success=Subquery(runs.filter(status=TaskRun.Status.SUCCEEDED).values("finished_at")[:1])))
     last = TaskRun.objects.in_bulk([entry.last_id for entry in entries if entry.last_id])
     worker_seen = max((run.started_at for run in last.values()), default=None)
+    restart = last_worker_restart()
     return sorted((_health(entry.task.removeprefix(TASK_PREFIX), entry.interval.every, last.get(entry.last_id),
-                           entry.last_success, now, worker_seen) for entry in entries), key=lambda health: health.step)
+                           entry.last_success, now, worker_seen, restart) for entry in entries),
+                  key=lambda health: health.step)
 
 
-def _health(step, every, last, last_success, now, worker_seen=None) -> StepHealth:
+@dataclass
+class WorkerRestart:
+    """The newest line of the quick start's supervisor record (scripts/supervise.sh)."""
+    exited_at: datetime.datetime
+    code: int
+    restart_at: datetime.datetime
+    last_line: str
+    restarts: int  # lines in the record: exits since ./karpweb.sh run started
+
+    def describe(self) -> str:
+        # bash reports a process killed by signal N as 128 + N (9: KILL, the OOM killer's).
+        how = f"was killed by signal {self.code - 128}" if self.code > 128 else f"exited with code {self.code}"
+        return (f"the Celery worker {how} at {self.exited_at:%H:%M:%S} UTC "
+                f"({self.last_line}) and ./karpweb.sh run restarted it at {self.restart_at:%H:%M:%S} UTC "
+                f"({self.restarts} restart{'s' if self.restarts != 1 else ''} so far, var/celery-restarts.log); "
+                "if it keeps stopping, read var/celery.log, then stop ./karpweb.sh run (Ctrl-C) and start it again")
+
+
+def last_worker_restart() -> WorkerRestart | None:
+    """The supervisor's last record, in the quick start only (settings.KARPWEB_WORKER_RESTARTS is None
+    when a process manager runs the worker). A line that does not parse is skipped: the file is written
+    by a shell script and may end in a partial line."""
+    path = settings.KARPWEB_WORKER_RESTARTS
+    try:
+        lines = path.read_text(errors="replace").splitlines() if path else []
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        fields = line.split("\t", 3)
+        try:
+            exited, code, restart, last_line = fields
+            return WorkerRestart(_utc(exited), int(code), _utc(restart), last_line, len(lines))
+        except ValueError:
+            continue
+    return None
+
+
+def _utc(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+
+
+def _health(step, every, last, last_success, now, worker_seen=None, restart=None) -> StepHealth:
     health = StepHealth(step, every, last, last_success)
     stale_after = datetime.timedelta(seconds=every * STALE_AFTER_INTERVALS)
     if last is None:
@@ -58,6 +102,10 @@ def _health(step, every, last, last_success, now, worker_seen=None) -> StepHealt
     elif last_success is None or now - last_success > stale_after:
         since = "ever" if last_success is None else f"{int((now - last_success).total_seconds())} s"
         health.problem = f"no successful run for {since} (it runs every {every} s)"
+    # Why it stopped, when ./karpweb.sh run's supervisor saw the worker exit since the last success.
+    if restart and health.problem and (last is None or last.status != TaskRun.Status.FAILED) and (
+            last_success is None or restart.exited_at >= last_success):
+        health.problem += f" — {restart.describe()}"
     return health
 
 

@@ -135,3 +135,56 @@ def test_the_overview_shows_the_watch(viewer_client, settings):
     WatchState.record(heartbeat_at=now - 45 * S)
     assert 'karpweb_watch_connected{cluster="karpweb-test"} 0.0' in viewer_client.get("/metrics").content.decode()
     assert "no heartbeat for 45 s" in watch_line()
+
+
+def record(path, *lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_the_quick_starts_worker_restart_says_why_the_loop_stopped(schedules, settings, tmp_path):
+    settings.KARPWEB_WORKER_RESTARTS = record(
+        tmp_path / "celery-restarts.log",
+        "2026-11-28T06:40:00Z\t1\t2026-11-28T06:40:01Z\tan older exit",
+        "2026-11-28T06:58:10Z\t1\t2026-11-28T06:58:12Z\tjson.decoder.JSONDecodeError: Expecting value: line 1 column 1",
+        "2026-11-28T06:58",  # a line the supervisor was still writing: skipped
+    )
+    now = datetime.datetime(2026, 11, 28, 7, 5, tzinfo=datetime.UTC)
+    run("sync_ec2", 600 * S, now=now)  # its last success (06:55) before the exit: the exit says why
+    run("provision", 5 * S, now=now)  # succeeded since the exit: no problem, no note
+    run("lifecycle", 400 * S, status="failed", error="WorldError: something", now=now)  # its own error says why
+    health = {step.step: step for step in loop_health(now)}
+    assert health["sync_ec2"].problem == (
+        "no successful run for 599 s (it runs every 30 s) — the Celery worker exited with code 1 at 06:58:10 UTC "
+        "(json.decoder.JSONDecodeError: Expecting value: line 1 column 1) and ./karpweb.sh run restarted it at "
+        "06:58:12 UTC (3 restarts so far, var/celery-restarts.log); if it keeps stopping, read var/celery.log, "
+        "then stop ./karpweb.sh run (Ctrl-C) and start it again")
+    assert health["provision"].problem == ""
+    assert health["lifecycle"].problem == "the last run failed: WorldError: something"
+    settings.KARPWEB_WORKER_RESTARTS = record(tmp_path / "killed.log", "2026-11-28T06:58:10Z\t137\t2026-11-28T06:58:11Z\t")
+    health = {step.step: step for step in loop_health(now)}
+    assert "the Celery worker was killed by signal 9 at 06:58:10 UTC" in health["sync_ec2"].problem
+
+
+def test_an_exit_before_the_last_success_or_no_record_adds_nothing(schedules, settings, tmp_path):
+    now = datetime.datetime(2026, 11, 28, 7, 5, tzinfo=datetime.UTC)
+    run("sync_ec2", 600 * S, now=now)
+    expected = "no successful run for 599 s (it runs every 30 s)"
+    settings.KARPWEB_WORKER_RESTARTS = record(tmp_path / "old.log", "2026-11-28T06:50:00Z\t1\t2026-11-28T06:50:01Z\tx")
+    assert {step.step: step for step in loop_health(now)}["sync_ec2"].problem == expected
+    settings.KARPWEB_WORKER_RESTARTS = tmp_path / "missing.log"  # ./karpweb.sh run not used
+    assert {step.step: step for step in loop_health(now)}["sync_ec2"].problem == expected
+    settings.KARPWEB_WORKER_RESTARTS = None  # production: the process manager restarts the worker
+    assert {step.step: step for step in loop_health(now)}["sync_ec2"].problem == expected
+
+
+def test_the_overview_shows_the_supervisors_record(viewer_client, schedules, settings, tmp_path):
+    exited = timezone.now() - 60 * S
+    stamp = f"{exited:%Y-%m-%dT%H:%M:%SZ}"
+    settings.KARPWEB_WORKER_RESTARTS = record(
+        tmp_path / "celery-restarts.log", f"{stamp}\t1\t{stamp}\tkombu.exceptions.DecodeError: Expecting value")
+    page = viewer_client.get(reverse("scheduling:overview"), HTTP_HX_REQUEST="true").content.decode()
+    section = page.split('id="loop-health"')[1].split("</section>")[0]
+    assert f"the Celery worker exited with code 1 at {exited:%H:%M:%S} UTC" in section
+    assert "kombu.exceptions.DecodeError: Expecting value" in section
+    assert "stop ./karpweb.sh run (Ctrl-C) and start it again" in section
