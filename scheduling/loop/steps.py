@@ -19,7 +19,7 @@ from reservations.recommendations import recompute_hourly
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.kube.interface import Condition
 from scheduling.loop.engine_run import simulate_readable
-from scheduling.loop import backends, disruption, nodes, provisioning, refresh, simulated
+from scheduling.loop import backends, broker, disruption, nodes, provisioning, refresh, simulated
 from scheduling.loop.claim_conditions import write_nodeclaim_conditions
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.loop.karpenter_audit import audit_launches, record_standing_opportunities
@@ -74,6 +74,7 @@ def sync_ec2(now=None) -> dict:
             add_counts(counts, doctor.examine(backends.cloud(), now))
     counts.update(utilization.prune(now))
     counts.update(prune_history(now))
+    counts.update(broker.prune_delivered(now))  # the quick start's embedded broker only
     return counts
 
 

@@ -84,3 +84,33 @@ def test_2000_messages_race_through_once_each(tmp_path):
         assert extra is None, extra.payload
         queue.close()
     assert while_writing > MESSAGES // 10, while_writing
+
+
+def test_delivered_messages_older_than_an_hour_are_pruned(tmp_path, settings):
+    """kombu's SQLAlchemy transport keeps every delivered message: the EC2 step deletes those older than
+    an hour and never one still waiting to be read."""
+    import datetime
+    import sqlite3
+
+    from scheduling.loop import broker
+
+    path = tmp_path / "broker.sqlite3"
+    settings.REDIS_URL, settings.CELERY_BROKER_FILE = None, path
+    assert broker.prune_delivered() == {}  # no file yet: nothing sent
+    with Connection(f"sqla+sqlite:///{path}", transport_options=settings.EMBEDDED_BROKER_TRANSPORT_OPTIONS) as connection:
+        queue = connection.SimpleQueue("loop")
+        for n in range(5):
+            queue.put({"n": n}, serializer="json")
+        for _ in range(3):
+            queue.get(timeout=5).ack()
+        queue.close()
+    assert broker.prune_delivered() == {"broker_messages_pruned": 0}  # delivered just now: kept an hour
+    two_hours_ago = (datetime.datetime.now() - datetime.timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE kombu_message SET timestamp = ?", (two_hours_ago,))
+    assert broker.prune_delivered() == {"broker_messages_pruned": 3}
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM kombu_message WHERE visible = 1").fetchone() == (2,)  # still to read
+        assert db.execute("SELECT count(*) FROM kombu_message").fetchone() == (2,)
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    assert broker.prune_delivered() == {}  # a real broker keeps its own house
