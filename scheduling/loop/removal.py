@@ -113,3 +113,69 @@ def remove_cluster(name: str, *, user, source: str) -> Removed:
         _, deleted = cluster.delete()
     return Removed(name=name, holds_released=holds, decisions_kept=decisions, audit_entries_kept=entries,
                    rows_deleted={label: count for label, count in sorted(deleted.items()) if count})
+
+
+@dataclasses.dataclass
+class Drained:
+    deleting: int  # NodeClaims karpweb launched that are being deleted now (this call's and earlier ones')
+    started: int  # of which this call started
+    left: int  # not started yet: the budgets allow more on a later call
+
+
+def drain(name: str, *, user, source: str, now=None) -> Drained:
+    """`remove_cluster NAME --drain`, before the removal: delete the NodeClaims karpweb launched in the
+    cluster (their nodes drained and their instances terminated by the lifecycle's termination, as any
+    deleted NodeClaim's), at most what each NodePool's disruption budgets allow at a time (the budgets
+    that name no reason: a removal is none of upstream's). Control mode only; audited, one Decision per
+    claim. Called again until nothing is left; the removal is refused while any is still deleting."""
+    from scheduling.audit import record_change
+    from scheduling.claim_hashes import PROVISIONER_LABEL
+    from scheduling.engine.budgets import parse_disruption
+    from scheduling.loop import backends
+    from scheduling.loop.nodes import delete_claim
+    from scheduling.loop.recording import PendingDecision, record
+    from scheduling.loop.runs import scope_for
+    from scheduling.models import AuditEntry, Decision, NodeClaim
+    from scheduling.modes import Mode, control_refusal, effective_mode
+
+    now = now or timezone.now()
+    cluster = Cluster.objects.select_related("account").filter(name=name).first()
+    if cluster is None:
+        raise UnknownCluster(f"cluster: no cluster is named {name!r}")
+    with scope_for(cluster):
+        refusal = control_refusal()
+        claims = list(NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL).select_related("node_pool")
+                      .order_by("created_at", "name"))
+        pools = {claim.node_pool for claim in claims}
+        observed = sorted(pool.name if pool else "(none)" for pool in pools
+                          if effective_mode(pool, refusal) != Mode.CONTROL)
+        if observed:
+            raise RemovalError(f"cluster {name}: --drain acts only in control mode; NodePool(s) {', '.join(observed)} "
+                               f"are in observe mode{f' ({refusal})' if refusal else ''}: drain with Karpenter or kubectl")
+        deleting = {pool: sum(1 for c in claims if c.node_pool == pool and c.deleting_since) for pool in pools}
+        started, decisions, adapter = 0, [], backends.cluster()
+        for claim in claims:
+            pool = claim.node_pool
+            if claim.deleting_since:
+                continue
+            # No budgets written: upstream's default (10%), as the engine's world reads a NodePool.
+            written = {"budgets": pool.budgets} if pool is not None and pool.budgets else {}
+            budgets = parse_disruption({}, {"disruption": written}, {}, "", lambda *_: None)
+            allowed = budgets.allowed("", sum(1 for c in claims if c.node_pool == pool), now)
+            if deleting[pool] >= allowed:
+                continue
+            delete_claim(adapter, claim, now)
+            deleting[pool] += 1
+            started += 1
+            decisions.append(PendingDecision(
+                kind=Decision.Kind.TERMINATE, subject=f"NodeClaim {claim.name}", mode=Mode.CONTROL, node_pool=pool,
+                outcome=Decision.Outcome.ACTED, details={"name": claim.name, "instanceID": claim.instance_id},
+                reason=f"NodeClaim {claim.name}: cluster {name} is being removed from the fleet (remove_cluster "
+                       "--drain): its node is drained and its instance terminated"))
+        record(decisions, now)
+        left = NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL, deleting_since__isnull=True).count()
+        now_deleting = NodeClaim.objects.filter(labels__has_key=PROVISIONER_LABEL, deleting_since__isnull=False).count()
+    if started:
+        record_change(user=user, source=source, obj=cluster, action=AuditEntry.Action.CHANGE, as_decision=False,
+                      changes={"drain": [None, {"cluster": name, "nodeClaimsDeleted": started}]})
+    return Drained(deleting=now_deleting, started=started, left=left)

@@ -162,3 +162,41 @@ def test_a_fleet_admin_deletes_in_the_admin_and_an_operator_may_not(fleet, clien
     assert client.get(url).status_code == 200
     assert client.post(url, {"post": "yes"}).status_code == 302
     assert assert_removed(beta).actor == fleet_admin.username
+
+
+def test_drain_deletes_what_karpweb_launched_within_the_budgets_then_removes(fleet, settings):
+    """remove_cluster --drain: control mode only; the NodeClaims karpweb launched are deleted (the simulated
+    cluster's termination drains and terminates at once), one at a time under the default 10% budget of 3
+    nodes, Karpenter's own left alone; each call audited; the cluster goes once none is left."""
+    from scheduling.claim_hashes import PROVISIONER_LABEL
+    from scheduling.models import NodeClaim
+    from tests.factories.scheduling import NodeClaimFactory
+
+    _, beta = fleet
+    with cluster_scope(beta):
+        pool = NodePool.objects.get(name="default")
+        ours = [NodeClaimFactory(name=f"beta-{n}", node_pool=pool, labels={PROVISIONER_LABEL: "karpweb"})
+                for n in range(3)]
+        NodeClaimFactory(name="karpenters", node_pool=pool, labels={})
+    settings.KARPWEB_MODE = "observe"
+    with pytest.raises(CommandError, match="--drain acts only in control mode; NodePool.s. default are in observe"):
+        call_command("remove_cluster", "beta", "--drain", stdout=io.StringIO())
+    assert NodeClaim.objects.fleet().filter(cluster=beta).count() == 4
+
+    settings.KARPWEB_MODE = "control"
+    left = []
+    for _ in range(3):
+        out = io.StringIO()
+        call_command("remove_cluster", "beta", "--drain", stdout=out)
+        assert "1 NodeClaim(s) karpweb launched deleted now" in out.getvalue()
+        left.append(sorted(NodeClaim.objects.fleet().filter(cluster=beta).values_list("name", flat=True)))
+    assert left == [["beta-1", "beta-2", "karpenters"], ["beta-2", "karpenters"], ["karpenters"]]  # and beta stays
+    terminated = Decision.objects.fleet().filter(kind=Decision.Kind.TERMINATE, cluster=beta, outcome="acted")
+    assert sorted(terminated.values_list("subject", flat=True)) == [f"NodeClaim {c.name}" for c in ours]
+    drains = AuditEntry.objects.fleet().filter(action=AuditEntry.Action.CHANGE, object_repr="beta")
+    assert [entry.changes["drain"][1]["nodeClaimsDeleted"] for entry in drains] == [1, 1, 1]
+
+    out = io.StringIO()
+    call_command("remove_cluster", "beta", "--drain", stdout=out)  # nothing of karpweb's left: it goes
+    assert "removed cluster beta" in out.getvalue()
+    assert not Cluster.objects.filter(name="beta").exists()

@@ -3,7 +3,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduling.loop.removal import RemovalError, remove_cluster
+from scheduling.loop.removal import RemovalError, drain, remove_cluster
 from scheduling.models import AuditEntry
 
 
@@ -14,8 +14,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="The cluster's name.")
+        parser.add_argument("--drain", action="store_true",
+                            help="First delete the NodeClaims karpweb launched there (control mode only; their nodes "
+                                 "drained and instances terminated by the loop), as many as the NodePools' disruption "
+                                 "budgets allow at a time; run it again until none is left, and it then removes the "
+                                 "cluster.")
 
     def handle(self, *args, name, **options):
+        if options["drain"] and not self._drained(name):
+            return
         try:
             removed = remove_cluster(name, user=None, source=AuditEntry.Source.CLI)
         except RemovalError as exc:
@@ -24,3 +31,16 @@ class Command(BaseCommand):
         self.stdout.write(f"removed cluster {removed.name}: {removed.holds_released} reservation hold(s) released, "
                           f"{removed.decisions_kept} decision(s) and {removed.audit_entries_kept} audit entr(y/ies) "
                           f"kept as history; deleted {deleted}. Its nodes and instances were not touched.")
+
+    def _drained(self, name: str) -> bool:
+        try:
+            drained = drain(name, user=None, source=AuditEntry.Source.CLI)
+        except RemovalError as exc:
+            raise CommandError(str(exc)) from None
+        if drained.started or drained.deleting or drained.left:  # one call drains or removes, never both
+            self.stdout.write(f"cluster {name}: {drained.started} NodeClaim(s) karpweb launched deleted now, "
+                              f"{drained.deleting} being deleted (the loop drains their nodes and terminates their "
+                              f"instances), {drained.left} waiting for the disruption budgets; run this again to "
+                              "continue: the cluster is removed once none is left.")
+            return False
+        return True
