@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections import Counter
 
 from django.db import transaction
 from django.db.models import Q
@@ -130,7 +131,6 @@ def drain(name: str, *, user, source: str, now=None) -> Drained:
     claim. Called again until nothing is left; the removal is refused while any is still deleting."""
     from scheduling.audit import record_change
     from scheduling.claim_hashes import PROVISIONER_LABEL
-    from scheduling.engine.budgets import parse_disruption
     from scheduling.loop import backends
     from scheduling.loop.nodes import delete_claim
     from scheduling.loop.recording import PendingDecision, record
@@ -152,17 +152,13 @@ def drain(name: str, *, user, source: str, now=None) -> Drained:
         if observed:
             raise RemovalError(f"cluster {name}: --drain acts only in control mode; NodePool(s) {', '.join(observed)} "
                                f"are in observe mode{f' ({refusal})' if refusal else ''}: drain with Karpenter or kubectl")
-        deleting = {pool: sum(1 for c in claims if c.node_pool == pool and c.deleting_since) for pool in pools}
+        deleting = Counter(c.node_pool for c in claims if c.deleting_since)
+        sizes = Counter(c.node_pool for c in claims)
+        allowed = {pool: _removal_budget(pool, sizes[pool], now) for pool in pools}
         started, decisions, adapter = 0, [], backends.cluster()
         for claim in claims:
             pool = claim.node_pool
-            if claim.deleting_since:
-                continue
-            # No budgets written: upstream's default (10%), as the engine's world reads a NodePool.
-            written = {"budgets": pool.budgets} if pool is not None and pool.budgets else {}
-            budgets = parse_disruption({}, {"disruption": written}, {}, "", lambda *_: None)
-            allowed = budgets.allowed("", sum(1 for c in claims if c.node_pool == pool), now)
-            if deleting[pool] >= allowed:
+            if claim.deleting_since or deleting[pool] >= allowed[pool]:
                 continue
             delete_claim(adapter, claim, now)
             deleting[pool] += 1
@@ -179,3 +175,12 @@ def drain(name: str, *, user, source: str, now=None) -> Drained:
         record_change(user=user, source=source, obj=cluster, action=AuditEntry.Action.CHANGE, as_decision=False,
                       changes={"drain": [None, {"cluster": name, "nodeClaimsDeleted": started}]})
     return Drained(deleting=now_deleting, started=started, left=left)
+
+
+def _removal_budget(pool, node_count: int, now) -> int:
+    """How many of `pool`'s nodes a drain may delete at once: its disruption budgets that name no reason
+    (none written: upstream's default 10%, as the engine's world reads a NodePool)."""
+    from scheduling.engine.budgets import parse_disruption
+
+    written = {"budgets": pool.budgets} if pool is not None and pool.budgets else {}
+    return parse_disruption({}, {"disruption": written}, {}, "", lambda *_: None).allowed("", node_count, now)
