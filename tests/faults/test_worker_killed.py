@@ -213,3 +213,28 @@ def test_a_cluster_step_of_a_fleet_killed_mid_launch_runs_again_and_acts_once(wo
     assert retried.cluster_id == home.pk and retried.counts["relaunched"] == 1
     assert TaskRun.objects.get(task="provision", status="failed").cluster_id == home.pk
     assert not NodeClaim.objects.fleet().filter(cluster=other).exists()
+
+
+@pytest.mark.parametrize("shared_cache", [True, False], ids=["redis-cache", "no-shared-cache"])
+def test_a_worker_that_never_ran_the_ec2_step_launches_into_the_reservation(world, provider, raw_ec2, workers,
+                                                                           producer, redis_server, shared_cache):
+    """Issue #46, item 2: the worker that synced the account is killed; its replacement, a new process
+    that has run no EC2 step, still launches into the reservation's free unit (from the shared cache,
+    or without one from the mirror and the ledger), never InsufficientCapacity."""
+    if shared_cache:
+        workers.env["KARPWEB_CACHE_URL"] = redis_server.url
+    reservation = worlds.build(world, provider, timezone.now(), units=2, pods=1)
+    syncer = workers.start()
+    assert producer.send_task("karpweb.sync_ec2").get(timeout=WAIT)["reservations_updated"] == 1
+    syncer.send_signal(signal.SIGKILL)
+    syncer.wait(10)
+
+    workers.start()
+    counts = producer.send_task("karpweb.provision").get(timeout=WAIT)
+    assert counts["claims_planned"] == 1, workers.logs()
+    claim = NodeClaim.objects.get(labels__has_key=PROVISIONER_LABEL)
+    assert claim.capacity_type == "reserved" and claim.reservation_label == reservation, workers.logs()
+    [instance] = running_instances(raw_ec2, claim.name)
+    assert claim.provider_id == f"aws:///{worlds.ZONE}/{instance}"
+    assert world.reservation(reservation)["AvailableInstanceCount"] == 1
+    assert len(world.calls_of("CreateFleet")) == 1, "one launch, into the reservation"
