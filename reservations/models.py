@@ -162,6 +162,10 @@ class CapacityReservation(models.Model):
     committed_instance_count = models.PositiveIntegerField("committed", null=True, blank=True)
     commitment_end_date = models.DateTimeField("commitment ends", null=True, blank=True)
     delivery_preference = models.CharField(max_length=16, blank=True, help_text="fixed or incremental (future-dated).")
+    # What a Capacity Block cost (EC2's UpfrontFee, USD) and the hours it bought: idle units are valued at
+    # fee / (hours x instances) per unit-hour, not at the on-demand list price (scheduling.queries.idle_cost_per_hour).
+    block_upfront_fee = models.DecimalField("block fee", max_digits=14, decimal_places=2, null=True, blank=True)
+    block_fee_hours = models.PositiveIntegerField(null=True, blank=True)
     capacity_reservation_fleet_id = models.CharField(
         "Capacity Reservation Fleet", max_length=64, blank=True,
         help_text="Created by a Capacity Reservation Fleet: open matching only.")
@@ -537,6 +541,7 @@ class Recommendation(models.Model):
         APPLYING = "applying", "being applied"
         APPLIED = "applied", "applied"
         FAILED = "failed", "failed"
+        SUPERSEDED = "superseded", "superseded"  # an alternative for the same reservation was applied
 
     kind = models.CharField(max_length=16, choices=Kind.choices, db_index=True)
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="recommendations")
@@ -553,6 +558,9 @@ class Recommendation(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
     applied_by = models.CharField(max_length=150, blank=True)
     error = models.TextField(blank=True)
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded")
+    advised = models.BooleanField(default=True, db_index=True,
+                                  help_text="False: an extension dearer than the work it protects, shown on request only.")
 
     class Meta:
         ordering = ["-savings_per_month", "kind", "id"]
