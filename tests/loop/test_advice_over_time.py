@@ -129,3 +129,20 @@ def test_two_workers_applying_two_alternatives_at_once_one_wins(control, operato
         assert CapacityReservation.objects.get(reservation_id=ODCR_0009).state == "cancelled"
     else:
         assert CapacityReservation.objects.get(reservation_id=ODCR_0009).state == "active"
+
+
+def test_extensions_dearer_than_the_work_they_protect_are_not_open_advice(demo_world, viewer_client):
+    """Finding 3: the three demo extensions cost 8-16 times the work they protect and were offered with an
+    Apply button and no warning."""
+    extends = Recommendation.objects.filter(kind="extend")
+    assert extends.count() == 3 and not extends.filter(advised=True).exists()
+    for rec in extends:
+        assert rec.details["oneOffCost"] > rec.details["lostWork"] and "Not advised" in rec.reason
+    links = [f'href="/recommendations/{rec.pk}/"' for rec in extends]
+    listing = viewer_client.get("/recommendations/").content.decode()
+    assert not [link for link in links if link in listing]
+    assert 'href="/recommendations/%d/"' % rec_of("select", ODCR_0009).pk in listing  # advice stays listed
+    asked = viewer_client.get("/recommendations/?advised=false").content.decode()
+    assert all(link in asked for link in links)
+    page = viewer_client.get(f"/recommendations/{extends.first().pk}/").content.decode()
+    assert 'id="not-advised"' in page
