@@ -162,10 +162,6 @@ class CapacityReservation(models.Model):
     committed_instance_count = models.PositiveIntegerField("committed", null=True, blank=True)
     commitment_end_date = models.DateTimeField("commitment ends", null=True, blank=True)
     delivery_preference = models.CharField(max_length=16, blank=True, help_text="fixed or incremental (future-dated).")
-    # What a Capacity Block cost (EC2's UpfrontFee, USD) and the hours it bought: idle units are valued at
-    # fee / (hours x instances) per unit-hour, not at the on-demand list price (scheduling.queries.idle_cost_per_hour).
-    block_upfront_fee = models.DecimalField("block fee", max_digits=14, decimal_places=2, null=True, blank=True)
-    block_fee_hours = models.PositiveIntegerField(null=True, blank=True)
     capacity_reservation_fleet_id = models.CharField(
         "Capacity Reservation Fleet", max_length=64, blank=True,
         help_text="Created by a Capacity Reservation Fleet: open matching only.")

@@ -5,7 +5,7 @@ committed count."""
 
 import datetime
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from hypothesis import given, settings, strategies as st
 
@@ -32,7 +32,7 @@ def multiplied_out(basis: str) -> Decimal:
     """The product a basis states, e.g. "2 nodes x 3.0 h x $5.6720/h" or "3 idle m5.xlarge x $0.1920/h ... x 730 h"."""
     factors = re.findall(r"(?:^|: |; )(?:the work lost is )?([\d.]+) [^x]*?x \$?([\d.,]+)(?:/h| h)[^x]*?x \$?([\d.,]+)", basis)
     a, b, c = factors[0]
-    return (Decimal(a) * Decimal(b.replace(",", "")) * Decimal(c.replace(",", ""))).quantize(Decimal("0.01"))
+    return (Decimal(a) * Decimal(b.replace(",", "")) * Decimal(c.replace(",", ""))).quantize(Decimal("0.01"), ROUND_HALF_UP)
 
 
 def test_the_extension_basis_multiplies_out_to_the_loss_shown():
