@@ -422,6 +422,24 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
             return self.get_paste(request)
         return self.get_edit(request)
 
+    @staticmethod
+    def cluster_needed(request) -> bool:
+        """All clusters shown in a fleet of several: a world is one cluster's (names are unique per cluster
+        only, and each cluster plans with the reservations its own account sees), so the page asks for one."""
+        fleet = getattr(request, "fleet", None)
+        return fleet is not None and fleet.several and fleet.shown is None
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        if self.cluster_needed(self.request):
+            query = self.request.GET.copy()
+            links = []
+            for cluster in self.request.fleet.clusters:
+                query["cluster"] = cluster.name
+                links.append((cluster.name, f"{self.request.path}?{query.urlencode()}"))
+            context["choose_cluster"] = links
+        return context
+
     def post(self, request):
         paste = (request.POST.get("tab") == "paste" or "world" in request.POST or "world_file" in request.FILES
                  or getattr(request, "upload_too_large", None))
@@ -433,7 +451,7 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         return self.render_to_response(self.get_context_data(tab="paste", **context), status=status)
 
     def get_paste(self, request):
-        if request.GET.get("from") != "current":
+        if request.GET.get("from") != "current" or self.cluster_needed(request):
             return self.paste_page(world_text="")
         text = json.dumps(current_world(), indent=2)
         if request.GET.get("download"):
@@ -468,6 +486,8 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         return self.render_to_response(self.get_context_data(tab="edit", form=form, result=result, **context), status=status)
 
     def get_edit(self, request):
+        if self.cluster_needed(request):
+            return self.edit_page(None)
         initial = {}
         rec_id = request.GET.get("recommendation")
         if rec_id and rec_id.isdigit():
@@ -493,6 +513,8 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         return self.edit_page(form, result)
 
     def post_edit(self, request):
+        if self.cluster_needed(request):
+            return self.edit_page(None, status=400)
         form = WorldEditForm(request.POST)
         if not form.is_valid():
             return self.edit_page(form, status=400)
