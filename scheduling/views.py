@@ -11,7 +11,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from fleet.models import Cluster
-from fleet.scope import current_cluster_id
+from fleet.scope import current_cluster_id, scope_of
 from karpweb.jsonsafe import printable
 from karpweb.roles import FleetAdminRequiredMixin, OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
@@ -348,7 +348,8 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
         engine_answer = None
         if pod.is_pending:
             # What the engine would do with this pod in the current world.
-            outcome, answered_at = current_outcome()
+            with scope_of(pod):  # its own cluster's world, also in the all-clusters view
+                outcome, answered_at = current_outcome()
             engine_answer = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
             context["engine_answer"] = engine_answer
             context["engine_problems"] = outcome.problems

@@ -83,3 +83,13 @@ def test_at_the_start_of_a_reservation_compares_the_same_clock(running_demo, vie
     assert blocks.exists()  # they end before it starts: neither column counts them
     text = page.content.decode()
     assert f"Both plans at {format_time(start)}" in text
+
+
+def test_a_pending_pods_page_asks_the_engine_about_its_own_clusters_world(running_demo, viewer_client):
+    """In the all-clusters view too: the pod's page plans its own cluster's world (no merged world's duplicates)."""
+    viewer_client.get(URL, {"cluster": "all"})
+    for cluster in ("staging-use1", default_cluster().name):
+        pod = Pod.objects.fleet().filter(cluster__name=cluster, node_name="").order_by("namespace", "name").first()
+        page = viewer_client.get(pod.get_absolute_url())
+        assert page.status_code == 200
+        assert page.context["engine_problems"] == [] and page.context["engine_answer"] is not None, pod
