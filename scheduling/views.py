@@ -34,7 +34,7 @@ from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
-from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_count, pod_requests
+from scheduling.queries import capacity_totals, catalogue_notice, count_by, on_demand_prices, pod_count, pod_requests
 from scheduling.templatetags.karpweb import freshness_note
 from scheduling.totals import freshness, node_list_totals, pool_usage
 from scheduling.tables import (
@@ -71,7 +71,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
-            now=now,
+            now=now, catalogue_notice=catalogue_notice(),
             used=totals["used"], idle=totals["idle"], total=totals["total"],
             idle_cost=totals["idle_cost"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],

@@ -49,6 +49,7 @@ def test_all_clusters_asks_for_a_cluster_and_merges_nothing(running_demo, viewer
     for name in (default_cluster().name, "staging-use1", "research-use1"):
         assert f'href="/what-if/?cluster={name}">{name}</a>' in text
     assert 'id="edits"' not in text  # no form over a merged world
+    assert 'id="tab-paste">Paste a WORLD.json</a>' in text and text.index("</nav>") < text.index('id="choose-cluster"')
     posted = viewer_client.post(URL, {"scale_like": "default/web-pending-1", "scale_times": 2})
     assert posted.status_code == 400 and 'id="choose-cluster"' in posted.content.decode()
     assert "duplicate" not in posted.content.decode()
