@@ -126,6 +126,8 @@ def node_totals(nodes) -> dict:
 def catalogue_notice() -> str:
     """What the overview says when the EC2 catalogue the engine plans with is not AWS's: empty (every pending pod
     is then unschedulable), or the simulated EC2's beside a real cluster. Empty when it is AWS's."""
+    if not is_aws() and not is_kubernetes():
+        return ""  # the simulated world's own catalogue (the demo's): nothing to warn of, and no query
     if not InstanceType.objects.exists():
         source = ("EC2 is simulated (KARPWEB_PROVIDER=simulated) and holds no catalogue" if not is_aws()
                   else "the EC2 sync has not run yet, or it failed (see the loop's health)")
