@@ -12,6 +12,7 @@ Edits (each a dict with ``kind``):
 * ``nodepool-capacity-types``: ``nodePool``, ``values`` (a subset of reserved, spot, on-demand).
 * ``at-reservation-start``: ``id`` of a reservation that has not started (scheduled, assessing, ...): the
   world at its StartDate (``now`` moved there, never back), the reservation active with every unit free.
+  The plan it is compared with is the world at that same clock without the reservation (at_the_same_clock).
 """
 
 from __future__ import annotations
