@@ -75,9 +75,9 @@ class CapacityReservationAdmin(MirroredAdmin):
     IDENTITY = ("reservation_id", "arn", "owner_id", "region", "state", "reservation_type", "instance_match_criteria",
                 "interruptible", "ultraserver_type")
     CAPACITY = ("instance_type", "instance_platform", "tenancy", "availability_zone", "availability_zone_id",
-                "total_instance_count", "available_instance_count", "capacity_allocations")
+                "total_instance_count", "available_instance_count", "used", "allocations")
     DATES = ("create_date", "start_date", "end_date", "end_date_type", "committed_instance_count",
-             "commitment_end_date", "delivery_preference", "last_seen")
+             "commitment_end_date", "delivery_preference", "seen")
     MORE = ("ebs_optimized", "ephemeral_storage", "placement_group_arn", "outpost_arn",
             "unused_reservation_billing_owner_id", "capacity_reservation_fleet_id", "interruptible_allocation",
             "interruption_source_id", "tags")
@@ -111,6 +111,20 @@ class CapacityReservationAdmin(MirroredAdmin):
     def usage(self, obj):
         return (f"{obj.used_instance_count} / {obj.available_instance_count} / {obj.total_instance_count} "
                 f"({obj.utilization:.0%})")
+
+    @admin.display(description="used")
+    def used(self, obj):
+        return obj.used_instance_count
+
+    @admin.display(description="capacity allocations")
+    def allocations(self, obj):
+        """EC2's CapacityAllocations as it counted them at the last sync, in words."""
+        return ", ".join(f"{a.get('AllocationType')}: {a.get('Count')}" for a in obj.capacity_allocations or []) or "none used"
+
+    @admin.display(description="last seen (UTC)", ordering="last_seen")
+    def seen(self, obj):
+        """When EC2 last reported it (each sync), to the second."""
+        return format_time(obj.last_seen).replace("T", " ") if obj.last_seen else "—"
 
     @admin.display(description="type", ordering="reservation_type")
     def kind(self, obj):

@@ -96,6 +96,12 @@ def hour_of(moment: datetime.datetime) -> datetime.datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
+def used_allocations(used: int) -> list[dict]:
+    """CapacityAllocations as DescribeCapacityReservations writes them: the units running instances use
+    (the simulated world's and the demo's reservations, which no EC2 reports)."""
+    return [{"AllocationType": "used", "Count": used}] if used else []
+
+
 class CapacityReservation(models.Model):
     """One On-Demand Capacity Reservation or Capacity Block, as DescribeCapacityReservations reports it."""
 

@@ -28,7 +28,7 @@ from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_scope, default_cluster, unscoped
 from reservations import doctor
 from reservations.models import (CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
-                                 UtilizationSample, record_visibility)
+                                 UtilizationSample, record_visibility, used_allocations)
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.ec2.amis import variant_of
@@ -39,7 +39,10 @@ from scheduling.claim_hashes import PROVISIONER_LABEL, claim_annotations, claim_
 from scheduling.engine.quantities import CPU, MEMORY, PODS
 from scheduling.simulated_network import launched_with
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
-from scheduling.world import node_allocatable
+from scheduling.engine.labels import INSTANCE_TYPE, NODEPOOL
+from scheduling.engine.nodeclaim import overfull
+from scheduling.engine.world import parse_node, parse_pod
+from scheduling.world import node_allocatable, pods as world_pods, registered_nodes
 
 ACCOUNT = "123456789012"
 SECOND_ACCOUNT = "210987654321"
@@ -188,6 +191,7 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
             pools = _seed_node_pools(now, node_classes, NODE_POOLS)
             nodes = _seed_nodes(now, pools, reservations, _node_plan() + COMMITTED_NODE_PLANS[FIRST], types=types)
             _seed_pods(now, nodes, _pending_pods())
+            refuse_overfull_nodes()
             refresh_node_class_status(now)
         for cluster in others:
             with cluster_scope(cluster):
@@ -199,6 +203,7 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
                 pending = [(name, _pod_spec(size["cpu"], size["memory"]), app)
                            for name, size, app in OTHER_PENDING[cluster.name]]
                 _seed_pods(now, nodes, pending)
+                refuse_overfull_nodes()
                 refresh_node_class_status(now)
         _seed_samples(now, reservations)
         _seed_recommendations(now)
@@ -210,6 +215,30 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
 
         for cluster in [first, *others]:
             totals.refresh(cluster)
+
+
+class OverfullNode(ValueError):
+    """The demo would bind pods to a node that cannot hold them."""
+
+
+def refuse_overfull_nodes() -> None:
+    """Every node of the scope's cluster holds what its pods request, by the allocatable the engine and
+    the kubelet compute (kube-reserved, system-reserved, eviction threshold: engine/overhead.py): a
+    world Kubernetes could not run is refused, naming each node that holds too much."""
+    by_node: dict[str, list] = {}
+    for item in world_pods():
+        pod = parse_pod(item)
+        if pod is not None and pod.node_name:
+            by_node.setdefault(pod.node_name, []).append(pod)
+    problems = []
+    for item in registered_nodes():
+        node = parse_node(item)
+        why = overfull(node, by_node.get(node.name, ()))
+        if why:
+            problems.append(f"node {node.name} ({node.labels.get(INSTANCE_TYPE, '?')}, NodePool "
+                            f"{node.labels.get(NODEPOOL, '?')}): {why}")
+    if problems:
+        raise OverfullNode("the demo world binds more pods to a node than it can hold:\n  " + "\n  ".join(problems))
 
 
 def _seed_fleet(fleet: bool = True) -> tuple[Cluster, list[Cluster], dict[str, AwsAccount]]:
@@ -330,7 +359,7 @@ def _seed_reservations(now, types: dict):
             instance_match_criteria=match, reservation_type=kind, create_date=now - 60 * DAY,
             start_date=now - (2 * DAY if kind == "capacity-block" else 60 * DAY), end_date=end,
             end_date_type="limited" if end else "unlimited", ultraserver_type=ultraserver, tags=tags,
-            capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now,
+            capacity_allocations=used_allocations(used), last_seen=now,
         ))
     reservations = _upsert_reservations(rows)
     _upsert_reserved_offerings(now, reservations, types, lambda r: r.is_usable(now) and r.total_instance_count > r.used_instance_count)
@@ -538,7 +567,8 @@ def _seed_pods(now, nodes, pending):
     for index, node in enumerate(nodes):
         pool = node.labels["karpenter.sh/nodepool"]
         app = APPS[pool]
-        per_node = 1 if pool == "gpu-reserved" else 3
+        # A node holding a pinned pool pod (PINNED_POOL_PODS) has room for one small pod beside it.
+        per_node = 1 if pool == "gpu-reserved" or pool in PINNED_POOL_PODS else 3
         for slot in range(per_node):
             name = f"{app}-{index:03d}{slot}"
             cpu = 1000 if pool == "gpu-reserved" else rng.choice([250, 500])
@@ -645,7 +675,7 @@ def _seed_committed_reservations(now, fleet: bool, types: dict) -> dict:
             instance_type=COMMITTED_TYPE, availability_zone=COMMITTED_ZONE, availability_zone_id=ZONES[COMMITTED_ZONE],
             total_instance_count=total, available_instance_count=total - used, state="active",
             instance_match_criteria="targeted", reservation_type="default", end_date=None, end_date_type="unlimited",
-            capacity_allocations=[{"AllocationType": "used", "Count": used}], last_seen=now, **row))
+            capacity_allocations=used_allocations(used), last_seen=now, **row))
     # The rows differ in their fields (only the source has a commitment): each written as update_or_create wrote it.
     reservations = {}
     for row in rows:

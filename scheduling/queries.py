@@ -7,7 +7,8 @@ from django.db.models import BigIntegerField, Count, IntegerField, OuterRef, Sub
 from django.db.models.functions import Coalesce
 
 from scheduling.engine.world import TERMINAL_PHASES  # pods that hold no resources on their node
-from scheduling.models import CapacityType, Node, Offering, Pod
+from fleet.connection import is_aws, is_kubernetes
+from scheduling.models import CapacityType, InstanceType, Node, Offering, Pod
 
 
 def on_demand_prices(instance_types=None) -> dict[tuple[str, str], float]:
@@ -120,3 +121,19 @@ def node_totals(nodes) -> dict:
     return {"nodes": allocatable["n"], "cost": cost, "prices": prices, "reserved": reserved, "unpriced": unpriced,
             "cpu_requested": requested["cpu"] or 0, "cpu_allocatable": allocatable["cpu"] or 0,
             "memory_requested": requested["memory"] or 0, "memory_allocatable": allocatable["memory"] or 0}
+
+
+def catalogue_notice() -> str:
+    """What the overview says when the EC2 catalogue the engine plans with is not AWS's: empty (every pending pod
+    is then unschedulable), or the simulated EC2's beside a real cluster. Empty when it is AWS's."""
+    if not is_aws() and not is_kubernetes():
+        return ""  # the simulated world's own catalogue (the demo's): nothing to warn of, and no query
+    if not InstanceType.objects.exists():
+        source = ("EC2 is simulated (KARPWEB_PROVIDER=simulated) and holds no catalogue" if not is_aws()
+                  else "the EC2 sync has not run yet, or it failed (see the loop's health)")
+        return (f"The instance-type catalogue is empty: {source}. karpweb knows no instance type to launch, so every "
+                "pending pod is unschedulable until EC2 reports some.")
+    if not is_aws() and is_kubernetes():
+        return ("EC2 is simulated (KARPWEB_PROVIDER=simulated) beside a real cluster: the instance types, prices and "
+                "reservations karpweb plans with are the simulated world's, not your AWS account's.")
+    return ""

@@ -11,7 +11,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from fleet.models import Cluster
-from fleet.scope import current_cluster_id
+from fleet.scope import current_cluster_id, scope_of
 from karpweb.jsonsafe import printable
 from karpweb.roles import FleetAdminRequiredMixin, OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
@@ -34,7 +34,7 @@ from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.nodepool_health import health, node_class_name
 from scheduling.pod_placement import decisions_about, placement
-from scheduling.queries import capacity_totals, count_by, on_demand_prices, pod_count, pod_requests
+from scheduling.queries import capacity_totals, catalogue_notice, count_by, on_demand_prices, pod_count, pod_requests
 from scheduling.templatetags.karpweb import freshness_note
 from scheduling.totals import freshness, node_list_totals, pool_usage
 from scheduling.tables import (
@@ -71,7 +71,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
-            now=now,
+            now=now, catalogue_notice=catalogue_notice(),
             used=totals["used"], idle=totals["idle"], total=totals["total"],
             idle_cost=totals["idle_cost"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
@@ -348,7 +348,8 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
         engine_answer = None
         if pod.is_pending:
             # What the engine would do with this pod in the current world.
-            outcome, answered_at = current_outcome()
+            with scope_of(pod):  # its own cluster's world, also in the all-clusters view
+                outcome, answered_at = current_outcome()
             engine_answer = pod_outcome(outcome.decisions, str(pod)) if outcome.ok else None
             context["engine_answer"] = engine_answer
             context["engine_problems"] = outcome.problems
@@ -422,6 +423,24 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
             return self.get_paste(request)
         return self.get_edit(request)
 
+    @staticmethod
+    def cluster_needed(request) -> bool:
+        """All clusters shown in a fleet of several: a world is one cluster's (names are unique per cluster
+        only, and each cluster plans with the reservations its own account sees), so the page asks for one."""
+        fleet = getattr(request, "fleet", None)
+        return fleet is not None and fleet.several and fleet.shown is None
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        if self.cluster_needed(self.request):
+            query = self.request.GET.copy()
+            links = []
+            for cluster in self.request.fleet.clusters:
+                query["cluster"] = cluster.name
+                links.append((cluster.name, f"{self.request.path}?{query.urlencode()}"))
+            context["choose_cluster"] = links
+        return context
+
     def post(self, request):
         paste = (request.POST.get("tab") == "paste" or "world" in request.POST or "world_file" in request.FILES
                  or getattr(request, "upload_too_large", None))
@@ -433,7 +452,7 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         return self.render_to_response(self.get_context_data(tab="paste", **context), status=status)
 
     def get_paste(self, request):
-        if request.GET.get("from") != "current":
+        if request.GET.get("from") != "current" or self.cluster_needed(request):
             return self.paste_page(world_text="")
         text = json.dumps(current_world(), indent=2)
         if request.GET.get("download"):
@@ -468,6 +487,8 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         return self.render_to_response(self.get_context_data(tab="edit", form=form, result=result, **context), status=status)
 
     def get_edit(self, request):
+        if self.cluster_needed(request):
+            return self.edit_page(None)
         initial = {}
         rec_id = request.GET.get("recommendation")
         if rec_id and rec_id.isdigit():
@@ -493,6 +514,8 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
         return self.edit_page(form, result)
 
     def post_edit(self, request):
+        if self.cluster_needed(request):
+            return self.edit_page(None, status=400)
         form = WorldEditForm(request.POST)
         if not form.is_valid():
             return self.edit_page(form, status=400)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from django.core.cache import cache
 from django.utils import timezone
 
+from fleet.scope import current_cluster_id
 from karpweb.jsonsafe import json_problems
 from scheduling.engine.simulate import simulate
 from scheduling.engine.timeutil import parse_time
@@ -101,14 +102,15 @@ PENDING_PARTS = ("nodeClaims", "bindings", "unschedulable", "deferred")
 
 def current_outcome() -> tuple[SimulationOutcome, datetime.datetime]:
     """The engine's answer for the current world and when it was computed (at most 30 s ago)."""
-    cached = cache.get(CURRENT_OUTCOME_KEY)
+    key = f"{CURRENT_OUTCOME_KEY}:{current_cluster_id() or ''}"  # a world is one cluster's
+    cached = cache.get(key)
     if cached is None:
         now = timezone.now()
         outcome = run_world(current_world(now))
         if outcome.ok:
             outcome = SimulationOutcome(decisions={part: outcome.decisions.get(part, []) for part in PENDING_PARTS})
         cached = (outcome, now)
-        cache.set(CURRENT_OUTCOME_KEY, cached, CURRENT_OUTCOME_SECONDS)
+        cache.set(key, cached, CURRENT_OUTCOME_SECONDS)
     return cached
 
 

@@ -12,7 +12,7 @@ from reservations.models import CapacityReservation
 from scheduling.engine.labels import CAPACITY_TYPE, RESERVATION_ID
 from scheduling.engine.timeutil import format_time, parse_time
 from scheduling.templatetags.karpweb import utc_minute
-from scheduling.engine.worldedits import CAPACITY_TYPES, apply_edits, summarize
+from scheduling.engine.worldedits import CAPACITY_TYPES, apply_edits, at_the_same_clock, summarize
 from scheduling.models import CapacityType, InstanceType, NodePool, Offering, Pod
 from scheduling.queries import idle_cost_per_hour
 from scheduling.whatif import run_world
@@ -167,14 +167,17 @@ FIELD_OF = {"add-reservation": "add_count", "remove-reservation": "remove_id", "
 
 def before_and_after(edits: list[dict]) -> dict:
     """The current world's plan and the edited one's, summarised (with the idle prepaid capacity and
-    each pod's placement); `problems` names each bad edit."""
-    world = current_world(timezone.now())
-    edited, problems = apply_edits(world, edits)
+    each pod's placement), both at the edited world's clock (`at`: that moment, when an edit moved it);
+    `problems` names each bad edit."""
+    current = current_world(timezone.now())
+    edited, problems = apply_edits(current, edits)
+    world = at_the_same_clock(current, edited, edits)  # both plans at one clock: like with like
     before, after = run_world(world), run_world(edited)
     result = {
         "problems": problems + before.problems + after.problems,
         "before": summary(world, before.decisions) if before.ok else None,
         "after": summary(edited, after.decisions) if after.ok else None,
+        "at": edited.get("now") if world is not current else None,
     }
     if before.ok and after.ok:
         result["placements"] = placements(world, before.decisions, edited, after.decisions)

@@ -1,14 +1,16 @@
 """NodePools (read, plus the mode operators switch), NodeClaims, nodes, pods, instance types with
 their offerings, decisions and task runs (read-only), and the simulate contract over HTTP."""
 
+import contextlib
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from django.urls import Resolver404, resolve
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import AllowAny
@@ -66,6 +68,9 @@ from scheduling.totals import pool_usage
 from karpweb.costlimit import EngineBusy, engine_run
 from scheduling.whatif import MAX_WORLD_BYTES, run_world_text
 from scheduling.world import current_world
+from fleet.access import visible_clusters
+from fleet.scope import cluster_scope, fleet_clusters
+from karpweb.jsonsafe import printable
 
 ID_IN_PATH = r"[0-9]+"
 CONTROL_REFUSED = ("Control is refused: Karpenter is the active controller of the cluster (or was, and no operator has "
@@ -377,11 +382,35 @@ class WorldView(APIView):
 
     @extend_schema(
         summary="The current world as a WORLD.json",
-        description="What karpweb knows now, in the simulate contract's format: a starting point for a what-if.",
-        responses={200: OpenApiResponse(WORLD_SCHEMA, description="WORLD.json"), **error_responses(401, 403)},
+        description="What karpweb knows now of one cluster, in the simulate contract's format: a starting point for "
+                    "a what-if. A world is one cluster's (its NodePools, nodes and pods, the reservations its account "
+                    "sees): in a fleet of several clusters `?cluster=` names it.",
+        parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description=(
+            "The cluster whose world it is. Needed when the fleet has several clusters (and the token sees more than "
+            "one): without it the answer is 400, the error under `cluster` naming them."))],
+        responses={200: OpenApiResponse(WORLD_SCHEMA, description="WORLD.json"), **error_responses(400, 401, 403)},
     )
     def get(self, request):
-        return Response(current_world())
+        cluster = world_cluster(request.query_params.get("cluster"))
+        with cluster_scope(cluster) if cluster is not None else contextlib.nullcontext():
+            return Response(current_world())
+
+
+def world_cluster(name: str | None):
+    """The cluster whose world is asked for (None: a fleet of one, as a single-cluster karpweb answered);
+    a ValidationError on `cluster` for a name the requester does not see, or for none among several."""
+    clusters = visible_clusters(fleet_clusters())
+    if name is None:
+        if len(fleet_clusters()) > 1 and len(clusters) != 1:
+            names = ", ".join(cluster.name for cluster in clusters)
+            raise serializers.ValidationError({"cluster": [
+                f"the fleet has {len(clusters)} clusters ({names}) and a world is one cluster's: say which with "
+                "?cluster=<name>"]})
+        return clusters[0] if len(fleet_clusters()) > 1 else None
+    found = next((cluster for cluster in clusters if cluster.name == name), None)
+    if found is None:
+        raise serializers.ValidationError({"cluster": [f"no cluster named {printable(name, 63)!r} in the fleet"]})
+    return found
 
 
 @extend_schema(summary="The API's index", responses={

@@ -20,7 +20,8 @@ from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, format_resource
 def decisions(plan: Plan) -> dict:
     results = plan.results
     pool_count = len(plan.templates)
-    failures = [(f.pod.key, failure_reason(f, pool_count), f.deferred) for f in results.failures]
+    empty = not plan.world.instance_types
+    failures = [(f.pod.key, failure_reason(f, pool_count, empty), f.deferred) for f in results.failures]
     by_id = {r.id: r for r in plan.world.reservations} if plan.world.reservation_groups else {}
     return {
         "nodeClaims": [node_claim(claim, launch_group(claim, plan, by_id)) for claim in plan.claims],

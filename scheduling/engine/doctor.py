@@ -42,8 +42,9 @@ IAM_NOT_SIMULATED = "iam-not-simulated"
 FLEET_OPEN_ONLY = "fleet-open-only"
 UNAVAILABLE_AFTER_THROTTLING = "unavailable-after-throttling"
 NO_NODEPOOL_MATCHES = "no-nodepool-matches"
+PLANNING_EXCLUDED = "planning-excluded"
 CODES = (SELECTOR_MATCHES_NOTHING, RESERVATION_UNSELECTED, RAM_SHARE_NOT_ACCEPTED, IAM_PERMISSION_MISSING,
-         IAM_NOT_SIMULATED, FLEET_OPEN_ONLY, UNAVAILABLE_AFTER_THROTTLING, NO_NODEPOOL_MATCHES)
+         IAM_NOT_SIMULATED, FLEET_OPEN_ONLY, UNAVAILABLE_AFTER_THROTTLING, NO_NODEPOOL_MATCHES, PLANNING_EXCLUDED)
 
 # The actions each principal needs for reservations (aws/karpenter-provider-aws's controller policy
 # and karpweb's deploy/iam/ policies). karpweb's control actions are checked in control mode only.
@@ -187,6 +188,7 @@ def diagnose(facts: DoctorFacts) -> list[Finding]:
         *permission_findings(facts),
         *throttling_findings(facts),
         *nodepool_findings(facts),
+        *planning_override_findings(facts),
     ]
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     return sorted(findings, key=lambda f: (rank[f.severity], f.code, f.reservation_id, f.node_class, f.key))
@@ -396,6 +398,25 @@ def throttling_findings(facts: DoctorFacts) -> list[Finding]:
             "unavailable; if this persists, report the code path that marked it.",
             reservation_id=fact.id, data={"code": error.code, "at": error.at.isoformat(),
                                           "syncedAvailable": fact.last_synced_available},
+        ))
+    return found
+
+
+def planning_override_findings(facts: DoctorFacts) -> list[Finding]:
+    """A live reservation karpweb's own planning override keeps it from launching or consolidating into:
+    nothing in AWS or Kubernetes stops it, an operator's choice in karpweb does."""
+    found = []
+    for fact in facts.reservations:
+        r = fact.reservation
+        if not r.excluded_from_planning or not (r.is_selectable(facts.now) or r.is_upcoming(facts.now)):
+            continue
+        found.append(_finding(
+            facts, PLANNING_EXCLUDED, WARNING,
+            f"{fact.id} is excluded from planning by karpweb's override ({r.excluded_from_planning}): karpweb launches "
+            f"and consolidates nothing into it, whatever selects it; nodes already in it stay.",
+            f"If it should be used again, clear \"keep karpweb from planning into it\" on {fact.id} in the admin "
+            "(Capacity reservations); the next provisioning run plans with it.",
+            reservation_id=fact.id, data={"override": r.excluded_from_planning},
         ))
     return found
 

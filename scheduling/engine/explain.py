@@ -21,7 +21,13 @@ _SHORT_NAMES = {ZONE: "zone", CAPACITY_TYPE: "capacity-type", INSTANCE_TYPE: "in
 _MAX_REASONS = 3
 
 
-def failure_reason(failure: Failure, pool_count: int) -> str:
+# Why nothing can launch when the world knows no instance type at all: said in plain words, not as the
+# requirements that "rule out every type" of an empty list.
+EMPTY_CATALOGUE = ("no instance type is known: the instance-type catalogue is empty (EC2 has reported none: the "
+                   "EC2 sync has not run or failed, or karpweb runs with a simulated EC2 that holds no catalogue)")
+
+
+def failure_reason(failure: Failure, pool_count: int, catalogue_empty: bool = False) -> str:
     pod = failure.pod
     if not pod.alternatives:
         return "its required node affinity has no term that can match a node"
@@ -30,7 +36,8 @@ def failure_reason(failure: Failure, pool_count: int) -> str:
         rejections = [(t, r) for t, r in rejections if r.reserved_held]
     if not rejections:
         return "no existing node has room for it and there is no NodePool to launch one"
-    parts = [(template.name, pool_reason(template, pod, rejection)) for template, rejection in rejections]
+    parts = [(template.name, EMPTY_CATALOGUE if catalogue_empty and rejection.kind == NO_INSTANCE_TYPE
+              else pool_reason(template, pod, rejection)) for template, rejection in rejections]
     if pool_count == 1 and len(parts) == 1:
         return parts[0][1]
     return "; ".join(f"nodepool {name}: {reason}" for name, reason in parts)

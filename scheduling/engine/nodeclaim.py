@@ -18,7 +18,7 @@ from .instancetypes import InstanceType, Offering
 from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_NAME_FIELD, NODEPOOL, RESERVATION_CAPACITY_BLOCK
 from .ledger import ReservationLedger, ReservedMode
 from .podaffinity import hostname_anti_affinity_conflict
-from .quantities import ResourceList
+from .quantities import ResourceList, format_resource
 from .requirements import Requirement, Requirements
 from .taints import UNSCHEDULABLE_TAINT_KEY, NO_SCHEDULE, Taint, untolerated
 # The scheduler and the explanations import the rejection kinds from here too.
@@ -103,6 +103,18 @@ def sum_requests(pods: Iterable[Pod]) -> ResourceList:
         for name, amount in pod.requests.items():
             total[name] = total.get(name, 0) + amount
     return total
+
+
+def overfull(node: Node, bound: Iterable[Pod]) -> str | None:
+    """Why `node` cannot hold the pods bound to it (their requests beyond its allocatable, which the
+    kubelet would never admit), or None when they fit."""
+    requested = sum_requests(bound)
+    beyond = requested.exceeding(node.allocatable)
+    if not beyond:
+        return None
+    return "its pods request " + ", ".join(
+        f"{name} {format_resource(name, requested[name])} of its allocatable {format_resource(name, node.allocatable.get(name, 0))}"
+        for name in beyond)
 
 
 class PoolTemplate:

@@ -12,6 +12,7 @@ Edits (each a dict with ``kind``):
 * ``nodepool-capacity-types``: ``nodePool``, ``values`` (a subset of reserved, spot, on-demand).
 * ``at-reservation-start``: ``id`` of a reservation that has not started (scheduled, assessing, ...): the
   world at its StartDate (``now`` moved there, never back), the reservation active with every unit free.
+  The plan it is compared with is the world at that same clock without the reservation (at_the_same_clock).
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ def apply_edits(world: dict, edits: list[dict]) -> tuple[dict, list[str]]:
         if problem:
             problems.append(f"{where}.{problem}")
     return edited, problems
+
+
+def at_the_same_clock(world: dict, edited: dict, edits: list) -> dict:
+    """The world to compare the edited one with, at the edited one's clock: an at-reservation-start edit
+    moves ``now`` to the reservation's start, so the plan before is the world at that moment without the
+    reservation (what ends by then has ended in both), not the world now."""
+    if edited.get("now") == world.get("now"):
+        return world
+    started = {edit.get("id") for edit in edits if isinstance(edit, dict) and edit.get("kind") == "at-reservation-start"}
+    return {**world, "now": edited.get("now"), "capacityReservations": [
+        item for item in world.get("capacityReservations") or [] if item.get("CapacityReservationId") not in started]}
 
 
 def _count(edit: dict, field: str, low: int, high: int) -> int | str:

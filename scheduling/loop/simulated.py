@@ -20,9 +20,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from fleet.defaults import UNKNOWN_ACCOUNT_ID
-from reservations.models import CapacityReservation
+from reservations.models import CapacityReservation, used_allocations
 from scheduling.adapters.ec2.interface import CloudAPIError, InstanceMembership, LaunchResult, TerminateResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
+from scheduling.adapters.ec2.reservations import INVENTORY_STATES
 from scheduling.adapters.kube.interface import Condition, DemotionResult, DrainResult, NodeClaimRequest
 from scheduling.adapters.kube.sync import pod_requests
 from scheduling.engine.capacityblocks import capacity_block_timing
@@ -495,6 +496,22 @@ def _lose_node(instance_id: str) -> None:
         node.delete()
         if claim:
             claim.delete()
+
+
+def report_reservations(now=None) -> int:
+    """What DescribeCapacityReservations would answer for each reservation it lists, written as the EC2 sync
+    writes it: its capacity allocations agree with its counts, and it was last seen now. (The rows are the
+    simulated EC2: launches change their counts between syncs.) Locked so that no launch lands between
+    reading a count and writing the allocations."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        listed = list(CapacityReservation.objects.fleet().select_for_update()
+                      .filter(state__in=INVENTORY_STATES).order_by("pk"))
+        for reservation in listed:
+            reservation.capacity_allocations = used_allocations(reservation.used_instance_count)
+            reservation.last_seen = now
+        CapacityReservation.objects.fleet().bulk_update(listed, ["capacity_allocations", "last_seen"])
+    return len(listed)
 
 
 def sample_utilization(now=None) -> int:

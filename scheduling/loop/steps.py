@@ -51,6 +51,7 @@ def sync_ec2(now=None) -> dict:
                                     reason="EC2 sync: " + "; ".join(stats.errors), outcome=Decision.Outcome.FAILED)], now)
     else:
         counts = simulated.tick_ec2(now)
+        counts["reservations_reported"] = simulated.report_reservations(now)  # allocations, last seen
         counts["node_classes_resolved"] = simulated.resolve_node_classes(now)  # images, subnets, groups
         counts["samples"] = simulated.sample_utilization(now)
         counts["node_classes_changed"] = refresh_node_class_status(now)

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from fleet.scope import default_cluster
 from reservations.models import EC2NodeClass
 from scheduling.models import Decision, Pod, TaskRun
 from tests.support.api_clients import token_client
@@ -38,7 +39,6 @@ READS = [
     "/api/v1/offerings/",
     "/api/v1/decisions/",
     "/api/v1/task-runs/",
-    "/api/v1/world/",
 ]
 TERMS = {"capacityReservationSelectorTerms": [{"tags": {"team": "ml"}}]}
 WRITES = [
@@ -59,7 +59,8 @@ def detail_reads():
         urls.append(f"/api/v1/nodeclaims/{claim_name}/")
     decision = Decision.objects.create(kind="launch", mode="observe", subject="pod a/b", reason="test")
     run = TaskRun.objects.create(task="provision")
-    return urls + [f"/api/v1/decisions/{decision.pk}/", f"/api/v1/task-runs/{run.pk}/"]
+    return urls + [f"/api/v1/decisions/{decision.pk}/", f"/api/v1/task-runs/{run.pk}/",
+                   f"/api/v1/world/?cluster={default_cluster().name}"]  # a world is one cluster's
 
 
 def call(client, method, url, body=None):
@@ -89,7 +90,7 @@ def test_viewer_cannot_write(as_viewer, demo_world, method, url, body):
 
 
 def test_viewer_may_simulate(as_viewer, demo_world):
-    world = as_viewer.get("/api/v1/world/").json()
+    world = as_viewer.get(f"/api/v1/world/?cluster={default_cluster().name}").json()
     assert as_viewer.post("/api/v1/simulate/", world, format="json").status_code == 200
 
 

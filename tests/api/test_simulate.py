@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.scope import default_cluster
 from scheduling.api.views import WorldParser
 from scheduling.models import AuditEntry, Decision, NodeClaim
 from scheduling.whatif import MAX_WORLD_BYTES, run_world, run_world_text
@@ -34,7 +35,7 @@ def test_a_world_gets_its_decisions(as_viewer):
 
 def test_the_current_world_round_trips_and_nothing_changes(as_viewer, demo_world):
     counts = (Decision.objects.count(), NodeClaim.objects.count(), AuditEntry.objects.count())
-    world = as_viewer.get("/api/v1/world/").json()
+    world = as_viewer.get(f"/api/v1/world/?cluster={default_cluster().name}").json()
     assert {"now", "instanceTypes", "capacityReservations", "ec2NodeClasses", "nodePools", "nodes", "pods"} <= set(world)
     response = as_viewer.post(URL, world, format="json")
     assert response.status_code == 200
@@ -131,3 +132,29 @@ def test_a_world_given_as_describe_instance_types_output(as_viewer):
     world["vmMemoryOverheadPercent"] = 1.5
     bad = as_viewer.post(URL, world, format="json")
     assert bad.status_code == 400 and bad.json()["problems"][0].startswith("vmMemoryOverheadPercent:")
+
+
+def test_the_world_is_the_named_clusters(as_viewer, demo_world):
+    """#47 (14): a world is one cluster's: `?cluster=` answers that cluster's; a fleet of several clusters
+    without it is 400 under `cluster` naming them (a merged world has pods and nodes of the same names)."""
+    def names(world, part):
+        return {item["metadata"]["name"] for item in world[part]}
+
+    staging = as_viewer.get("/api/v1/world/?cluster=staging-use1")
+    assert staging.status_code == 200
+    assert names(staging.json(), "nodePools") == {"staging-web", "staging-batch"}
+    first = default_cluster().name
+    prod = as_viewer.get(f"/api/v1/world/?cluster={first}").json()
+    assert names(prod, "nodePools") == {"gpu-reserved", "web", "general"}
+    assert not names(prod, "nodes") & names(staging.json(), "nodes")
+    # Each sees the reservations its account sees: research's account sees the shared one, not the first's own.
+    research = as_viewer.get("/api/v1/world/?cluster=research-use1").json()
+    assert "cr-0a1b2c3d4e5f60010" in {r["CapacityReservationId"] for r in research["capacityReservations"]}
+    assert "cr-0a1b2c3d4e5f60001" not in {r["CapacityReservationId"] for r in research["capacityReservations"]}
+    merged = as_viewer.get("/api/v1/world/")
+    assert merged.status_code == 400
+    names_all = ", ".join(sorted([first, "research-use1", "staging-use1"]))
+    assert merged.json() == {"cluster": [f"the fleet has 3 clusters ({names_all}) and a world is one cluster's: say "
+                                         "which with ?cluster=<name>"]}
+    unknown = as_viewer.get("/api/v1/world/?cluster=nope")
+    assert unknown.status_code == 400 and unknown.json() == {"cluster": ["no cluster named 'nope' in the fleet"]}

@@ -116,3 +116,34 @@ def test_run_skips_the_demo_against_a_real_cluster(tmp_path):
     refused = subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=root, env=env, capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode != 0 and "Not seeding the demo world" in refused.stderr
+
+
+def test_every_demo_node_holds_what_its_pods_request():
+    """#47 (10): the demo's nodes hold no more than Kubernetes could (their allocatable: the node's capacity
+    less kube-reserved, system-reserved and the eviction threshold), counted here from the rows."""
+    from django.db.models import Count, Sum
+
+    call_command("seed_demo", now=NOW)
+    nodes = Node.objects.fleet().annotate(cpu=Sum("pods__cpu_request_millicores"), memory=Sum("pods__memory_request_bytes"),
+                                          pod_count=Count("pods"))
+    assert nodes.count() > 30
+    for node in nodes:
+        assert (node.cpu or 0) <= node.allocatable_cpu_millicores, f"{node.name} ({node.instance_type}): cpu {node.cpu}m"
+        assert (node.memory or 0) <= node.allocatable_memory_bytes, f"{node.name} ({node.instance_type}): memory {node.memory}"
+        assert node.pod_count <= node.allocatable_pods, node.name
+
+
+def test_seed_demo_refuses_a_node_that_holds_more_than_it_can(monkeypatch):
+    """A demo that would bind more to a node than its allocatable is refused, naming the node, and writes nothing."""
+    from django.core.management.base import CommandError
+
+    from scheduling import demo
+
+    monkeypatch.setitem(demo.PINNED_POOL_PODS, "staging-batch", ("batch-hold", {"cpu": 1900, "memory": 2048}))
+    with pytest.raises(CommandError) as refused:
+        call_command("seed_demo", now=NOW)
+    message = str(refused.value)
+    assert message.startswith("Not seeding the demo world: the demo world binds more pods to a node than it can hold")
+    assert "node ip-10-1-0-8.ec2.internal (c6a.large, NodePool staging-batch): its pods request cpu " in message
+    assert "of its allocatable 1930m" in message
+    assert not Node.objects.fleet().exists() and not CapacityReservation.objects.fleet().exists()

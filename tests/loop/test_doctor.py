@@ -143,3 +143,24 @@ def test_the_ec2_step_runs_the_doctor_and_the_metric_follows(client, settings, w
     line = next(line for line in body.splitlines()
                 if line.startswith("karpweb_reservation_doctor_findings{") and 'code="reservation-unselected"' in line)
     assert line.endswith(" 0.0")  # cleared: the series stays at 0, so the alert resolves
+
+
+def test_a_planning_override_is_named_then_cleared(web, viewer_client):
+    """#47 (15): a reservation karpweb's own override keeps out of planning is not "nothing stopping it": the doctor
+    names the override (who, since when, why) on the reservation's page, and clears it with the override."""
+    reservation = CapacityReservationFactory(reservation_id="cr-0kept", planning_excluded=True,
+                                             planning_excluded_by="alice", planning_excluded_reason="kept for the migration",
+                                             planning_excluded_at=timezone.now())
+    select(web, "cr-0kept")
+    doctor.examine(None)
+    assert active() == {("planning-excluded", "cr-0kept", "")}
+    finding = DoctorFinding.objects.get()
+    assert finding.severity == "warning"
+    assert "excluded from planning by karpweb's override (by alice since " in finding.evidence
+    assert "kept for the migration" in finding.evidence and "keep karpweb from planning into it" in finding.fix
+    page = viewer_client.get(reservation.get_absolute_url()).content.decode()
+    doctor_section = page.split('id="doctor"')[1].split("</section>")[0]
+    assert "kept for the migration" in doctor_section and "finds nothing stopping it" not in doctor_section
+    CapacityReservation.objects.filter(pk=reservation.pk).update(planning_excluded=False)
+    doctor.examine(None)
+    assert active() == set() and cleared() == {("planning-excluded", "cr-0kept", "")}

@@ -805,7 +805,11 @@ class _CapacityReservationActions(EC2Response):
             found = sorted(found, key=lambda r: (r["CreateDate"], r["CapacityReservationId"]))
             start = int(self._get_param("NextToken") or 0)
             stop = len(found) if max_results is None else start + int(max_results)
-            result: dict[str, Any] = {"CapacityReservations": copy.deepcopy(found[start:stop])}
+            answered = copy.deepcopy(found[start:stop])
+            for r in answered:  # what running instances use, as EC2 counts it when it answers
+                used = r["TotalInstanceCount"] - r["AvailableInstanceCount"]
+                r["CapacityAllocations"] = [{"AllocationType": "used", "Count": used}] if used > 0 else []
+            result: dict[str, Any] = {"CapacityReservations": answered}
             if stop < len(found):
                 result["NextToken"] = str(stop)
             return ActionResult(result)

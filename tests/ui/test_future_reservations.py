@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from fleet.scope import cluster_scope
 from reservations.models import CapacityReservation
 from scheduling.models import NodePool, Pod
 from scheduling.whatif_edits import before_and_after
@@ -84,7 +85,7 @@ def test_a_pod_that_only_the_future_reservation_could_hold_says_when_it_starts(d
     assert f"{FUTURE} (m6i.xlarge in us-east-1b) could hold it once it starts (reservation {FUTURE} is scheduled: it starts at" in reason
 
 
-def test_what_if_plans_at_the_start_of_the_reservation(demo_world, viewer_client):
+def test_what_if_plans_at_the_start_of_the_reservation(demo_world, viewer_client, first_cluster_shown):
     """The world at its start has it active with its three m6i.xlarge units free (the demo's nodes have room for
     every pod, so its units stay idle: tests/engine/test_future_reservations.py shows pods going into it)."""
     url = reverse("scheduling:whatif")
@@ -97,8 +98,9 @@ def test_what_if_plans_at_the_start_of_the_reservation(demo_world, viewer_client
     assert result["after"] is not None and 'id="side-by-side"' in page.content.decode()
     # At its start it is usable: its three free m6i.xlarge count as idle prepaid capacity at list price.
     at_start = [{"kind": "at-reservation-start", "id": FUTURE}]
-    with_it = before_and_after(at_start)["after"]["idleDollarsPerHour"]
-    without_it = before_and_after(at_start + [{"kind": "remove-reservation", "id": FUTURE}])["after"]["idleDollarsPerHour"]
+    with cluster_scope(first_cluster_shown):
+        with_it = before_and_after(at_start)["after"]["idleDollarsPerHour"]
+        without_it = before_and_after(at_start + [{"kind": "remove-reservation", "id": FUTURE}])["after"]["idleDollarsPerHour"]
     assert with_it - without_it == pytest.approx(3 * 0.192)
     refused = viewer_client.post(url, {"start_id": "cr-0a1b2c3d4e5f60001"})  # active: not offered
     assert refused.status_code == 400 and "start_id" in refused.context["form"].errors

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def demo_world(demo_world_for_module, db):
+def demo_world(demo_world_for_module, db, first_cluster_shown):
     """Every database test here builds on the demo world: it is seeded once for the module
     (tests/conftest.py), and each test's own writes are rolled back after it. (A pasted world:
     tests/ui/test_whatif_pasted.py.)"""

@@ -15,13 +15,13 @@ URL = reverse("scheduling:whatif")
 
 
 @pytest.fixture
-def demo_world(demo_world_for_module, db):
+def demo_world(demo_world_for_module, db, first_cluster_shown):
     """Every test here builds on the demo world: it is seeded once for the module (tests/conftest.py),
     and each test's own writes are rolled back after it."""
 
 
-def test_scaling_a_workload_shows_before_and_after(demo_world, viewer_client):
-    pod = Pod.objects.exclude(owner_kind="DaemonSet").exclude(node__isnull=True).first()
+def test_scaling_a_workload_shows_before_and_after(demo_world, viewer_client, first_cluster_shown):
+    pod = Pod.objects.filter(cluster=first_cluster_shown).exclude(owner_kind="DaemonSet").exclude(node__isnull=True).first()
     page = viewer_client.post(URL, {"scale_like": f"{pod.namespace}/{pod.name}", "scale_times": 40})
     assert page.status_code == 200
     text = page.content.decode()
@@ -77,7 +77,7 @@ def test_the_form_is_the_default_in_groups_with_pickers(demo_world, viewer_clien
     assert paste.context["tab"] == "paste" and '<textarea name="world"' in paste.content.decode()
 
 
-def test_a_resize_shows_idle_prepaid_cost_and_each_pods_placement(demo_world, viewer_client):
+def test_a_resize_shows_idle_prepaid_cost_and_each_pods_placement(demo_world, viewer_client, first_cluster_shown):
     page = viewer_client.post(URL, {"count_id": RESIZED, "count": "6"})
     assert page.status_code == 200, page.context["form"].errors
     result = page.context["result"]
@@ -93,7 +93,7 @@ def test_a_resize_shows_idle_prepaid_cost_and_each_pods_placement(demo_world, vi
     rows = {row["pod"]: row for row in placements["rows"]}
     trainer = rows["default/trainer-pending-0"]
     assert (trainer["before"]["capacityType"], trainer["before"]["reservation"]) == ("reserved", "cr-0a1b2c3d4e5f60006")
-    assert placements["count"] == len(placements["rows"]) == Pod.objects.filter(node_name="").count()
+    assert placements["count"] == len(placements["rows"]) == Pod.objects.filter(cluster=first_cluster_shown, node_name="").count()
     assert 'id="placements"' in text and "default/trainer-pending-0" in text and "new p5.48xlarge in us-east-1a" in text
 
 
@@ -106,10 +106,10 @@ def test_removing_the_blocks_reservation_moves_its_pod_and_the_table_says_so(dem
     assert 'class="changed"' in page.content.decode()
 
 
-def test_the_placement_table_is_cut_to_a_readable_size_with_the_count(demo_world, viewer_client):
+def test_the_placement_table_is_cut_to_a_readable_size_with_the_count(demo_world, viewer_client, first_cluster_shown):
     from scheduling.whatif_edits import PLACEMENT_ROWS
 
-    pod = Pod.objects.exclude(owner_kind="DaemonSet").exclude(node__isnull=True).order_by("name").first()
+    pod = Pod.objects.filter(cluster=first_cluster_shown).exclude(owner_kind="DaemonSet").exclude(node__isnull=True).order_by("name").first()
     page = viewer_client.post(URL, {"scale_like": f"{pod.namespace}/{pod.name}", "scale_times": PLACEMENT_ROWS + 20})
     placements = page.context["result"]["placements"]
     assert placements["count"] > PLACEMENT_ROWS == len(placements["rows"])

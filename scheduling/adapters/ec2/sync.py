@@ -97,9 +97,7 @@ def reservation_row(r: Mapping[str, Any], region: str, now: datetime, counted_at
         "placement_group_arn": r.get("PlacementGroupArn") or "",
         "outpost_arn": r.get("OutpostArn") or "",
         "unused_reservation_billing_owner_id": r.get("UnusedReservationBillingOwnerId") or "",
-        "capacity_allocations": [
-            {"AllocationType": a.get("AllocationType"), "Count": a.get("Count")} for a in r.get("CapacityAllocations") or []
-        ],
+        "capacity_allocations": capacity_allocations(r),
         "committed_instance_count": commitment.get("CommittedInstanceCount"),
         "commitment_end_date": parse_time(commitment["CommitmentEndDate"]) if commitment.get("CommitmentEndDate") else None,
         "delivery_preference": r.get("DeliveryPreference") or "",
@@ -112,6 +110,11 @@ def reservation_row(r: Mapping[str, Any], region: str, now: datetime, counted_at
         "last_seen": now,
         "counted_at": counted_at,
     }
+
+
+def capacity_allocations(r: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """EC2's CapacityAllocations (the units running instances use), as it counted them with the counts."""
+    return [{"AllocationType": a.get("AllocationType"), "Count": a.get("Count")} for a in r.get("CapacityAllocations") or []]
 
 
 def sync_reservations(provider: Any, now: datetime | None = None) -> ReservationSyncStats:
@@ -188,6 +191,7 @@ def sync_reservations(provider: Any, now: datetime | None = None) -> Reservation
             update = {"state": r.get("State") or "expired"}
             if "AvailableInstanceCount" in r:
                 update["available_instance_count"] = int(r["AvailableInstanceCount"])
+                update["capacity_allocations"] = capacity_allocations(r)
             if r.get("CapacityReservationArn"):
                 update["last_seen"] = now
             stats.reservations_gone += CapacityReservation.objects.filter(reservation_id=rid).update(**update)

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from scheduling.demo import seed
+from scheduling.demo import OverfullNode, seed
 
 
 def real_world() -> str:
@@ -42,5 +42,8 @@ class Command(BaseCommand):
                 raise CommandError(f'--now: "{now}" is not an ISO 8601 time') from None
             if moment.tzinfo is None:
                 raise CommandError(f'--now: "{now}" has no time zone; add Z for UTC')
-        seed(moment, fleet=not one_cluster)
+        try:
+            seed(moment, fleet=not one_cluster)
+        except OverfullNode as error:
+            raise CommandError(f"Not seeding the demo world: {error}") from None
         self.stdout.write(self.style.SUCCESS("Demo world written."))
