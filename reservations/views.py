@@ -83,6 +83,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             timing=reservation.timing,
             nodes=nodes,
             open_instances=open_instance_nodes(reservation.open_instances.order_by("instance_id")),
+            instances=reservation.instances.select_related("cluster").order_by("instance_id"),
             groups=reservation.groups.order_by("arn"),
             node_classes=reservation.node_classes.all(),
             chart=chart,
