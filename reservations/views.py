@@ -11,6 +11,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from fleet.scope import current_cluster
+from karpweb.csvexport import CsvExport
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.urlcache import cluster_detail_url
@@ -24,6 +25,7 @@ from reservations.selector_terms import (
     terms_diff,
     validation_problems,
 )
+from reservations import exports
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet
 from reservations.doctor import active_findings
 from reservations.models import (
@@ -52,6 +54,8 @@ class ReservationListView(ObjectListView):
     title = "Capacity reservations"
     filterset_class = CapacityReservationFilterSet
     table_class = CapacityReservationTable
+    csv_exports = {"csv": CsvExport("reservations", "CSV", exports.RESERVATION_COLUMNS, exports.reservation_rows),
+                   "hours": CsvExport("reservation-hours", "hourly use CSV", exports.HOUR_COLUMNS, exports.hour_rows)}
 
     def get_queryset(self):
         # The table shows neither tags nor allocations (JSON): not read, not decoded.
@@ -375,6 +379,7 @@ class RecommendationListView(ObjectListView):
     template_name = "reservations/recommendations.html"
     filterset_class = RecommendationFilterSet
     table_class = RecommendationTable
+    csv_exports = {"csv": CsvExport("recommendations", "CSV", exports.RECOMMENDATION_COLUMNS, exports.recommendation_rows)}
 
     def get_queryset(self):
         rows = Recommendation.objects.select_related("reservation")

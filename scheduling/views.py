@@ -30,6 +30,8 @@ from scheduling.models import (
 from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import failing_steps, loop_health, watch_health, with_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
+from karpweb.csvexport import CsvExport
+from scheduling import exports
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.nodepool_health import health, node_class_name
@@ -384,6 +386,7 @@ class KarpenterAuditView(ObjectListView):
     table_class = KarpenterLaunchTable
     template_name = "scheduling/karpenter_audit.html"
     table_template = "scheduling/karpenter_audit_table.html"
+    csv_exports = {"csv": CsvExport("karpenter-audit", "CSV", exports.KARPENTER_AUDIT_COLUMNS, exports.audit_rows)}
 
     def get_queryset(self):
         return KarpenterLaunch.objects.order_by("-launched_at", "-id")
