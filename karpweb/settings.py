@@ -325,6 +325,9 @@ KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS = env_int("KARPWEB_RECOMMEND_SHRINK_WINDOW_
 KARPWEB_RECOMMEND_HEADROOM_INSTANCES = env_int("KARPWEB_RECOMMEND_HEADROOM_INSTANCES", 1, minimum=0)
 KARPWEB_RECOMMEND_HEADROOM_PERCENT = env_float("KARPWEB_RECOMMEND_HEADROOM_PERCENT", 10.0, minimum=0, below=1000)
 KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS = env_int("KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS", 14, minimum=1)
+# How long before karpweb drains a Capacity Block that still runs instances the alert
+# KarpwebCapacityBlockDrainingSoon fires (exported as karpweb_capacity_block_drain_warning_seconds).
+KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS = env_int("KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS", 6, minimum=1)
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 # Upstream's NodeRepair feature gate (off by default): replace a node unhealthy past its toleration
