@@ -1,5 +1,6 @@
 """The list-page pattern both apps use: a FilterSet, a django-tables2 table, htmx partial rendering."""
 
+from django.conf import settings
 from django.http import HttpResponseBadRequest
 from django.utils import timezone
 from django.views.generic import TemplateView
@@ -35,6 +36,7 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
     # `?export=<name>` downloads (karpweb.csvexport): "csv" is the list itself; a list may offer more
     # (the reservations' hourly use).
     csv_exports: dict[str, CsvExport] = {}
+    refreshes = False  # the table refreshes itself every KARPWEB_PAGE_REFRESH_SECONDS, keeping the filters
 
     def get(self, request, *args, **kwargs):
         if problem := page_size_problem(request.GET.get("per_page")):
@@ -84,5 +86,6 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
         table = self.table_class(filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset())
         RequestConfig(self.request, paginate={"per_page": PAGE_SIZE}).configure(table)
         context.update(filterset=filterset, table=table, title=self.title, table_template=self.table_template,
-                       fleet_wide=self.fleet_wide, export_links=self.export_links())
+                       fleet_wide=self.fleet_wide, export_links=self.export_links(),
+                       refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS if self.refreshes else None)
         return context

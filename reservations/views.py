@@ -54,6 +54,7 @@ class ReservationListView(ObjectListView):
     title = "Capacity reservations"
     filterset_class = CapacityReservationFilterSet
     table_class = CapacityReservationTable
+    refreshes = True
     csv_exports = {"csv": CsvExport("reservations", "CSV", exports.RESERVATION_COLUMNS, exports.reservation_rows),
                    "hours": CsvExport("reservation-hours", "hourly use CSV", exports.HOUR_COLUMNS, exports.hour_rows)}
 

@@ -73,7 +73,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
-            now=now,
+            now=now, refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
             used=totals["used"], idle=totals["idle"], total=totals["total"],
             idle_cost=totals["idle_cost"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
@@ -246,6 +246,7 @@ class NodeListView(ObjectListView):
     title = "Nodes"
     filterset_class = NodeFilterSet
     table_class = NodeTable
+    refreshes = True
 
     def get_queryset(self):
         # A correlated count for the 50 nodes of a page, not a join and GROUP BY over every node.
