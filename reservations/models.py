@@ -540,6 +540,8 @@ class UtilizationHour(models.Model):
     total = models.FloatField(help_text="Mean total instances over the hour's samples.")
     share_sum = models.FloatField(help_text="Sum of used/total over the samples with a total above 0.")
     share_samples = models.PositiveIntegerField(help_text="How many samples had a total above 0.")
+    clusters = models.JSONField(default=dict, blank=True,
+                                help_text="Cluster name -> mean units its nodes used over the hour (the fleet ledger's reads).")
 
     class Meta:
         ordering = ["-hour"]
