@@ -113,7 +113,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
             reservation.shared_with = ", ".join(v.account.name for v in seen_by[reservation.pk] if v.shared)
             reservation.nodes_by_cluster = ", ".join(f"{name}: {count}" for name, count in sorted(used_by[reservation.pk].items()))
 
-        open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN)
+        open_recommendations = list(Recommendation.objects.filter(state=Recommendation.State.OPEN, advised=True)
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         failing = [step for step in loop_health(now) if step.problem]
         counted = [cluster.totals_at for cluster in clusters if cluster.totals_at is not None]

@@ -97,6 +97,8 @@ class RecommendationFilterSet(FilterSet):
     node_pool = django_filters.CharFilter(method="filter_node_pool", label="NodePool",
                                           help_text="Recommendations about reservations this NodePool's EC2NodeClass selects")
     state = django_filters.MultipleChoiceFilter(choices=Recommendation.State.choices, label="State")
+    advised = django_filters.BooleanFilter(label="Advised", help_text="false: the extensions that cost more than the "
+                                                                        "work they protect (the page hides them unless asked)")
 
     class Meta:
         model = Recommendation

@@ -572,6 +572,7 @@ class Recommendation(models.Model):
         APPLYING = "applying", "being applied"
         APPLIED = "applied", "applied"
         FAILED = "failed", "failed"
+        SUPERSEDED = "superseded", "superseded"  # an alternative for the same reservation was applied
 
     kind = models.CharField(max_length=16, choices=Kind.choices, db_index=True)
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="recommendations")
@@ -588,6 +589,9 @@ class Recommendation(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
     applied_by = models.CharField(max_length=150, blank=True)
     error = models.TextField(blank=True)
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded")
+    advised = models.BooleanField(default=True, db_index=True,
+                                  help_text="False: an extension dearer than the work it protects, shown on request only.")
 
     class Meta:
         ordering = ["-savings_per_month", "kind", "id"]

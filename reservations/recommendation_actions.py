@@ -3,15 +3,19 @@ date), CancelCapacityReservation, PurchaseCapacityBlockExtension, CreateCapacity
 (split: the new reservation's id is kept in the recommendation's details, and the page gives the AWS
 RAM command that shares it; karpweb creates no share), MoveCapacityReservationInstances (move), and for select the EC2NodeClass's
 capacityReservationSelectorTerms gaining an id term (through the selector-term editor's save). Each apply is claimed with a
-conditional UPDATE (two clicks or two workers act once), refused when the recommendation or the
-reservation changed since the page was read, and recorded in the audit log. Observe mode applies
-nothing: it shows the AWS CLI command that would."""
+conditional UPDATE under the reservation's row lock (two clicks or two workers act once; the other
+alternatives for the reservation are superseded in the same transaction, so of two alternatives applied
+at once one wins and the other is refused), then its evidence is recomputed from the mirror (refused,
+naming what changed, when it no longer holds; applied at the recomputed figure otherwise), refused when
+the reservation changed at EC2 since it was computed, and recorded in the audit log. Observe mode
+applies nothing: it shows the AWS CLI command that would."""
 
 from __future__ import annotations
 
 import json
 import shlex
 
+from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -106,27 +110,27 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
         raise ApplyRefused("offering", f"{offering_id!r} is not one of this recommendation's extension offerings")
     if rec.kind == Recommendation.Kind.END_DATE and (end_date is None or end_date <= timezone.now()):
         raise ApplyRefused("end_date", "give the new end date, in the future")
-    # The claim: only the first of two clicks (or workers) moves it from open to applying.
-    claimed = Recommendation.objects.filter(pk=rec.pk, state=Recommendation.State.OPEN, computed_at=seen_computed_at) \
-        .update(state=Recommendation.State.APPLYING)
-    if not claimed:
-        rec.refresh_from_db()
-        if rec.state in (Recommendation.State.APPLIED, Recommendation.State.APPLYING):
-            return rec  # already applied (or being applied) by the first click
-        raise ApplyRefused("computed_at", "the recommendation changed since the page was read; reload it")
+    if not claim(rec, seen_computed_at):
+        return rec  # already applied (or being applied) by the first click
     reservation = rec.reservation
     try:
+        recomputed = _recheck(cloud, rec)
         _check_unchanged(cloud, rec)
         _act(cloud, rec, reservation, offering_id, end_date, user=user, source=source)
     except (ApplyRefused, CloudAPIError) as exc:
         message = exc.message if isinstance(exc, ApplyRefused) else f"{exc.code}: {exc.message}"
         Recommendation.objects.filter(pk=rec.pk).update(state=Recommendation.State.FAILED, error=message)
+        # Nothing was done: the alternatives this one set aside are open advice again.
+        Recommendation.objects.filter(superseded_by=rec, state=Recommendation.State.SUPERSEDED).update(
+            state=Recommendation.State.OPEN, superseded_by=None)
         if isinstance(exc, ApplyRefused):
             raise
         raise ApplyRefused("reservation", f"EC2 refused: {message}") from None
     now = timezone.now()
+    figures = _recomputed_figures(rec, recomputed)
     Recommendation.objects.filter(pk=rec.pk).update(state=Recommendation.State.APPLIED, applied_at=now,
-                                                    applied_by=user.get_username() if user else "")
+                                                    applied_by=user.get_username() if user else "", **figures)
+    rec.refresh_from_db()
     record_change(user=user, source=source, obj=reservation, action=AuditEntry.Action.CHANGE,
                   changes=_changes(rec, offering_id, end_date))
     destination = CapacityReservation.objects.fleet().filter(reservation_id=rec.details.get("destination") or "").first()
@@ -135,8 +139,95 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
         record_change(user=user, source=source, obj=destination, action=AuditEntry.Action.CHANGE,
                       changes={"total_instance_count": [seen, seen + rec.details["count"]],
                                "moved_from": [None, f"{reservation.reservation_id} ({rec.details['count']} instances)"]})
-    rec.refresh_from_db()
     return rec
+
+
+def claim(rec: Recommendation, seen_computed_at) -> bool:
+    """Open -> applying, once: under the reservation's row lock, so that of two clicks or workers applying it,
+    or two alternatives for the same reservation, one wins. The alternatives are one choice: the others
+    open for the reservation are superseded in the same transaction (page, API and audit show it).
+    False: it was applied (or is being applied) already."""
+    with transaction.atomic():
+        CapacityReservation.objects.fleet().select_for_update().filter(pk=rec.reservation_id).first()
+        claimed = Recommendation.objects.filter(pk=rec.pk, state=Recommendation.State.OPEN,
+                                                computed_at=seen_computed_at).update(state=Recommendation.State.APPLYING)
+        if claimed:
+            Recommendation.objects.filter(reservation_id=rec.reservation_id, state=Recommendation.State.OPEN) \
+                .exclude(pk=rec.pk).update(state=Recommendation.State.SUPERSEDED, superseded_by=rec,
+                                           error=f"superseded: {rec.get_kind_display()} (#{rec.pk}) was applied")
+            return True
+    rec.refresh_from_db()
+    if rec.state in (Recommendation.State.APPLIED, Recommendation.State.APPLYING):
+        return False
+    if rec.state == Recommendation.State.SUPERSEDED:
+        chosen = rec.superseded_by
+        raise ApplyRefused("state", f"{rec.reservation.reservation_id}: "
+                                    f"{chosen.get_kind_display() if chosen else 'another recommendation'}"
+                                    f"{f' (#{chosen.pk})' if chosen else ''} was applied to it instead; this alternative "
+                                    "is superseded")
+    raise ApplyRefused("computed_at", "the recommendation changed since the page was read; reload it")
+
+
+def _recheck(cloud, rec: Recommendation):
+    """The evidence recomputed from the mirror now: refused (409) naming what changed when it no longer
+    supports this action; else the recomputed recommendation, whose figures are the ones applied."""
+    from reservations.recommendations import current_claim
+
+    offerings = getattr(cloud, "capacity_block_extension_offerings", None) if rec.kind == Recommendation.Kind.EXTEND else None
+    now = timezone.now()
+    recomputed, facts = current_claim(rec, now, offerings)
+    if recomputed is None:
+        raise ApplyRefused("evidence", f"{rec.reservation.reservation_id} changed since this was computed: "
+                                       f"{what_changed(rec, facts, now)}; nothing was applied")
+    details, was = recomputed.details, rec.details or {}
+    differs = [(what, before, after) for what, before, after in (
+        ("target count", rec.target_count, recomputed.target_count), ("count", was.get("count"), details.get("count")),
+        ("destination", was.get("destination"), details.get("destination")),
+        ("EC2NodeClass", was.get("nodeClass"), details.get("nodeClass"))) if before != after]
+    if differs:
+        words = "; ".join(f"its {what} is now {after} (was {before})" for what, before, after in differs)
+        raise ApplyRefused("evidence", f"{rec.reservation.reservation_id} changed since this was computed: {words}; "
+                                       "reload the page")
+    return recomputed
+
+
+def what_changed(rec: Recommendation, facts, now) -> str:
+    """Why the recomputed evidence no longer supports `rec`, in words."""
+    if facts is None:
+        return f"it is {rec.reservation.get_state_display()} now, no longer active"
+    details = rec.details or {}
+    if rec.kind == Recommendation.Kind.EXTEND:
+        if facts.drain_at is not None and now >= facts.drain_at:
+            return (f"the Capacity Block drained at {facts.drain_at:%Y-%m-%d %H:%M} UTC, "
+                    f"{int((now - facts.drain_at).total_seconds() // 60)} minutes ago: its work is already lost")
+        if not facts.block_nodes:
+            return "its nodes are gone: no work is left for an extension to protect"
+        return "no pod on its nodes has unfinished work before the drain now"
+    if rec.kind in (Recommendation.Kind.SELECT, Recommendation.Kind.CANCEL) and facts.selected_by:
+        return f"EC2NodeClass {', '.join(facts.selected_by)} selects it now"
+    if rec.kind == Recommendation.Kind.SELECT:
+        counted = details.get("nodes") or []
+        gone = sorted(set(counted) - set(facts.matching_paid_nodes))
+        if gone:
+            return (f"the on-demand node{'s' if len(gone) != 1 else ''} it counted ({', '.join(gone)}) "
+                    f"{'are' if len(gone) != 1 else 'is'} gone")
+        return f"it has no idle unit now ({facts.used_now} of {facts.total} used)"
+    if rec.kind == Recommendation.Kind.CANCEL and facts.fleet_used:
+        return f"the fleet uses {facts.fleet_used} of its instances now"
+    if facts.commitment_end is not None and facts.commitment_end > now and facts.committed_count:
+        return (f"committed {facts.committed_count} until {facts.commitment_end:%Y-%m-%d}, it has {facts.total} instances: "
+                f"the commitment no longer allows this")
+    return f"recomputing its evidence from the mirror gives no {rec.get_kind_display()} for it now"
+
+
+def _recomputed_figures(rec: Recommendation, recomputed) -> dict:
+    """The figures as recomputed at apply time; where the money moved, the details say from what."""
+    if recomputed is None or (recomputed.savings_per_month == rec.savings_per_month
+                              and recomputed.details.get("lostWork") == (rec.details or {}).get("lostWork")):
+        return {}
+    details = dict(recomputed.details, **{k: v for k, v in (rec.details or {}).items() if k.startswith("new")})
+    details["computedFigure"] = {"savingsPerMonth": rec.savings_per_month, "lostWork": (rec.details or {}).get("lostWork")}
+    return {"savings_per_month": recomputed.savings_per_month, "reason": recomputed.reason, "details": details}
 
 
 def _check_unchanged(cloud, rec: Recommendation) -> None:
@@ -214,6 +305,15 @@ def _select(rec: Recommendation, user, source) -> None:
 
 
 def _changes(rec: Recommendation, offering_id, end_date) -> dict:
+    changes = _action_changes(rec, offering_id, end_date)
+    computed = (rec.details or {}).get("computedFigure")
+    if computed:  # applied at the figure recomputed from the mirror now, not the one first computed
+        changes["recomputed_figure"] = ([computed["savingsPerMonth"], rec.savings_per_month] if rec.kind != Recommendation.Kind.EXTEND
+                                        else [computed["lostWork"], (rec.details or {}).get("lostWork")])
+    return changes
+
+
+def _action_changes(rec: Recommendation, offering_id, end_date) -> dict:
     if rec.kind == Recommendation.Kind.SHRINK:
         return {"total_instance_count": [rec.seen_total, rec.target_count], "recommendation": [None, rec.reason]}
     if rec.kind == Recommendation.Kind.CANCEL:

@@ -10,14 +10,14 @@ from collections import Counter, defaultdict
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from fleet.defaults import UNKNOWN_ACCOUNT_ID
 from fleet.models import AwsAccount, Cluster
-from fleet.scope import current_cluster
+from fleet.scope import current_cluster, unscoped
 from reservations import ledger
-from reservations.models import CapacityReservation, Recommendation, ReservationVisibility, UtilizationHour
+from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, ReservationVisibility, UtilizationHour
 from scheduling.engine.recommendations import Hour, Policy, ReservationFacts, recommend
 from scheduling.engine.timeutil import parse_optional_time
 from scheduling.models import CapacityType, Node, Pod
@@ -65,21 +65,63 @@ def recompute(now=None, policy: Policy | None = None, extension_offerings=None) 
     `extension_offerings(reservation_id) -> [ExtensionOffering]` asks EC2 (None: none known)."""
     now = now or timezone.now()
     policy = policy or policy_from_settings()
-    reservations = list(CapacityReservation.objects.filter(state__in=ACTIVE_STATES).prefetch_related("node_classes__cluster"))
+    reservations = _with_selecting_classes(CapacityReservation.objects.filter(state__in=ACTIVE_STATES))
     found = recommend(facts(reservations, now, policy, extension_offerings), now, policy)
     by_id = {r.reservation_id: r for r in reservations}
     rows = [Recommendation(kind=r.kind, reservation=by_id[r.reservation_id], reason=r.reason,
                            savings_per_month=r.savings_per_month, target_count=r.target_count, end_date=r.end_date,
                            details=r.details, seen_total=by_id[r.reservation_id].total_instance_count,
-                           seen_end_date=by_id[r.reservation_id].end_date, computed_at=now)
+                           seen_end_date=by_id[r.reservation_id].end_date, computed_at=now,
+                           advised=r.details.get("advised", True))
             for r in found]
     with transaction.atomic():
         # Only the reservations this run read: an account's EC2 run (in its cluster's scope) sees its
         # own and shared ones, and leaves other accounts' advice to their runs.
-        Recommendation.objects.filter(state=Recommendation.State.OPEN,
-                                      reservation__in=CapacityReservation.objects.values("pk")).delete()
-        Recommendation.objects.bulk_create(rows)
+        stale = {claim_key(rec): rec for rec in Recommendation.objects.select_for_update().filter(
+            state=Recommendation.State.OPEN, reservation__in=CapacityReservation.objects.values("pk"))}
+        kept, new = [], []
+        for row in rows:
+            same = stale.pop(claim_key(row), None)
+            if same is None:
+                new.append(row)
+                continue
+            # The same claim (kind, units, where to): the row, its id and its computedAt stay; the figures follow.
+            for name in ("reason", "savings_per_month", "details", "seen_total", "seen_end_date", "advised", "end_date"):
+                setattr(same, name, getattr(row, name))
+            kept.append(same)
+        Recommendation.objects.filter(pk__in=[rec.pk for rec in stale.values()]).delete()
+        Recommendation.objects.bulk_update(kept, ["reason", "savings_per_month", "details", "seen_total", "seen_end_date",
+                                                  "advised", "end_date"])
+        Recommendation.objects.bulk_create(new)
     return len(rows)
+
+
+def claim_key(rec) -> tuple:
+    """What a recommendation asks to be done: two computations with one key are the same advice."""
+    details = rec.details or {}
+    return (rec.kind, rec.reservation_id, rec.target_count, details.get("count"), details.get("destination"),
+            details.get("nodeClass"), details.get("shareWith"))
+
+
+def _with_selecting_classes(reservations) -> list[CapacityReservation]:
+    """The reservations with the EC2NodeClasses that select them in every cluster of the fleet: an account's
+    EC2 step runs in its first cluster's scope, where the scoped manager would hide the other clusters'
+    classes (a move's destination selected by staging's class looked unselected, and the move was dropped)."""
+    classes = EC2NodeClass.objects.fleet().select_related("cluster")
+    return list(reservations.prefetch_related(Prefetch("node_classes", queryset=classes)))
+
+
+def current_claim(rec: Recommendation, now=None, extension_offerings=None):
+    """Recompute `rec`'s evidence from the mirror now: (the recommendation of its kind the facts support
+    for its reservation now, or None; that reservation's facts, or None when it is no longer active)."""
+    now = now or timezone.now()
+    policy = policy_from_settings()
+    with unscoped():
+        reservations = _with_selecting_classes(CapacityReservation.objects.fleet().filter(state__in=ACTIVE_STATES))
+        all_facts = facts(reservations, now, policy, extension_offerings)
+    rid = rec.reservation.reservation_id
+    found = [r for r in recommend(all_facts, now, policy) if r.reservation_id == rid and r.kind == rec.kind]
+    return (found[0] if found else None), next((f for f in all_facts if f.reservation_id == rid), None)
 
 
 def facts(reservations: list[CapacityReservation], now, policy: Policy, extension_offerings=None) -> list[ReservationFacts]:
@@ -111,7 +153,7 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
     # cannot tell its own reservations from shared ones: it advises on what it sees, as before the fleet.
     accounts = dict(AwsAccount.objects.values_list("account_id", "pk")[:2])
     unknown = {accounts[UNKNOWN_ACCOUNT_ID]} if set(accounts) == {UNKNOWN_ACCOUNT_ID} else set()
-    busy_pools = set(Pod.objects.exclude(node__isnull=True).exclude(owner_kind="DaemonSet")
+    busy_pools = set(Pod.objects.fleet().exclude(node__isnull=True).exclude(owner_kind="DaemonSet")
                      .values_list("node__node_pool_id", flat=True).distinct())
     pools_of_class = defaultdict(set)
     for node in nodes:
@@ -177,9 +219,9 @@ def _block_work(blocks: list[CapacityReservation], now) -> dict[int, tuple[tuple
     if not blocks:
         return {}
     drains = {b.pk: b.timing.drain_at for b in blocks if b.timing}
-    pods = Pod.objects.filter(node__reservation_id__in=list(drains)).exclude(owner_kind="DaemonSet") \
+    pods = Pod.objects.fleet().filter(node__reservation_id__in=list(drains)).exclude(owner_kind="DaemonSet") \
         .values("namespace", "name", "annotations", "created_at", "node__reservation_id")
-    node_counts = dict(Node.objects.filter(reservation_id__in=list(drains)).values_list("reservation_id")
+    node_counts = dict(Node.objects.fleet().filter(reservation_id__in=list(drains)).values_list("reservation_id")
                        .annotate(count=Count("id")).values_list("reservation_id", "count"))
     work = defaultdict(list)
     for pod in pods:

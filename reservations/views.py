@@ -443,6 +443,9 @@ class RecommendationListView(ObjectListView):
         if current_cluster() is not None:
             # The header's chosen cluster: the recommendations about the reservations it sees (the scoped manager).
             rows = rows.filter(reservation__in=CapacityReservation.objects.all())
+        if "advised" not in self.request.GET:
+            # Open advice only: an extension dearer than the work it protects is shown on request (?advised=false).
+            rows = rows.exclude(advised=False)
         return rows
 
     def get_context_data(self, **kwargs):

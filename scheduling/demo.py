@@ -599,9 +599,9 @@ def _seed_samples(now, reservations):
 
 # --- Commitments and ownership (issue #37): a committed reservation with idle units, a move and a split ---
 #
-# 0012: the first cluster's web pool bought 8 r6i.large in us-east-1a as a future-dated reservation whose
-# commitment (CommitmentInfo: 8 units) runs six more weeks; it runs 2 of them (3 by day). EC2 refuses a cancel,
-# or a shrink below 8, before the commitment ends, so the advice puts the 4 units its use does not need to work:
+# 0012: the first cluster's web pool holds 12 r6i.large in us-east-1a, 8 of them committed (CommitmentInfo) for
+# six more weeks; it runs 2 (3 by day). EC2 refuses a cancel, or a shrink, split or move below 8, before the
+# commitment ends: the 4 units above the commitment can be shrunk away, or (the same choice) put to work:
 # 0013: the same shape (type, platform, zone, tenancy, no placement group, no end; one owner), full, selected by
 # staging-use1's class while that cluster runs 3 on-demand r6i.large beside it: *move* 3 units there.
 # research-use1 (the second account, which does not see 0012) runs one on-demand r6i.large in that zone:
@@ -627,7 +627,7 @@ def _committed_reservations(now) -> list[dict]:
     """The two rows (the destination only in the fleet: staging-use1 runs what uses it)."""
     started = now - 30 * DAY
     return [
-        dict(suffix=COMMITTED_SOURCE, total=8, used=2, tags={"team": "web"}, create_date=started - 7 * DAY,
+        dict(suffix=COMMITTED_SOURCE, total=12, used=2, tags={"team": "web"}, create_date=started - 7 * DAY,
              start_date=started, committed_instance_count=8, commitment_end_date=now + 6 * 7 * DAY,
              delivery_preference="fixed"),
         dict(suffix=MOVE_DESTINATION, total=2, used=2, tags={"team": "staging"}, create_date=now - 60 * DAY,

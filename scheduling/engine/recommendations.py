@@ -17,17 +17,22 @@ or ``warning``) and where the figure comes from (``details["moneyBasis"]``).
 * ``extend``: a Capacity Block whose nodes carry pods that will not finish before the drain (no
   completion estimate counts as not finishing); the extension offerings EC2 has, beside the cost of
   losing the work (the block's nodes x hours since their pods started). Its money is one-off: the
-  extension's upfront fee against the one-off loss of work; it saves nothing a month.
+  extension's upfront fee against the one-off loss of work; it saves nothing a month. Only before the
+  drain and while the block's nodes are there; one whose cheapest fee exceeds the work it protects is
+  "not advised" (``details["advised"]``).
+
+Every basis multiplies out to the figure shown: the price as shown (4 places), the hours as shown (one
+decimal), one rounding to the cent, in Decimal.
 * ``end-date``: an ODCR ending within the warning window (14 days) whose recent use says it is still
   needed: a warning (nothing saved; the money is what the used instances cost per month).
 
-Commitments and ownership rule some of these out. No cancel, and no shrink below the committed
-count, before a commitment's end (CommitmentInfo: EC2 refuses both); neither on a reservation another
+Commitments and ownership rule some of these out. No cancel, and no shrink, split or move below the
+committed count, before a commitment's end (CommitmentInfo: EC2 holds the reservation to it); neither on a reservation another
 account shares with us (only its owner may), on the source of an interruptible allocation (it would
 reclaim a borrower's units), nor below what the fleet uses (the ledger: any cluster or account; a
-cancel only where the fleet uses none of it). Where a commitment keeps idle units that the use says
-are not needed, two kinds move them to where they are used instead (never a Capacity Block: EC2 can
-neither split nor move one):
+cancel only where the fleet uses none of it). Where a committed reservation holds units above both its
+commitment and what its use needs, two kinds put them where they are used instead of shrinking them
+away (alternatives to that shrink: one choice; never a Capacity Block: EC2 can neither split nor move one):
 
 * ``move``: N of those units go to reservation Y of the same shape (instance type, platform, zone,
   tenancy, placement group and end time: EC2's rule for MoveCapacityReservationInstances, and the
@@ -48,11 +53,13 @@ from __future__ import annotations
 import datetime
 import math
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 
 SHRINK, CANCEL, SELECT, EXTEND, END_DATE = "shrink", "cancel", "select", "extend", "end-date"
 SPLIT, MOVE = "split", "move"
 KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE, SPLIT, MOVE)
 HOURS_PER_MONTH = 730
+CENT, TENTH, PRICE_PLACES = Decimal("0.01"), Decimal("0.1"), Decimal("0.0001")
 MONTHLY, ONE_OFF, WARNING = "monthly", "one-off", "warning"
 
 
@@ -162,15 +169,25 @@ def _window(reservation: ReservationFacts, now: datetime.datetime, days: int, co
     return hours if len(hours) >= coverage * days * 24 else None
 
 
+def shown_price(price_per_hour: float | None) -> Decimal:
+    """The hourly price as every basis shows it (4 places): the figures are computed from this one."""
+    return Decimal(str(price_per_hour or 0.0)).quantize(PRICE_PLACES, ROUND_HALF_UP)
+
+
+def cents(amount: Decimal) -> float:
+    """The one rounding of a figure (to the cent), from the Decimal product of what its basis shows."""
+    return float(amount.quantize(CENT, ROUND_HALF_UP))
+
+
 def _money(units: float, reservation: ReservationFacts) -> float:
-    return round(units * (reservation.price_per_hour or 0.0) * HOURS_PER_MONTH, 2)
+    return cents(Decimal(units) * shown_price(reservation.price_per_hour) * HOURS_PER_MONTH)
 
 
 def _monthly_basis(units: int, what: str, reservation: ReservationFacts) -> str:
     """Where a monthly figure comes from, e.g. "2 idle m5.large x $0.0960/h on-demand list price x 730 h"."""
     if reservation.price_per_hour is None:
         return f"{units} {what} {reservation.instance_type}: no list price known, so no dollar figure"
-    return (f"{units} {what} {reservation.instance_type} x ${reservation.price_per_hour:,.4f}/h on-demand list price "
+    return (f"{units} {what} {reservation.instance_type} x ${shown_price(reservation.price_per_hour):,}/h on-demand list price "
             f"x {HOURS_PER_MONTH} h a month")
 
 
@@ -286,26 +303,39 @@ def select(reservation: ReservationFacts) -> Recommendation | None:
 
 
 def extend(reservation: ReservationFacts, now: datetime.datetime) -> Recommendation | None:
-    if reservation.reservation_type != "capacity-block" or not reservation.unfinished_work or reservation.drain_at is None:
+    """Only while the block is before its drain and its nodes still carry the work: after the drain the
+    work is already lost and an extension protects nothing."""
+    if reservation.reservation_type != "capacity-block" or not reservation.unfinished_work or reservation.drain_at is None \
+            or now >= reservation.drain_at or reservation.block_nodes <= 0:
         return None
     started = [s for _, s in reservation.unfinished_work if s is not None]
-    hours_of_work = max(((now - min(started)).total_seconds() / 3600) if started else 0.0, 0.0)
-    lost = round(reservation.block_nodes * hours_of_work * (reservation.price_per_hour or 0.0), 2)
+    # The hours as shown (one decimal): the figure is nodes x these hours x the price shown, rounded once.
+    hours_of_work = Decimal(str(max(((now - min(started)).total_seconds() / 3600) if started else 0.0, 0.0))) \
+        .quantize(TENTH, ROUND_HALF_UP)
+    price = shown_price(reservation.price_per_hour)
+    lost = cents(reservation.block_nodes * hours_of_work * price)
     offers = sorted(reservation.extension_offerings, key=lambda o: (o.upfront_fee, -o.hours))
     cheapest = offers[0] if offers else None
+    # An extension that costs more than the work it protects is not advised: shown on request, never as open advice.
+    advised = cheapest is None or Decimal(str(cheapest.upfront_fee)) <= Decimal(str(lost))
+    times = (f"{Decimal(str(cheapest.upfront_fee)) / Decimal(str(lost)):.1f}" if cheapest and lost else "")
     pods = ", ".join(p for p, _ in reservation.unfinished_work[:5]) + (" and more" if len(reservation.unfinished_work) > 5 else "")
     offer_words = (f"EC2 offers {len(offers)} extension{'s' if len(offers) != 1 else ''}, the cheapest {cheapest.hours} h for "
                    f"${cheapest.upfront_fee:,.2f}" if cheapest else "EC2 offers no extension now")
+    verdict = ("" if advised else
+               f". Not advised: the cheapest extension costs {f'{times} times' if times else 'more than'} the work it protects")
+    nodes = f"{reservation.block_nodes} node{'s' if reservation.block_nodes != 1 else ''}"
     # One-off money only: the extension's fee against the work lost once; nothing recurs, so nothing a month.
     return Recommendation(
         EXTEND, reservation.reservation_id, savings_per_month=0.0,
         reason=(f"Capacity Block {reservation.reservation_id} drains at {reservation.drain_at:%Y-%m-%d %H:%M} UTC while pods {pods} "
                 f"have no completion estimate before it; losing their work is a one-off loss of about ${lost:,.2f} at list price "
-                f"({reservation.block_nodes} node{'s' if reservation.block_nodes != 1 else ''} x {hours_of_work:.1f} h); {offer_words}"),
+                f"({nodes} x {hours_of_work} h); {offer_words}{verdict}"),
         details={"lostWork": lost, "offerings": [o.__dict__ for o in offers], "money": ONE_OFF,
-                 "oneOffCost": cheapest.upfront_fee if cheapest else None,
-                 "moneyBasis": (f"one-off: the work lost is {reservation.block_nodes} node{'s' if reservation.block_nodes != 1 else ''} "
-                                f"x {hours_of_work:.1f} h x ${reservation.price_per_hour or 0.0:,.4f}/h on-demand list price; "
+                 "oneOffCost": cheapest.upfront_fee if cheapest else None, "advised": advised,
+                 "drainAt": reservation.drain_at.isoformat(), "blockNodes": reservation.block_nodes,
+                 "moneyBasis": (f"one-off: the work lost is {nodes} x {hours_of_work} h x ${price:,}/h on-demand list price "
+                                f"= ${lost:,.2f}; "
                                 + (f"the cheapest extension is EC2's upfront fee of ${cheapest.upfront_fee:,.2f} for "
                                    f"{cheapest.hours} h" if cheapest else "EC2 offers no extension to buy now"))})
 
@@ -357,8 +387,9 @@ def relocate(facts: list[ReservationFacts], now: datetime.datetime, policy: Poli
         if use is None:
             continue
         _, needed = use
-        # What the use does not need and the commitment keeps; EC2 splits at most total - 1 units.
-        idle = min(min(floor, reservation.total) - needed, reservation.total - 1)
+        # What neither the use nor the commitment keeps: a split or move never leaves the reservation below
+        # its committed count (EC2 holds the commitment to it); EC2 splits at most total - 1 units.
+        idle = min(reservation.total - max(needed, floor), reservation.total - 1)
         if idle <= 0:
             continue
         destinations = sorted((f for f in facts if _same_shape(reservation, f) and need[f.reservation_id] > 0),
@@ -392,8 +423,8 @@ def _move(reservation: ReservationFacts, destination: ReservationFacts, count: i
     return Recommendation(
         MOVE, reservation.reservation_id, savings_per_month=saved, details=details,
         reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) is "
-                f"{_commitment_words(reservation, now)}, so it may not be cancelled or shrunk below that, yet its use needs "
-                f"{needed}: {idle} idle instance{'s' if idle != 1 else ''} cost ${_money(idle, reservation):,.2f} a month. "
+                f"{_commitment_words(reservation, now)}, which no split or move may go below, and its use needs {needed}: the "
+                f"{idle} instance{'s' if idle != 1 else ''} above both cost ${_money(idle, reservation):,.2f} a month. "
                 f"Move {count} to {destination.reservation_id} (the same shape), which cluster {cluster} uses while it runs "
                 f"{sum(n for _, n in destination.cluster_demand)} on-demand {reservation.instance_type} there beside its "
                 f"{destination.total - destination.used_now} free unit{'s' if destination.total - destination.used_now != 1 else ''}"
@@ -424,8 +455,8 @@ def _split(reservation: ReservationFacts, count: int, idle: int, needed: int, no
     return Recommendation(
         SPLIT, reservation.reservation_id, savings_per_month=saved, details=details,
         reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}) is "
-                f"{_commitment_words(reservation, now)}, so it may not be cancelled or shrunk below that, yet its use needs "
-                f"{needed}: {idle} idle instance{'s' if idle != 1 else ''}. "
+                f"{_commitment_words(reservation, now)}, which no split or move may go below, and its use needs {needed}: "
+                f"{idle} idle instance{'s' if idle != 1 else ''} above both. "
                 + (f"Beyond the {idle - count} that {after_move} takes (the move), " if after_move else
                    "No reservation of the same shape that a cluster uses needs them (Capacity Blocks can be neither split "
                    "nor moved into): ")

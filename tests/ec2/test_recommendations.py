@@ -7,6 +7,7 @@ offerings; the page, the API and the metric show it all."""
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -20,6 +21,13 @@ pytestmark = pytest.mark.django_db
 ZONE = "us-east-1a"
 M5 = 0.096  # the bundled on-demand list price of m5.large in us-east-1a
 P5 = 98.32  # p5.48xlarge
+
+
+@pytest.fixture(autouse=True)
+def _at_the_servers_time(clock):
+    """Applying recomputes the evidence at the moment of the apply: the process's clock reads the server's."""
+    with time_machine.travel(clock(), tick=False):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -106,8 +114,12 @@ def test_a_stale_page_and_a_changed_reservation_are_refused(seeded, provider, wo
     recompute(seeded["now"])
     old = Recommendation.objects.get(kind="shrink")
     read_at = old.computed_at.isoformat()
-    recompute(seeded["now"] + timedelta(minutes=5))  # recomputed since the page was read
+    recompute(seeded["now"] + timedelta(minutes=5))  # recomputed since: the same claim keeps its row and computedAt
+    assert Recommendation.objects.get(kind="shrink").computed_at.isoformat() == read_at
+    UtilizationHour.objects.filter(reservation__reservation_id=seeded["shrink"]).update(peak_used=5)
+    recompute(seeded["now"] + timedelta(minutes=6))  # the use changed: a new claim (a shrink to 6)
     fresh = Recommendation.objects.get(kind="shrink")
+    assert fresh.target_count == 6
     stale = operator_client.post(reverse("reservations:recommendation_apply", args=[fresh.pk]), {"computed_at": read_at})
     assert stale.status_code == 409 and "changed since the page was read" in stale.content.decode()
     # Someone resized it in the console meanwhile (EC2 knows, karpweb has not synced yet):

@@ -157,8 +157,8 @@ COMMIT_END = NOW + datetime.timedelta(days=60)
 
 
 def committed_odcr(rid="cr-com", **changes):
-    # 10 units committed until COMMIT_END; the use needs 4 (peak 3 plus one of headroom), 6 idle.
-    facts = dict(total=10, used_now=2, hours=hours(14, 2, peak=3), committed_count=10, commitment_end=COMMIT_END,
+    # 10 units, 3 committed until COMMIT_END; the use needs 4 (peak 3 plus one of headroom): 6 above both.
+    facts = dict(total=10, used_now=2, hours=hours(14, 2, peak=3), committed_count=3, commitment_end=COMMIT_END,
                  owner="111111111111")
     facts.update(changes)
     return odcr(rid, **facts)
@@ -174,11 +174,13 @@ def destination(rid="cr-dst", **changes):
 
 def test_a_committed_reservation_gets_no_cancel_and_no_shrink_below_its_commitment():
     quiet = dict(selected_by=(), hours=hours(14, 1, peak=1), used_now=1)
-    assert {r.kind for r in recommend([committed_odcr(**quiet)], NOW)} == {"split"}  # neither cancel nor shrink
-    # Committed to 6 of 10: shrinking to 6 is allowed (not to the 4 the use needs), the 2 between are split off.
+    # Committed to all 10: no cancel, no shrink, and no split or move either (none may go below the commitment).
+    assert recommend([committed_odcr(committed_count=10, **quiet)], NOW) == []
+    # Committed to 6 of 10: shrinking to 6 is allowed (not to the 4 the use needs); the 4 above it may be split off
+    # instead (an alternative to that shrink), never the 2 between the use and the commitment.
     found = kinds(recommend([committed_odcr(committed_count=6)], NOW))
     assert found[("shrink", "cr-com")].target_count == 6 and "the commitment (committed until" in found[("shrink", "cr-com")].reason
-    assert found[("split", "cr-com")].details["count"] == 2
+    assert found[("split", "cr-com")].details["count"] == 4
     # After the commitment's end, the usual shrink to the use.
     ended = committed_odcr(commitment_end=NOW - datetime.timedelta(hours=1))
     assert [(r.kind, r.target_count) for r in recommend([ended], NOW)] == [("shrink", 4)]
@@ -191,11 +193,11 @@ def test_move_to_a_same_shape_reservation_a_cluster_pays_on_demand_beside_with_m
     assert (move.details["count"], move.details["destination"], move.details["cluster"]) == (5, "cr-dst", "beta")
     assert move.savings_per_month == 5 * 730.0 and move.details["money"] == "monthly"
     assert move.details["idleCostPerMonth"] == move.savings_per_month + move.details["stillIdleCostPerMonth"]
-    assert "committed until 2027-01-24 12:00 UTC for 10 instances" in move.reason and "Move 5 to cr-dst" in move.reason
+    assert "committed until 2027-01-24 12:00 UTC for 3 instances" in move.reason and "Move 5 to cr-dst" in move.reason
     split = found[("split", "cr-com")]
     assert split.details["count"] == 1 and split.savings_per_month == 0.0 and split.details["money"] == "warning"
     assert split.details["idleCostPerMonth"] == 730.0 == split.details["stillIdleCostPerMonth"]
-    assert ("shrink", "cr-com") not in found and ("cancel", "cr-com") not in found
+    assert found[("shrink", "cr-com")].target_count == 4 and ("cancel", "cr-com") not in found  # the alternative
 
 
 def test_a_move_needs_the_same_shape_owner_and_a_need():
@@ -255,7 +257,7 @@ def test_advice_never_goes_below_the_commitment_or_what_the_fleet_uses(total, us
             assert floor <= rec.target_count < total
         if rec.kind in ("move", "split"):
             assert committed_now
-            assert 1 <= rec.details["count"] and total - rec.details["count"] >= max(used, fleet, 1)
+            assert 1 <= rec.details["count"] and total - rec.details["count"] >= max(used, fleet, 1, committed_count)  # never below the commitment
             assert rec.details["idleCostPerMonth"] == round(rec.savings_per_month + rec.details["stillIdleCostPerMonth"], 2)
     relocated = sum(r.details["count"] for r in mine if r.kind in ("move", "split"))
-    assert total - relocated >= max(used, fleet, 1)
+    assert total - relocated >= max(used, fleet, 1, min(committed_count, total) if committed_now else 0)

@@ -200,7 +200,9 @@ def assert_move_and_split_match_the_fleet(source, destination, now):
     which the named cluster selects while it pays for at least that many on-demand nodes of its shape; the split
     goes to an account that does not see the source and pays for on-demand nodes of its shape; the money adds up."""
     recs = {r.kind: r for r in Recommendation.objects.filter(reservation=source, state="open")}
-    assert set(recs) == {"move", "split"}, {kind: r.reason for kind, r in recs.items()}
+    # The shrink to the committed count is the alternative that stops paying for the same units (one choice).
+    assert set(recs) == {"move", "split", "shrink"}, {kind: r.reason for kind, r in recs.items()}
+    assert recs["shrink"].target_count == source.committed_instance_count
     move, split = recs["move"], recs["split"]
     assert move.details["destination"] == destination.reservation_id
     assert move.details["destinationSeenTotal"] == destination.total_instance_count
@@ -210,8 +212,9 @@ def assert_move_and_split_match_the_fleet(source, destination, now):
     assert not ReservationVisibility.objects.filter(reservation=source, account__account_id=account).exists()
     paid = sum(on_demand(c.name, source) for c in Cluster.objects.filter(account__account_id=account))
     assert paid >= split.details["coveredUnits"] > 0
-    # Both take the units the commitment keeps and the use does not need: no more, no less.
-    assert move.details["count"] + split.details["count"] == move.details["idleUnits"] == source.total_instance_count - 4
+    # Both take the units above the commitment (and above what the use needs): no more, no less.
+    assert move.details["count"] + split.details["count"] == move.details["idleUnits"] == \
+        source.total_instance_count - source.committed_instance_count
     assert move.details["count"] <= source.available_instance_count
     for rec in (move, split):
         assert rec.details["idleCostPerMonth"] == pytest.approx(rec.savings_per_month + rec.details["stillIdleCostPerMonth"])
@@ -222,7 +225,7 @@ def test_the_committed_reservation_moves_and_splits_to_where_the_fleet_pays_on_d
     now = demo_and_first_pass
     source, destination = (CapacityReservation.objects.fleet().get(reservation_id=demo.reservation_id(suffix))
                            for suffix in (demo.COMMITTED_SOURCE, demo.MOVE_DESTINATION))
-    assert source.is_committed(now) and source.committed_instance_count == source.total_instance_count == 8
+    assert source.is_committed(now) and (source.committed_instance_count, source.total_instance_count) == (8, 12)
     assert shape(source) == shape(destination) and source.reservation_type == "default" and source.state == "active"
     # As seeded (seed_demo computed them) ...
     assert_move_and_split_match_the_fleet(source, destination, now)

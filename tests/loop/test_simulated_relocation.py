@@ -42,18 +42,16 @@ def test_split_and_move_follow_ec2s_rules():
     assert windows.pk and block.pk
 
 
-def test_a_move_recommendation_applies_in_the_demo(settings, operator):
+def test_a_move_recommendation_applies_in_the_demo(demo_world, settings, operator):
+    """The demo's move (3 of 0012's units to 0013, whose cluster pays for 3 on-demand beside it): applying
+    recomputes its evidence from the mirror, and the simulated EC2 moves the units once."""
     settings.KARPWEB_MODE = "control"
-    CapacityReservationFactory(reservation_id="cr-src", total_instance_count=10, available_instance_count=6)
-    CapacityReservationFactory(reservation_id="cr-dst", total_instance_count=4, available_instance_count=0)
-    now = timezone.now()
-    rec = Recommendation.objects.create(
-        kind="move", reservation=CapacityReservation.objects.get(reservation_id="cr-src"), reason="r",
-        savings_per_month=140.16, seen_total=10, computed_at=now,
-        details={"count": 2, "destination": "cr-dst", "destinationSeenTotal": 4, "money": "monthly"})
+    source, destination = "cr-0a1b2c3d4e5f60012", "cr-0a1b2c3d4e5f60013"
+    rec = Recommendation.objects.get(kind="move", reservation__reservation_id=source)
+    before = totals(source, destination)
     for _ in range(2):
-        apply(rec.pk, seen_computed_at=now, user=operator, source=AuditEntry.Source.UI, cloud=SimulatedCloud())
-    assert totals("cr-src", "cr-dst") == [(8, 4), (6, 2)]  # moved once, not twice nor mirrored twice
+        apply(rec.pk, seen_computed_at=rec.computed_at, user=operator, source=AuditEntry.Source.UI, cloud=SimulatedCloud())
+    assert totals(source, destination) == [(before[0][0] - 3, before[0][1] - 3), (before[1][0] + 3, before[1][1] + 3)]
     assert Recommendation.objects.get(pk=rec.pk).state == "applied"
     assert AuditEntry.objects.filter(changes__moved_from__isnull=False).count() == 1
 

@@ -40,7 +40,8 @@ def test_the_demo_has_every_kind(demo_world):
     assert kinds == set(Recommendation.Kind.values)
     assert [o["hours"] for o in rec_of("extend", CB_0005).details["offerings"]] == [24, 48]
     assert rec_of("shrink", ODCR_0001).target_count == 8  # a peak of 7 by day, plus one
-    # 8 committed, 4 needed (a peak of 3 by day, plus one): 3 go where staging-use1 pays on-demand, 1 to research.
+    # 12 units, 8 committed, 4 needed (a peak of 3 by day, plus one): the 4 above the commitment: 3 go where
+    # staging-use1 pays on-demand, 1 to research (or the shrink to 8 stops paying for all 4: one choice).
     move, split = rec_of("move", COMMITTED), rec_of("split", COMMITTED)
     assert (move.details["count"], move.details["destination"], move.details["cluster"]) == (3, DESTINATION, "staging-use1")
     assert (split.details["count"], split.details["shareWith"]) == (1, "210987654321")
@@ -86,12 +87,12 @@ def test_each_kind_applies_once_from_its_page_and_is_audited(demo_world, control
         assert after.end_date == before.end_date + datetime.timedelta(hours=24)
     elif kind == "move":  # 3 idle units from the committed one into the full one, audited on both
         destination = CapacityReservation.objects.get(reservation_id=DESTINATION)
-        assert (after.total_instance_count, after.available_instance_count) == (5, 3)
+        assert (after.total_instance_count, after.available_instance_count) == (9, 7)
         assert (destination.total_instance_count, destination.available_instance_count) == (5, 3)
         assert audit_entries(destination).count() == 1
     elif kind == "split":  # 1 idle unit into a new reservation of the same shape, named on the recommendation
         new = CapacityReservation.objects.get(reservation_id=rec.details["newReservationId"])
-        assert (after.total_instance_count, after.available_instance_count) == (7, 5)
+        assert (after.total_instance_count, after.available_instance_count) == (11, 9)
         assert (new.instance_type, new.availability_zone, new.total_instance_count, new.committed_instance_count) == (
             "r6i.large", "us-east-1a", 1, None)
     else:

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('fleet', '0007_role_bindings'),
-        ('reservations', '0014_ledger_read_moments'),
+        ('reservations', '0015_recommendation_choice'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reservations', '0015_reservation_instances'),
+        ('reservations', '0016_reservation_instances'),
     ]
 
     operations = [
