@@ -48,6 +48,22 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return number
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def env_label_key(name: str, default: str) -> str:
+    """A Kubernetes label key: an optional DNS-subdomain prefix and "/", then a name of at most 63
+    characters (letters, digits, "-", "_", "."; a letter or digit at each end)."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    prefix, _, key = value.rpartition("/")
+    if not _LABEL_NAME.match(key) or ("/" in value and (not prefix or len(prefix) > 253 or not _LABEL_PREFIX.match(prefix))):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a Kubernetes label key (such as team or example.com/team)")
+    return value
+
+
 def env_float(name: str, default: float, *, minimum: float, below: float) -> float:
     """A number in [minimum, below)."""
     value = os.environ.get(name)

@@ -21,6 +21,7 @@ from karpweb.env import (
     env_choice,
     env_float,
     env_int,
+    env_label_key,
     env_list,
     env_rate,
     env_str,
@@ -325,6 +326,13 @@ KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS = env_int("KARPWEB_RECOMMEND_SHRINK_WINDOW_
 KARPWEB_RECOMMEND_HEADROOM_INSTANCES = env_int("KARPWEB_RECOMMEND_HEADROOM_INSTANCES", 1, minimum=0)
 KARPWEB_RECOMMEND_HEADROOM_PERCENT = env_float("KARPWEB_RECOMMEND_HEADROOM_PERCENT", 10.0, minimum=0, below=1000)
 KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS = env_int("KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS", 14, minimum=1)
+# The pod label whose values the usage page holds reserved units by, beside the namespace (#48).
+KARPWEB_TEAM_LABEL = env_label_key("KARPWEB_TEAM_LABEL", "team")
+# How often the overview, node and reservation pages refresh themselves (static/js/refresh.js).
+KARPWEB_PAGE_REFRESH_SECONDS = env_int("KARPWEB_PAGE_REFRESH_SECONDS", 30, minimum=5)
+# How long before karpweb drains a Capacity Block that still runs instances the alert
+# KarpwebCapacityBlockDrainingSoon fires (exported as karpweb_capacity_block_drain_warning_seconds).
+KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS = env_int("KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS", 6, minimum=1)
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 # Upstream's NodeRepair feature gate (off by default): replace a node unhealthy past its toleration

@@ -1,9 +1,12 @@
 """The list-page pattern both apps use: a FilterSet, a django-tables2 table, htmx partial rendering."""
 
+from django.conf import settings
 from django.http import HttpResponseBadRequest
+from django.utils import timezone
 from django.views.generic import TemplateView
 from django_tables2 import RequestConfig
 
+from karpweb.csvexport import CsvExport, streamed_csv
 from karpweb.roles import ViewerRequiredMixin
 
 PAGE_SIZE = 50
@@ -30,11 +33,43 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
     table_class = None
     title = ""
     fleet_wide = False  # the same rows whichever cluster is shown (the EC2 catalogue): no "in <cluster>" heading
+    # `?export=<name>` downloads (karpweb.csvexport): "csv" is the list itself; a list may offer more
+    # (the reservations' hourly use).
+    csv_exports: dict[str, CsvExport] = {}
+    refreshes = False  # the table refreshes itself every KARPWEB_PAGE_REFRESH_SECONDS, keeping the filters
 
     def get(self, request, *args, **kwargs):
         if problem := page_size_problem(request.GET.get("per_page")):
             return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
+        if "export" in request.GET:
+            return self.export(request.GET["export"])
         return super().get(request, *args, **kwargs)
+
+    def export(self, name: str):
+        """The list as CSV: the rows its filters keep, in the requester's scope, streamed."""
+        if name not in self.csv_exports:
+            offered = ", ".join(sorted(self.csv_exports)) or "none on this list"
+            return HttpResponseBadRequest(f"export: one of {offered}, not {name[:40]!r}", content_type="text/plain; charset=utf-8")
+        filterset = self.filterset_class(self.request.GET, queryset=self.get_queryset(), request=self.request)
+        if not filterset.is_valid():
+            problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in filterset.errors.items())
+            return HttpResponseBadRequest(problems, content_type="text/plain; charset=utf-8")
+        export = self.csv_exports[name]
+        rows = export.rows(self, filterset.qs)
+        if isinstance(rows, HttpResponseBadRequest):
+            return rows
+        return streamed_csv(f"{export.stem}-{timezone.now():%Y%m%dT%H%MZ}.csv", export.columns, rows)
+
+    def export_links(self) -> list[dict]:
+        """The downloads with the filters the page was asked with (static/js/exports.js keeps them
+        in step with the form as filters change without a reload)."""
+        links = []
+        for name, export in self.csv_exports.items():
+            params = self.request.GET.copy()
+            params.pop("page", None)
+            params["export"] = name
+            links.append({"name": name, "label": export.label, "url": f"?{params.urlencode()}"})
+        return links
 
     def get_queryset(self):
         return self.queryset.all()
@@ -51,5 +86,6 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
         table = self.table_class(filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset())
         RequestConfig(self.request, paginate={"per_page": PAGE_SIZE}).configure(table)
         context.update(filterset=filterset, table=table, title=self.title, table_template=self.table_template,
-                       fleet_wide=self.fleet_wide)
+                       fleet_wide=self.fleet_wide, export_links=self.export_links(),
+                       refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS if self.refreshes else None)
         return context

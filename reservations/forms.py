@@ -1,6 +1,7 @@
 """The selector-term editor's form: terms as rows, tags as key/value rows, posted as flat fields
 (`term-0-id`, `term-0-tag-1-key`, ...) so it works with and without JavaScript."""
 
+import datetime
 import re
 
 from django import forms
@@ -101,3 +102,31 @@ class RecommendationApplyForm(forms.Form):
     offering = forms.CharField(required=False, max_length=64, label="Extension offering")
     end_date = forms.DateTimeField(required=False, label="New end date (UTC)",
                                    help_text="For an end-date recommendation: when the reservation should end now.")
+
+
+class UsageRangeForm(forms.Form):
+    """The usage page's time range: the last 24 hours, 7 days or 30 days, or from / to (UTC)."""
+
+    RANGES = {"24h": datetime.timedelta(hours=24), "7d": datetime.timedelta(days=7), "30d": datetime.timedelta(days=30)}
+    range = forms.ChoiceField(choices=[("24h", "24 hours"), ("7d", "7 days"), ("30d", "30 days"), ("custom", "custom")],
+                              required=False)
+    since = forms.DateTimeField(required=False, label="From (UTC)")
+    until = forms.DateTimeField(required=False, label="To (UTC)")
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("range") != "custom":
+            return cleaned
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since is None and "since" not in self.errors:
+            self.add_error("since", "a custom range needs its start")
+        if since and until and until <= since:
+            self.add_error("until", "must be after the start")
+        return cleaned
+
+    def window(self, now: datetime.datetime) -> tuple[datetime.datetime, datetime.datetime]:
+        """(since, until) of a valid form; the last 24 hours when no range is asked."""
+        data = self.cleaned_data
+        if data.get("range") == "custom":
+            return data["since"], data.get("until") or now
+        return now - self.RANGES.get(data.get("range") or "24h"), now

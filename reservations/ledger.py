@@ -36,7 +36,7 @@ from django.utils import timezone
 from fleet import scope
 from fleet.models import Cluster
 from reservations.models import (CapacityReservation, OpenReservationInstance, ReservationContention, ReservationHold,
-                                 ReservationUse)
+                                 ReservationInstance, ReservationUse)
 from scheduling.adapters.ec2.interface import CloudAPIError
 from scheduling.engine.attribution import Attribution, attribute
 from scheduling.engine.instances import instance_id
@@ -63,6 +63,7 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
     with scope.unscoped():
         reservations = list(CapacityReservation.objects.fleet().usable(now))
         if not reservations:
+            ReservationInstance.objects.all().delete()  # no usable reservation holds an instance
             return {"uses_recorded": 0}
         account_instances: dict[str, set[str]] = defaultdict(set)
         in_reservation: dict[str, set[str]] = defaultdict(set)
@@ -72,10 +73,13 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
         owned = defaultdict(list)
         for r in reservations:
             owned[r.owner_id].append(r.reservation_id)
+        answered: set[str] = set()
+        members: dict[str, tuple[str, object]] = {}  # instance id -> (account, InstanceMembership) in a reservation
         for account, cloud in clouds.items():
             account_instances.setdefault(account, set())
             try:
                 listed = cloud.describe_instances()
+                answered.add(account)
             except CloudAPIError as exc:  # an account that does not answer leaves its instances unknown
                 log.warning("ledger: DescribeInstances in account %s failed (%s)", account, exc)
                 listed = []
@@ -88,6 +92,7 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
                     if rid:
                         in_reservation[rid].add(m.instance_id)
                         observed[rid].add(m.instance_id)
+                        members[m.instance_id] = (account, m)
             ask = getattr(cloud, "capacity_reservation_usage", None)
             for rid in owned.get(account, []) if ask else []:
                 try:
@@ -125,7 +130,40 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
             contention.save(update_fields=["taken_by", "explained_at"])
             explained += 1
         settled = settle_counted_holds(now, observed, ended)
-    return {"uses_recorded": len(rows), "contentions_explained": explained, "holds_settled": settled}
+        kept = mirror_instances({r.reservation_id: r for r in reservations}, members, answered, now)
+    return {"uses_recorded": len(rows), "contentions_explained": explained, "holds_settled": settled,
+            "reservation_instances": kept}
+
+
+def mirror_instances(reservations: Mapping[str, CapacityReservation], members: Mapping[str, tuple[str, object]],
+                     answered: set[str], now) -> int:
+    """Keep ReservationInstance as the accounts that answered list them: one row per live instance in
+    a usable reservation (with the node whose providerID names it), and none for an instance those
+    accounts no longer list there. Returns the rows kept."""
+    nodes = {}
+    for name, cluster_id, provider_id in Node.objects.fleet().exclude(provider_id="").values_list(
+            "name", "cluster_id", "provider_id"):
+        nodes[instance_id(provider_id)] = (name, cluster_id)
+    first_seen = dict(ReservationInstance.objects.filter(instance_id__in=list(members)).values_list(
+        "instance_id", "first_seen"))
+    rows = []
+    for iid, (account, m) in members.items():
+        reservation = reservations.get(m.reservation_id or m.open_reservation_id)
+        if reservation is None:  # a reservation no longer usable: its instances are not its units now
+            continue
+        node_name, cluster_id = nodes.get(iid, ("", None))
+        rows.append(ReservationInstance(
+            instance_id=iid, reservation=reservation, account_id=account, instance_type=m.instance_type,
+            availability_zone=m.zone, state=m.state, open_matching=not m.reservation_id, launched_at=m.launch_time,
+            node_name=node_name, cluster_id=cluster_id, first_seen=first_seen.get(iid, now), last_seen=now))
+    ReservationInstance.objects.bulk_create(
+        rows, batch_size=500, update_conflicts=True, unique_fields=["instance_id"],
+        update_fields=["reservation", "account_id", "instance_type", "availability_zone", "state", "open_matching",
+                       "launched_at", "node_name", "cluster", "last_seen"])
+    ReservationInstance.objects.filter(account_id__in=answered).exclude(
+        instance_id__in=[row.instance_id for row in rows]).delete()
+    ReservationInstance.objects.exclude(reservation__in=list(reservations.values())).delete()
+    return len(rows)
 
 
 def latest_use(reservation: CapacityReservation) -> ReservationUse | None:

@@ -471,6 +471,39 @@ class OpenReservationInstance(models.Model):
         return f"{self.instance_id} (on-demand in {self.reservation.reservation_id})"
 
 
+class ReservationInstance(models.Model):
+    """One instance EC2 runs in a reservation, as DescribeInstances of one of the fleet's accounts
+    reported it at the last EC2 sync (its CapacityReservationId, or the open reservation it runs in):
+    the instances the ledger already reads (reservations/ledger.py record_use), kept for the
+    reservation's page and API. A row goes when its account's next answer no longer lists the
+    instance in a live state; an account that did not answer keeps its rows."""
+
+    objects = ByReservationQuerySet.as_manager()
+
+    instance_id = models.CharField(max_length=32, unique=True)
+    reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="instances")
+    account_id = models.CharField("account", max_length=12, help_text="The account whose DescribeInstances listed it.")
+    instance_type = models.CharField(max_length=64)
+    availability_zone = models.CharField("AZ", max_length=32)
+    state = models.CharField(max_length=16)
+    open_matching = models.BooleanField(default=False, help_text="On-demand, in the reservation by open matching.")
+    launched_at = models.DateTimeField(null=True, blank=True, help_text="EC2's LaunchTime.")
+    node_name = models.CharField(max_length=253, blank=True, help_text="The node whose providerID names it.")
+    cluster = models.ForeignKey("fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["reservation", "instance_id"]
+
+    def __str__(self):
+        return f"{self.instance_id} in {self.reservation.reservation_id}"
+
+    @property
+    def node_url(self) -> str:
+        return cluster_detail_url("scheduling:node", self.cluster_id, self.node_name) if self.node_name else ""
+
+
 class ClusterLaunchTemplate(models.Model):
     """A launch template Karpenter made for a cluster (tag karpenter.k8s.aws/cluster), as the EC2 sync
     last read it: its latest version's CapacityReservationPreference says whether the cluster's
@@ -513,6 +546,8 @@ class UtilizationHour(models.Model):
     total = models.FloatField(help_text="Mean total instances over the hour's samples.")
     share_sum = models.FloatField(help_text="Sum of used/total over the samples with a total above 0.")
     share_samples = models.PositiveIntegerField(help_text="How many samples had a total above 0.")
+    clusters = models.JSONField(default=dict, blank=True,
+                                help_text="Cluster name -> mean units its nodes used over the hour (the fleet ledger's reads).")
 
     class Meta:
         ordering = ["-hour"]

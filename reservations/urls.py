@@ -10,6 +10,7 @@ urlpatterns = [
     path("reservations/", views.ReservationListView.as_view(), name="list"),
     path("reservations/unselected/", views.UnselectedReservationsView.as_view(), name="unselected"),
     path("reservations/doctor/", views.DoctorView.as_view(), name="doctor"),
+    path("reservations/usage/", views.UsageView.as_view(), name="usage"),
     path("reservations/open-trap/", views.OpenTrapView.as_view(), name="open_trap"),
     path("reservations/open-trap/panel/", views.OpenTrapPanelView.as_view(), name="open_trap_panel"),
     path("reservations/open-trap/fix/", views.OpenTrapFixView.as_view(), name="open_trap_fix"),

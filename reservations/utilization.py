@@ -7,6 +7,7 @@ workers at once, writes the same rows.
 """
 
 import datetime
+from collections import defaultdict
 
 from django.conf import settings
 from django.db.models import Avg, Case, Count, F, FloatField, Max, Min, Q, Sum, When
@@ -53,7 +54,30 @@ def roll_up(since: datetime.datetime, sample_model=UtilizationSample, hour_model
         update_fields=["samples", "first_sampled_at", "used", "available", "total", "share_sum", "share_samples",
                        *(["peak_used"] if peak else [])],
     )
+    if any(field.name == "clusters" for field in hour_model._meta.get_fields()):  # not in older historical models
+        roll_up_clusters(since, hour_model)
     return len(rows)
+
+
+def roll_up_clusters(since: datetime.datetime, hour_model=UtilizationHour) -> int:
+    """Each hour's mean units per cluster, from the fleet ledger's reads (ReservationUse, one per
+    reservation per EC2 sync, kept only KARPWEB_SAMPLE_RETENTION_DAYS): the usage page's breakdown by
+    cluster over 30 days and more reads these hours. Returns the hours written."""
+    reads: dict[tuple, int] = defaultdict(int)
+    units: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for reservation_id, sampled_at, clusters in ReservationUse.objects.filter(sampled_at__gte=hour_of(since)).values_list(
+            "reservation_id", "sampled_at", "clusters"):
+        key = (reservation_id, hour_of(sampled_at))
+        reads[key] += 1
+        for name, count in (clusters or {}).items():
+            units[key][name] += count
+    hours = list(hour_model.objects.filter(reservation_id__in={r for r, _ in reads}, hour__gte=hour_of(since)))
+    for row in hours:
+        key = (row.reservation_id, row.hour)
+        if key in reads:
+            row.clusters = {name: round(total / reads[key], 3) for name, total in sorted(units[key].items())}
+    hour_model.objects.bulk_update(hours, ["clusters"], batch_size=UPSERT_BATCH)
+    return len(hours)
 
 
 def hourly_span(hours) -> str:

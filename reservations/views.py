@@ -2,6 +2,7 @@ import datetime
 import json
 from collections import defaultdict
 
+from django.conf import settings
 from django.db.models import Count, Prefetch, Sum
 from django.contrib import messages
 from django.http import HttpResponse
@@ -11,11 +12,12 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from fleet.scope import current_cluster
+from karpweb.csvexport import CsvExport
 from karpweb.jsonsafe import printable
 from karpweb.roles import OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.urlcache import cluster_detail_url
 from karpweb.views_generic import ObjectListView
-from reservations.forms import EditorInputError, RecommendationApplyForm, apply_action, editor_rows, terms_from_post
+from reservations.forms import EditorInputError, RecommendationApplyForm, UsageRangeForm, apply_action, editor_rows, terms_from_post
 from reservations.selector_terms import (
     InvalidSelectorTerms,
     SelectorTermConflict,
@@ -24,13 +26,16 @@ from reservations.selector_terms import (
     terms_diff,
     validation_problems,
 )
+from reservations import exports
 from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet
 from reservations.doctor import active_findings
 from reservations.models import (
-    CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass, OpenReservationInstance, Recommendation, hour_of,
+    CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass, OpenReservationInstance, Recommendation,
+    UtilizationHour, hour_of,
 )
 from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command, share_command
 from reservations.recommendations import policy_from_settings
+from reservations.holders import reserved_units_held
 from reservations.utilization import hourly_span
 from scheduling.engine.doctor import SEVERITIES
 from scheduling.engine.recommendations import Hour, history_days, needed_days
@@ -52,6 +57,9 @@ class ReservationListView(ObjectListView):
     title = "Capacity reservations"
     filterset_class = CapacityReservationFilterSet
     table_class = CapacityReservationTable
+    refreshes = True
+    csv_exports = {"csv": CsvExport("reservations", "CSV", exports.RESERVATION_COLUMNS, exports.reservation_rows),
+                   "hours": CsvExport("reservation-hours", "hourly use CSV", exports.HOUR_COLUMNS, exports.hour_rows)}
 
     def get_queryset(self):
         # The table shows neither tags nor allocations (JSON): not read, not decoded.
@@ -83,6 +91,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             timing=reservation.timing,
             nodes=nodes,
             open_instances=open_instance_nodes(reservation.open_instances.order_by("instance_id")),
+            instances=reservation.instances.select_related("cluster").order_by("instance_id"),
             groups=reservation.groups.order_by("arn"),
             node_classes=reservation.node_classes.all(),
             chart=chart,
@@ -134,6 +143,59 @@ def upcoming_capacity_blocks(now, *, with_nodes=True):
     for block in blocks:
         block.more_nodes = max(0, block.node_count - BLOCK_NODES_SHOWN) if with_nodes else 0
     return [(block, block.timing) for block in blocks]
+
+
+# The by-cluster chart's colours, in turn (the same palette order as the other charts start with).
+PALETTE = ["#2f6fde", "#12b76a", "#f79009", "#7a5af8", "#ee46bc", "#06aed4", "#f04438", "#667085"]
+
+
+class UsageView(ViewerRequiredMixin, TemplateView):
+    """Reserved units over a time range (24 hours, 7 days, 30 days or custom): used and idle, and used
+    per cluster of the fleet; and who holds the reserved units now, by namespace and by team label."""
+
+    template_name = "reservations/usage.html"
+
+    def get(self, request, *args, **kwargs):
+        form = UsageRangeForm(request.GET or None)
+        if form.is_bound and not form.is_valid():
+            return self.render_to_response(self.get_context_data(form=form), status=400)
+        return self.render_to_response(self.get_context_data(form=form))
+
+    def get_context_data(self, form, **kwargs):
+        context = super().get_context_data(**kwargs)
+        now = timezone.now()
+        if form.is_bound and not form.is_valid():
+            return {**context, "form": form}
+        since, until = form.window(now) if form.is_bound else (now - UsageRangeForm.RANGES["24h"], now)
+        hours = UtilizationHour.objects.filter(hour__gte=hour_of(since), hour__lt=until)
+        if current_cluster() is not None:  # the header's cluster: the reservations its account sees
+            hours = hours.filter(reservation__in=CapacityReservation.objects.all())
+        used, total, clusters = defaultdict(float), defaultdict(float), defaultdict(lambda: defaultdict(float))
+        for hour, hour_used, hour_total, per_cluster in hours.values_list("hour", "used", "total", "clusters"):
+            used[hour] += hour_used
+            total[hour] += hour_total
+            for name, units in (per_cluster or {}).items():
+                clusters[name][hour] += units
+        x = sorted(used)
+        names = sorted(clusters)
+        by_cluster = {"x": [h.isoformat() for h in x]}
+        for index, name in enumerate(names):
+            by_cluster[f"c{index}"] = [round(clusters[name][h], 2) for h in x]
+        by_cluster["other"] = [round(max(0.0, used[h] - sum(clusters[n][h] for n in names)), 2) for h in x]
+        series = [[f"c{index}", name, PALETTE[index % len(PALETTE)]] for index, name in enumerate(names)]
+        held = reserved_units_held(settings.KARPWEB_TEAM_LABEL)
+        context.update(
+            form=form, since=since, until=until, chosen=(form.cleaned_data.get("range") if form.is_bound else "") or "24h",
+            span=hourly_span(x),
+            chart={"x": by_cluster["x"], "used": [round(used[h], 1) for h in x],
+                   "idle": [round(total[h] - used[h], 1) for h in x]},
+            by_cluster=by_cluster,
+            by_cluster_series=json.dumps(series + [["other", "no cluster of the fleet", "#98a2b3"]]),
+            team_label=settings.KARPWEB_TEAM_LABEL,
+            by_namespace=held["namespace"], by_team=held["team"],
+            held_total=sum(units for _, units in held["namespace"]),
+        )
+        return context
 
 
 class CapacityBlockView(ViewerRequiredMixin, TemplateView):
@@ -374,6 +436,7 @@ class RecommendationListView(ObjectListView):
     template_name = "reservations/recommendations.html"
     filterset_class = RecommendationFilterSet
     table_class = RecommendationTable
+    csv_exports = {"csv": CsvExport("recommendations", "CSV", exports.RECOMMENDATION_COLUMNS, exports.recommendation_rows)}
 
     def get_queryset(self):
         rows = Recommendation.objects.select_related("reservation")

@@ -160,7 +160,12 @@ class KarpwebCollector:
             if r.timing:
                 drain.add_metric(values, r.timing.seconds_until_drain(now))
                 alarm.add_metric(values, int(r.block_alarm(r.running_nodes, now)))
-        yield from (used, available, total, idle_cost, drain, alarm, low)
+        warning = GaugeMetricFamily(
+            "karpweb_capacity_block_drain_warning_seconds",
+            "How long before a Capacity Block's drain KarpwebCapacityBlockDrainingSoon fires "
+            "(KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS).",
+            value=settings.KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS * 3600)
+        yield from (used, available, total, idle_cost, drain, alarm, low, warning)
 
     def decisions(self):
         names = self.cluster_names

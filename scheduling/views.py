@@ -30,6 +30,8 @@ from scheduling.models import (
 from scheduling.engine.quantities import MEMORY, format_resource
 from scheduling.loop.health import failing_steps, loop_health, watch_health, with_health
 from scheduling.loop.coexistence import ControlNotAllowed, allow_control
+from karpweb.csvexport import CsvExport
+from scheduling import exports
 from scheduling.loop.karpenter_audit import plans_beside_karpenter
 from scheduling.modes import control_refusal, controller_status, effective_mode, global_mode
 from scheduling.nodepool_health import health, node_class_name
@@ -71,7 +73,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
                                     .select_related("reservation").order_by("-savings_per_month", "kind", "id"))
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
-            now=now, catalogue_notice=catalogue_notice(),
+            now=now, catalogue_notice=catalogue_notice(), refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
             used=totals["used"], idle=totals["idle"], total=totals["total"],
             idle_cost=totals["idle_cost"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
@@ -244,6 +246,7 @@ class NodeListView(ObjectListView):
     title = "Nodes"
     filterset_class = NodeFilterSet
     table_class = NodeTable
+    refreshes = True
 
     def get_queryset(self):
         # A correlated count for the 50 nodes of a page, not a join and GROUP BY over every node.
@@ -385,6 +388,7 @@ class KarpenterAuditView(ObjectListView):
     table_class = KarpenterLaunchTable
     template_name = "scheduling/karpenter_audit.html"
     table_template = "scheduling/karpenter_audit_table.html"
+    csv_exports = {"csv": CsvExport("karpenter-audit", "CSV", exports.KARPENTER_AUDIT_COLUMNS, exports.audit_rows)}
 
     def get_queryset(self):
         return KarpenterLaunch.objects.order_by("-launched_at", "-id")

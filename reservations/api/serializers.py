@@ -9,7 +9,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention, ReservationUse,
+from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention,
+                                 ReservationInstance, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
 from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin
@@ -306,6 +307,27 @@ class ReservationUseSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReservationUse
         fields = ["sampledAt", "total", "used", "clusters", "ourAccounts", "otherAccounts", "unknown"]
+        read_only_fields = fields
+
+
+class ReservationInstanceSerializer(serializers.ModelSerializer):
+    instanceId = serializers.CharField(source="instance_id", read_only=True)
+    node = serializers.CharField(source="node_name", read_only=True, help_text="The node whose providerID names it; empty when none.")
+    cluster = serializers.CharField(source="cluster.name", read_only=True, default=None, allow_null=True,
+                                    help_text="The cluster of that node; null when no cluster of the fleet runs it.")
+    account = serializers.CharField(source="account_id", read_only=True,
+                                    help_text="The account whose DescribeInstances listed it.")
+    instanceType = serializers.CharField(source="instance_type", read_only=True)
+    zone = serializers.CharField(source="availability_zone", read_only=True)
+    openMatching = serializers.BooleanField(source="open_matching", read_only=True,
+                                            help_text="On-demand, in the reservation by open matching.")
+    since = when("launched_at", help_text="EC2's LaunchTime.")
+    lastSeen = when("last_seen", null=False)
+
+    class Meta:
+        model = ReservationInstance
+        fields = ["instanceId", "node", "cluster", "account", "instanceType", "zone", "state", "openMatching", "since",
+                  "lastSeen"]
         read_only_fields = fields
 
 

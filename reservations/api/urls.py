@@ -27,6 +27,8 @@ urlpatterns = [
     ),
     path("capacity-reservations/<str:reservation_id>/uses/", views.ReservationUseList.as_view(),
          name="capacityreservation-uses"),
+    path("capacity-reservations/<str:reservation_id>/instances/", views.ReservationInstanceList.as_view(),
+         name="capacityreservation-instances"),
     path("capacity-reservations/<str:reservation_id>/contentions/", views.ReservationContentionList.as_view(),
          name="capacityreservation-contentions"),
     *router.urls,

@@ -25,6 +25,7 @@ from reservations.api.serializers import (
     SelectorTermsPreviewSerializer,
     SelectorTermsWriteSerializer,
     ReservationContentionSerializer,
+    ReservationInstanceSerializer,
     ReservationUseSerializer,
     UtilizationHourSerializer,
     UtilizationSampleSerializer,
@@ -36,7 +37,8 @@ from reservations.filtersets import (
 )
 from reservations.alarms import current_alarms, with_running_nodes
 from reservations.models import (CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass,
-                                 OpenReservationInstance, Recommendation, ReservationContention, ReservationUse,
+                                 OpenReservationInstance, Recommendation, ReservationContention, ReservationInstance,
+                                 ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.recommendation_actions import ApplyRefused, apply as apply_recommendation
 from karpweb.jsonsafe import printable
@@ -207,6 +209,26 @@ class ReservationContentionList(UtilizationSampleList):
     filterset_class = None
     ordering_fields = ["created_at"]
     ordering = ["-created_at"]
+
+    def get_queryset(self):
+        return super().get_queryset().select_related("cluster")
+
+
+@extend_schema(
+    summary="The instances in one reservation",
+    description="Every live instance EC2 runs in the reservation, as DescribeInstances of the fleet's accounts "
+                "reported it at the last EC2 sync (its CapacityReservationId, or open matching): its node and that "
+                "node's cluster when a cluster of the fleet runs it, the account that listed it, and since when "
+                "(EC2's LaunchTime). Instances of accounts outside the fleet are not listed (EC2 shows them only "
+                "to their account): the `uses` list counts them. Read-only.",
+    responses={200: ReservationInstanceSerializer(many=True), **error_responses(400, 401, 403, 404)},
+)
+class ReservationInstanceList(UtilizationSampleList):
+    model = ReservationInstance
+    serializer_class = ReservationInstanceSerializer
+    filterset_class = None
+    ordering_fields = ["instance_id", "launched_at", "node_name"]
+    ordering = ["instance_id"]
 
     def get_queryset(self):
         return super().get_queryset().select_related("cluster")

@@ -9,7 +9,7 @@ from reservations import ledger
 from reservations.models import CapacityReservation
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.engine.timeutil import parse_time
-from scheduling.loop import leases
+from scheduling.loop import kube_events, leases
 from scheduling.engine.refresh import drifted_claims
 from scheduling.loop.nodes import disrupt
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
@@ -65,6 +65,7 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
     nodes = {n.name: n for n in Node.objects.filter(name__in=named).select_related("node_pool", "node_claim", "reservation")}
     pools = {p.name: p for p in NodePool.objects.select_related("node_class")} if wanted else {}
     pending, counts = [], {"planned": 0, "acted": 0, "waiting": 0, "failed": 0}
+    events = []  # Kubernetes Events about the disruptions acted on (control mode only)
     refusal = control_refusal() if wanted else ""  # once per run
     for disruption in wanted:
         counts["planned"] += 1
@@ -80,6 +81,8 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
         if decision.mode == Mode.CONTROL and (drain_at is None or drain_at <= now):
             outcome, error = _disrupt(cloud, cluster, disruption, members, pools, now)
             decision.outcome, decision.error = outcome, error
+            if outcome == Decision.Outcome.ACTED:
+                events += kube_events.disruption_events(disruption, members)
             counts[{Decision.Outcome.ACTED: "acted", Decision.Outcome.SKIPPED: "waiting"}.get(outcome, "failed")] += 1
         elif drain_at is not None and drain_at > now:
             counts["waiting"] += 1
@@ -87,6 +90,9 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
                 decision.outcome = Decision.Outcome.SCHEDULED
         pending.append(decision)
     counts["decisions_recorded"] = record(pending, now)
+    if CONSOLIDATION in reasons and kube_events.keeps_events(cluster):  # once per pass: why nodes are left alone
+        events += kube_events.blocked_and_unconsolidatable()
+    counts["events_written"] = kube_events.publish(cluster, events)
     return counts
 
 

@@ -20,6 +20,7 @@ from scheduling.adapters.ec2.nodeclass import planned_max_pods
 from scheduling.adapters.ec2.sync import refresh_reservations
 from scheduling.adapters.kube.interface import ClusterError, Condition, NodeClaimRequest
 from scheduling.claim_hashes import PROVISIONER_LABEL, claim_annotations, claim_expire_after
+from scheduling.loop import kube_events
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.engine.world import TERMINAL_PHASES
@@ -50,6 +51,7 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     reservations = {r.reservation_id: r for r in CapacityReservation.objects.all()}
     refusal = control_refusal()  # once per run: every claim of one run under the same verdict
     launched_into, refused_by = [], []  # reservation ids, refreshed from EC2 after the launches
+    events = []  # Kubernetes Events about what this run did (control mode only)
     for claim in decisions["nodeClaims"]:
         pool = pools.get(claim["nodePool"])
         mode = effective_mode(pool, refusal)
@@ -83,6 +85,7 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
             refused_by += result.reservations_marked_unavailable
             if result.ok:
                 decision.outcome, launched = Decision.Outcome.ACTED, launched + 1
+                events += kube_events.launch_events(claim, row, result)
                 if result.open_reservation_id:
                     decision.reason += (f"; open mode: EC2 runs it in open reservation {result.open_reservation_id} "
                                         "(it stays on-demand, counted in that reservation)")
@@ -95,10 +98,23 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
         refresh_reservations(cloud, launched_into, refused_by, now)
     pending += unplaced_decisions(decisions, pools)
     counts = _counts(decisions, launched, failed, relaunched, record(pending, now))
+    events += kube_events.binding_events(controlled_bindings(decisions.get("bindings") or [], refusal))
+    counts["events_written"] = kube_events.publish(cluster, events)
     if held_elsewhere and not replanning:
         again = provision(cloud, cluster, now, replanning=True)
         counts = {key: value + again.get(key, 0) for key, value in counts.items()}
     return counts
+
+
+def controlled_bindings(bindings: list[dict], refusal: str) -> list[dict]:
+    """The plan's placements on nodes whose NodePool karpweb controls (the pods it nominates)."""
+    if not bindings:
+        return []
+    pools = dict(Node.objects.filter(name__in={b["node"] for b in bindings}).select_related("node_pool")
+                 .values_list("name", "node_pool__name"))
+    controlled = {pool.name for pool in NodePool.objects.filter(name__in=set(pools.values()))
+                  if effective_mode(pool, refusal) == Mode.CONTROL}
+    return [b for b in bindings if pools.get(b["node"]) in controlled]
 
 
 NOTHING_PLANNED = {"nodeClaims": [], "unschedulable": [], "deferred": []}
@@ -201,9 +217,10 @@ def create_claim(cluster, claim: dict, pool) -> NodeClaim:
         annotations=claim_annotations(pool), expire_after=claim_expire_after(pool) or None,  # drift and expiry
         resources=dict(claim.get("resources") or {}),  # Initialized waits for its extended resources
     )
-    cluster.create_nodeclaim(request)
+    created = cluster.create_nodeclaim(request)
     reservation = CapacityReservation.objects.filter(reservation_id=launch.get("reservationID") or "").first()
     row, _ = NodeClaim.objects.update_or_create(name=name, defaults=dict(
+        uid=((created or {}).get("metadata") or {}).get("uid", ""),  # Events about it name it by UID
         node_pool=pool, node_class=pool.node_class if pool else None, labels=labels,
         requirements=request.requirements, resources=request.resources, instance_type=launch["instanceType"], zone=launch["zone"],
         capacity_type=launch["capacityType"], reservation=reservation, reservation_label=launch.get("reservationID") or "",

@@ -295,6 +295,11 @@ def _result(instance: SimulatedInstance) -> LaunchResult:
 class SimulatedCluster:
     """The parts of ClusterAdapter (scheduling/adapters/kube/interface.py) the loop uses, on the rows."""
 
+    keeps_events = False  # no API server to keep Events: the decision log says the same
+
+    def create_events(self, events: list) -> int:
+        return 0
+
     def create_nodeclaim(self, request: NodeClaimRequest) -> dict:
         pool = NodePool.objects.filter(name=request.nodepool).select_related("node_class").first()
         claim = NodeClaim.objects.create(

@@ -45,7 +45,7 @@ def main_pages():
     claim = NodeClaim.objects.order_by("name").first()
     return [
         reverse(name) for name in (
-            "scheduling:overview", "reservations:list", "reservations:capacity_blocks", "reservations:unselected",
+            "scheduling:overview", "reservations:list", "reservations:usage", "reservations:capacity_blocks", "reservations:unselected",
             "reservations:recommendations", "scheduling:instancetypes", "scheduling:nodepools", "reservations:nodeclasses",
             "scheduling:nodeclaims", "scheduling:nodes", "scheduling:pods", "scheduling:decisions",
             "scheduling:karpenter_audit", "scheduling:whatif", "api_tokens")

@@ -364,3 +364,50 @@ def test_a_slow_ec2_answer_never_gives_a_launched_unit_away_again(
     row = CapacityReservation.objects.fleet().get(reservation_id=rid)
     assert (row.available_instance_count, ledger.ledger_free(row, alpha.pk, clock())) == (0, 0)
     forget_default()
+
+
+def test_each_reservation_lists_its_instances_as_ec2_reports_them(world, clock, config, provider, fleet, viewer_client):
+    """#48: the instances the ledger's DescribeInstances reads, kept per reservation (instance, node,
+    cluster, account, since) for its page and API; one gone from EC2 goes from the list."""
+    owner, shared, alpha, beta = fleet
+    rid = world.add_reservation("m5.large", worlds.ZONE, 5)
+    world.share(rid, SHARED)
+    world.share(rid, OUTSIDE)
+    in_shared, in_outside = provider_in(world, config, clock, SHARED), provider_in(world, config, clock, OUTSIDE)
+    on_alpha = launch_into(provider, rid)
+    node_on(alpha, on_alpha, "alpha-0")
+    unclustered = launch_into(provider, rid)
+    on_beta = launch_into(in_shared, rid)
+    node_on(beta, on_beta, "beta-0")
+    launch_into(in_outside, rid)  # EC2 shows it to its own account only
+    with cluster_scope(alpha):
+        sync_reservations(provider, now=clock())
+    describes = len(world.calls_of("DescribeInstances"))
+
+    counts = ledger.record_use({OWNER: provider, SHARED: in_shared}, now=clock())
+
+    assert len(world.calls_of("DescribeInstances")) - describes == 2  # one per account, as before: none added
+    assert counts["reservation_instances"] == 3
+    answer = viewer_client.get(f"/api/v1/capacity-reservations/{rid}/instances/")
+    assert answer.status_code == 200, answer.content
+    rows = {row["instanceId"]: row for row in answer.json()["results"]}
+    assert set(rows) == {on_alpha, unclustered, on_beta}
+    assert (rows[on_alpha]["node"], rows[on_alpha]["cluster"], rows[on_alpha]["account"]) == ("alpha-0", "alpha", OWNER)
+    assert (rows[on_beta]["node"], rows[on_beta]["cluster"], rows[on_beta]["account"]) == ("beta-0", "beta", SHARED)
+    assert (rows[unclustered]["node"], rows[unclustered]["cluster"]) == ("", None)
+    assert all(row["since"] and row["state"] == "running" and not row["openMatching"] for row in rows.values())
+
+    page = viewer_client.get(f"/reservations/{rid}/").content.decode()
+    section = page[page.index('id="instances"'):]
+    section = section[:section.index("</section>")]
+    assert all(iid in section for iid in rows) and "alpha-0" in section and "beta-0" in section
+    assert "Instances in it, as EC2 reports them (3)" in section
+
+    provider.ec2.terminate_instances(InstanceIds=[on_alpha])
+    ledger.record_use({OWNER: provider, SHARED: in_shared}, now=clock())
+    again = viewer_client.get(f"/api/v1/capacity-reservations/{rid}/instances/").json()["results"]
+    assert {row["instanceId"] for row in again} == {unclustered, on_beta}
+    # An account that does not answer keeps what it last listed.
+    ledger.record_use({OWNER: provider}, now=clock())
+    assert {row["instanceId"] for row in viewer_client.get(
+        f"/api/v1/capacity-reservations/{rid}/instances/").json()["results"]} == {unclustered, on_beta}

@@ -24,7 +24,7 @@ PACKAGES = ("karpweb", "accounts", "fleet", "reservations", "scheduling")
 ENGINE_PURE_DEPENDENCIES = {"pyinstrument"}
 FACE_PARTS = {"views", "api", "admin", "admin_forms", "admin_mixins", "tables", "filtersets", "forms", "urls",
               "templatetags", "context_processors", "views_generic", "widgets", "whatif", "whatif_edits",
-              "metrics", "management", "bench", "overview"}
+              "metrics", "management", "bench", "overview", "exports", "csvexport"}
 WIRING = {"karpweb", "karpweb.settings", "karpweb.wsgi", "karpweb.asgi", "karpweb.celery", "karpweb.pytest_env"}
 
 

@@ -17,6 +17,7 @@ from scheduling.adapters.kube.adapter import KubeClusterAdapter
 from scheduling.adapters.kube.decisionlog import mark_failed, record_cluster_error, record_drain
 from scheduling.adapters.kube.errors import ClusterError, describe_api_error
 from scheduling.adapters.kube.interface import Condition, DrainResult, NodeClaimRequest
+from scheduling.adapters.kube import events as E
 from scheduling.adapters.kube.rbac import cluster_role
 from scheduling.adapters.kube.resources import POD, PVC, VOLUMEATTACHMENT, Resource
 from scheduling.adapters.kube.rest import KubeRest
@@ -150,6 +151,8 @@ def test_the_documented_cluster_role_is_enough_for_everything(kube_server, kube_
     adapter.set_conditions("EC2NodeClass", f"nc-{unique}", [Condition("CapacityReservationsReady", "True")])
     adapter.set_conditions("NodePool", f"pool-{unique}", [Condition("Ready", "True")])
     adapter.set_conditions("NodeClaim", f"claim-{unique}", [Condition("Drifted", "True", "CapacityReservationDrift")])
+    assert adapter.create_events(E.disruption_blocked(E.node_ref(f"node-{unique}"), E.nodeclaim_ref(f"claim-{unique}"),
+                                                      "pod has an annotation")) == 2  # Events (#48)
     _, version = adapter.get_selector_terms(f"nc-{unique}")
     adapter.update_selector_terms(f"nc-{unique}", [{"tags": {"team": "ml"}}], version)
     # Termination: the finalizer, the termination time, a pod deleted at it, a tolerating pod's

@@ -36,6 +36,13 @@ def test_metrics_per_reservation_decisions_and_tasks(client):
     assert 47 <= float(lag.rsplit(" ", 1)[1]) < 60
 
 
+def test_the_drain_warning_is_exported_as_configured(client, settings):
+    """KarpwebCapacityBlockDrainingSoon reads how early to fire from this gauge (deploy/prometheus)."""
+    assert "karpweb_capacity_block_drain_warning_seconds 21600.0" in scrape(client)[1]  # 6 hours unless set
+    settings.KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS = 2
+    assert "karpweb_capacity_block_drain_warning_seconds 7200.0" in scrape(client)[1]
+
+
 def test_metrics_token(client, settings):
     settings.KARPWEB_METRICS_TOKEN = "s3cret"
     assert scrape(client)[0] == 401

@@ -33,6 +33,7 @@ from scheduling.engine.selectors import parse_terms
 from scheduling.engine.timeutil import format_time, parse_optional_time
 
 from .errors import ClusterError, ResourceVersionExpired, describe_api_error
+from .events import EVENTS, Event, event_body
 from .interface import (
     DISRUPTED_TAINT,
     DO_NOT_DISRUPT,
@@ -745,3 +746,20 @@ class KubeClusterAdapter:
             return self.rest.patch(NODECLAIM, name, patch)
 
         return self._retry_on_conflict("patch", NODECLAIM, name, attempt)
+
+    # --- events ----------------------------------------------------------------------------------
+    def create_events(self, events: list[Event]) -> int:
+        """Write each event (core/v1, involvedObject set: `kubectl describe` shows it); returns how many
+        the API server took. An event it refuses is logged and dropped, never an error of the step that
+        wrote it (upstream's recorder drops them too)."""
+        written = 0
+        for event in events:
+            body = event_body(event, self.clock())
+            try:
+                self.rest.create(EVENTS, body, namespace=body["metadata"]["namespace"])
+                written += 1
+            except Exception as exc:  # noqa: BLE001 - an event is best effort
+                error = self._error(exc, "create", EVENTS, body["metadata"]["name"], body["metadata"]["namespace"])
+                log.warning("event %s on %s %s not written: %s", event.reason, event.regarding.resource.kind,
+                            event.regarding.name, error.message)
+        return written

@@ -163,6 +163,9 @@ class ClusterAdapter(Protocol):
     def set_conditions(self, kind: str, name: str, conditions: list[Condition], status_fields: dict | None = None) -> dict:
         """Write status conditions (and other status fields) of an EC2NodeClass, NodePool or NodeClaim."""
 
+    def create_events(self, events: list) -> int:
+        """Write Kubernetes Events (scheduling/adapters/kube/events.py); returns how many were written."""
+
     def update_selector_terms(self, nodeclass: str, terms: list[dict], resource_version: str) -> dict:
         """Replace the whole capacityReservationSelectorTerms list, only if the EC2NodeClass is still
         at ``resource_version``; raises a conflict :class:`ClusterError` otherwise."""

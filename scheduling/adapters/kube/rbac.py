@@ -30,6 +30,8 @@ RULES = [
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
     # The cluster DNS address nodes are bootstrapped with: the kube-system/kube-dns Service, read only.
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+    # Events on pods, nodes and NodeClaims, as Karpenter writes them (control mode only).
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 
 
