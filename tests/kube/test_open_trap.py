@@ -23,6 +23,7 @@ from tests.faults.worlds import launchable_spec
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 
 from . import helpers as h
+from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 ZONE, TYPE = "us-east-1a", "m5.large"
@@ -30,8 +31,8 @@ BUSY = {"key": "example.com/busy", "value": "true", "effect": "NoSchedule"}  # t
 
 
 @pytest.fixture(autouse=True)
-def cluster_settings(settings, aws_test_credentials):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def cluster_settings(settings, aws_test_credentials, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "observe"
     settings.KARPWEB_KARPENTER = "absent"

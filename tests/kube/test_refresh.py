@@ -24,6 +24,7 @@ from django.utils.timezone import now as utc_now  # after the star import, which
 from datetime import datetime, timedelta, timezone  # after the star import too
 
 from . import helpers as h
+from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 ZONE = "us-east-1a"
@@ -33,8 +34,8 @@ K8S = "1.31"
 
 
 @pytest.fixture(autouse=True)
-def control(settings, aws_test_credentials, monkeypatch):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def control(settings, aws_test_credentials, monkeypatch, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "control"
     settings.KARPWEB_KARPENTER = "absent"

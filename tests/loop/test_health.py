@@ -14,6 +14,7 @@ from django.utils import timezone
 from scheduling.loop import startup
 from scheduling.loop.health import loop_health
 from scheduling.models import TaskRun
+from tests.support.clusters import use_cluster
 
 pytestmark = pytest.mark.django_db
 S = datetime.timedelta(seconds=1)
@@ -112,9 +113,9 @@ def test_the_overview_shows_the_watch(viewer_client, settings):
 
     url = reverse("scheduling:overview")
     watch_line = lambda: viewer_client.get(url).content.decode().split('id="watch-health"')[1].split("</p>")[0]  # noqa: E731
-    settings.KARPWEB_CLUSTER = "simulated"
+    use_cluster(connection="simulated")
     assert "not needed" in watch_line() and "never synced" in watch_line()
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_cluster(connection="in-cluster")
     line = watch_line()
     assert 'class="error"' in line and "not running: the cluster is polled by the 30 s sync" in line
     now = timezone.now()
