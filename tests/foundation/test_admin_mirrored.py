@@ -14,7 +14,6 @@ from scheduling.models import AuditEntry, CapacityType, Decision, Node, NodeClai
 from scheduling.world import current_world
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory
 from tests.factories.scheduling import (
-from tests.support.clusters import cluster_row
     InstanceTypeFactory,
     NodeClaimFactory,
     NodeFactory,
@@ -22,6 +21,7 @@ from tests.support.clusters import cluster_row
     OfferingFactory,
     PodFactory,
 )
+from tests.support.clusters import cluster_row
 
 pytestmark = pytest.mark.django_db
 

@@ -26,9 +26,9 @@ from scheduling.loop.keptworld import KeptWorld
 from scheduling.models import Decision, InstanceType, Mode, NodeClaim, NodePool
 from tests.faults.worlds import launchable_spec
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
-from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 ZONE = "us-east-1a"

@@ -16,9 +16,9 @@ from scheduling.loop import backends, provisioning, steps
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.models import AuditEntry, ControllerGuard, Decision, NodePool
 from scheduling.modes import control_refusal, effective_mode, global_mode
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
-from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 

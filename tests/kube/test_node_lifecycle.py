@@ -19,9 +19,9 @@ from scheduling.loop import nodes
 from scheduling.models import Decision, EventCount, NodeClaim
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
-from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 ZONE = "us-east-1a"

@@ -21,9 +21,9 @@ from scheduling.queries import on_demand_prices
 from scheduling.world import current_world
 from tests.faults.worlds import launchable_spec
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
-from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 ZONE, TYPE = "us-east-1a", "m5.large"

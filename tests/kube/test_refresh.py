@@ -22,9 +22,9 @@ from scheduling.models import CapacityType, Decision, InstanceType, NodeClaim, N
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
 from datetime import datetime, timedelta, timezone  # after the star import too
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
-from tests.support.clusters import use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 ZONE = "us-east-1a"

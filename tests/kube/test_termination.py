@@ -21,10 +21,10 @@ from scheduling.loop import nodes, steps
 from scheduling.models import Decision, EventCount
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
+from tests.support.clusters import use_cluster, use_kube_server
 
 from . import helpers as h
 from .test_node_lifecycle import conditions_of, karpweb_claim, kubelet_node, run_instance
-from tests.support.clusters import use_cluster, use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 VOLUMEATTACHMENT = Resource("VolumeAttachment", "storage.k8s.io", "v1", "volumeattachments")

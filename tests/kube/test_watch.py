@@ -12,9 +12,9 @@ from django.db import connection
 from scheduling.loop import leases
 from scheduling.loop.watch import LEASE, WatchLoop
 from scheduling.models import WatchState
+from tests.support.clusters import use_cluster, use_kube_server
 
 from . import helpers as h
-from tests.support.clusters import use_cluster, use_kube_server
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db(transaction=True)]
 
