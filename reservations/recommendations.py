@@ -111,8 +111,7 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
     # cannot tell its own reservations from shared ones: it advises on what it sees, as before the fleet.
     accounts = dict(AwsAccount.objects.values_list("account_id", "pk")[:2])
     unknown = {accounts[UNKNOWN_ACCOUNT_ID]} if set(accounts) == {UNKNOWN_ACCOUNT_ID} else set()
-    # Fleet-wide, as the nodes above: a pool's id names its cluster.
-    busy_pools = set(Pod.objects.fleet().exclude(node__isnull=True).exclude(owner_kind="DaemonSet")
+    busy_pools = set(Pod.objects.exclude(node__isnull=True).exclude(owner_kind="DaemonSet")
                      .values_list("node__node_pool_id", flat=True).distinct())
     pools_of_class = defaultdict(set)
     for node in nodes:
@@ -178,10 +177,9 @@ def _block_work(blocks: list[CapacityReservation], now) -> dict[int, tuple[tuple
     if not blocks:
         return {}
     drains = {b.pk: b.timing.drain_at for b in blocks if b.timing}
-    # Every cluster's pods and nodes on the blocks: a block serves whichever cluster of its account launched there.
-    pods = Pod.objects.fleet().filter(node__reservation_id__in=list(drains)).exclude(owner_kind="DaemonSet") \
+    pods = Pod.objects.filter(node__reservation_id__in=list(drains)).exclude(owner_kind="DaemonSet") \
         .values("namespace", "name", "annotations", "created_at", "node__reservation_id")
-    node_counts = dict(Node.objects.fleet().filter(reservation_id__in=list(drains)).values_list("reservation_id")
+    node_counts = dict(Node.objects.filter(reservation_id__in=list(drains)).values_list("reservation_id")
                        .annotate(count=Count("id")).values_list("reservation_id", "count"))
     work = defaultdict(list)
     for pod in pods:
