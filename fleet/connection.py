@@ -1,20 +1,28 @@
 """What the code talks to, asked of the cluster scope (fleet/scope.py): one function each.
 
-Inside a scope the cluster's row says (`Cluster.connection`); with no scope open (a fleet of one,
-run the way a single-cluster karpweb ran) the settings it was made from say: KARPWEB_CLUSTER. The
+The scope's cluster's row says (`Cluster.connection`); with no scope open, the default cluster's row
+(with several clusters and none flagged default: whether any of them is a real cluster). The settings
+KARPWEB_CLUSTER and KUBECONFIG only made the first cluster's row (fleet/defaults.py). The
 cloud is the fleet's choice, not an account's: KARPWEB_PROVIDER (aws: every account is EC2, each
 through its own credentials; scheduling/loop/backends.py makes them)."""
 
 from django.conf import settings
 
-from fleet.scope import current_cluster
+from fleet.scope import NoClusterScope, current_cluster, default_cluster, fleet_clusters
 
 
 def is_kubernetes(cluster=None) -> bool:
     """Whether `cluster` (default: the scope's) is a real Kubernetes cluster, not the simulated world."""
     cluster = cluster or current_cluster()
     if cluster is None:
-        return settings.KARPWEB_CLUSTER == "kubernetes"
+        try:
+            cluster = default_cluster()
+        except NoClusterScope:
+            return any(_real(member) for member in fleet_clusters())
+    return _real(cluster)
+
+
+def _real(cluster) -> bool:
     return cluster.connection != cluster.Connection.SIMULATED
 
 

@@ -1,5 +1,7 @@
 """The default manager of every Kubernetes-side model: the active cluster's rows inside a cluster
-scope, the whole fleet outside one (fleet/scope.py).
+scope, the whole fleet outside one (fleet/scope.py). In loop code (a step, the watch) a query or a
+save with neither a cluster scope nor an explicit `unscoped()` raises NoClusterScope
+(fleet.scope.require_scope); `Model.objects.fleet()` says fleet-wide itself.
 
 Django builds related managers (`node_pool.nodes`, `node.pods`) and the admin's and DRF's querysets
 from the default manager, so they follow the same rule. A ForeignKey read (`pod.node`) goes through
@@ -31,7 +33,10 @@ class ClusterScopedManager(models.Manager.from_queryset(ClusterScopedQuerySet)):
     def get_queryset(self):
         queryset = self.fleet()
         cluster_id = scope.current_cluster_id()
-        return queryset if cluster_id is None else queryset.filter(cluster_id=cluster_id)
+        if cluster_id is None:
+            scope.require_scope(self.model)
+            return queryset
+        return queryset.filter(cluster_id=cluster_id)
 
     def fleet(self):
         """Every cluster's rows (those the requester may see: fleet/access.py), whatever the cluster scope."""
@@ -68,4 +73,5 @@ def fill_clusters(model, objs) -> None:
 def fill_cluster_on_save(sender, instance, raw=False, **kwargs) -> None:
     """pre_save of every model whose default manager is a ClusterScopedManager (fleet.apps)."""
     if not raw:
+        scope.require_scope(sender)
         fill_clusters(sender, [instance])

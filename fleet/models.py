@@ -105,7 +105,12 @@ def kubeconfig_dir() -> Path | None:
 
 
 def kubeconfig_problem(value: str) -> str:
-    """"" when `value` is a Secret reference or a path inside KARPWEB_KUBECONFIG_DIR; else why not."""
+    """"" when `value` is a Secret reference, a path inside KARPWEB_KUBECONFIG_DIR, or the deployment's
+    own KUBECONFIG (its operator's, trusted: the first cluster's row names it, fleet/defaults.py); else why not."""
+    from django.conf import settings
+
+    if value and value == (getattr(settings, "KARPWEB_KUBECONFIG", "") or ""):
+        return ""
     if value.startswith("secret:"):
         return "" if SECRET_REFERENCE.match(value) else (
             'is not a Secret reference ("secret:<namespace>/<name>[/<key>]", e.g. secret:karpweb/prod-eu-kubeconfig)')

@@ -11,6 +11,14 @@ default; with several and none flagged that is an error (NoClusterScope), never 
     with cluster_scope(cluster):         # or cluster_scope("prod-eu"), by name
         run_the_single_cluster_code()
 
+Every loop step and the watch run in their cluster's scope, whatever the number of clusters
+(scheduling/loop/runs.scope_for), and what they talk to comes from the cluster's row: the settings
+describe only the first cluster, which the migration (or an empty database) makes (fleet/defaults.py).
+Inside loop code (`loop_code()`: a step under runs.run_step, the watch), touching a Kubernetes-side
+row with no scope open raises NoClusterScope: work that is fleet-wide on purpose (the EC2 sync's
+ledger, recommendations, pruning) says so with `unscoped()`; pages, the admin, the API and code
+outside the loop read the whole fleet unscoped, as before.
+
 Scopes nest (the inner one wins until it closes; `unscoped()` opens a fleet-wide one inside a
 cluster's). The scope is a contextvars.ContextVar: asyncio tasks inherit it, but a thread starts
 with none (contextvars are per thread): a thread started inside a scope sees the whole fleet and
@@ -33,11 +41,14 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from fleet.defaults import account_fields, cluster_fields
-from fleet.defaults import cluster_name as settings_cluster_name
 from fleet.models import AwsAccount, Cluster
 
 # The active cluster; UNSCOPED (None) is the whole fleet.
 _active: contextvars.ContextVar[Cluster | None] = contextvars.ContextVar("karpweb_cluster", default=None)
+# Whether the innermost scope is an explicit `unscoped()` (fleet-wide on purpose), not merely none.
+_fleet_wide: contextvars.ContextVar[bool] = contextvars.ContextVar("karpweb_fleet_wide", default=False)
+# Whether loop code runs here (a step under runs.run_step, the watch): it must name its scope.
+_in_loop: contextvars.ContextVar[bool] = contextvars.ContextVar("karpweb_loop_code", default=False)
 # The fleet's clusters as this process last read them: (when, clusters by name). The clusters are a
 # few rows read on most requests and every unscoped save; another process's change shows within the TTL.
 CLUSTERS_TTL_SECONDS = 60
@@ -47,7 +58,8 @@ _lock = threading.RLock()  # re-entered: making the first cluster saves one, who
 
 class NoClusterScope(RuntimeError):
     """A cluster is required (a row is created, or code asks which cluster it works on), no scope is
-    open, and the fleet has several clusters with none flagged default."""
+    open, and the fleet has several clusters with none flagged default; or loop code touched a
+    Kubernetes-side row with no scope open (`require_scope`)."""
 
 
 @contextlib.contextmanager
@@ -70,18 +82,44 @@ def cluster_scope(cluster: Cluster | str) -> Iterator[Cluster]:
 
 @contextlib.contextmanager
 def unscoped() -> Iterator[None]:
-    """The whole fleet, even inside a cluster's scope (fleet pages, cross-cluster totals)."""
-    token = _active.set(None)
+    """The whole fleet, even inside a cluster's scope (fleet pages, cross-cluster totals); in loop
+    code, the one way to touch Kubernetes-side rows fleet-wide (`require_scope`)."""
+    token, fleet_wide = _active.set(None), _fleet_wide.set(True)
     try:
         yield
     finally:
+        _fleet_wide.reset(fleet_wide)
         _active.reset(token)
+
+
+@contextlib.contextmanager
+def loop_code() -> Iterator[None]:
+    """Mark the block as loop code (runs.run_step's step, the watch): in it, a Kubernetes-side query
+    or save needs a cluster scope or an explicit `unscoped()` (`require_scope`). A fleet-wide scope
+    opened around it does not carry in: the step says itself where it works fleet-wide."""
+    token, fleet_wide = _in_loop.set(True), _fleet_wide.set(False)
+    try:
+        yield
+    finally:
+        _fleet_wide.reset(fleet_wide)
+        _in_loop.reset(token)
+
+
+def require_scope(model) -> None:
+    """Called by the Kubernetes-side managers (fleet.managers) before a query or a save: in loop code,
+    no cluster scope and no explicit `unscoped()` is a bug (the rows of whichever cluster would be
+    read or written), raised as NoClusterScope naming the model; elsewhere nothing."""
+    if _in_loop.get() and _active.get() is None and not _fleet_wide.get():
+        name = getattr(getattr(model, "_meta", None), "object_name", None) or getattr(model, "__name__", str(model))
+        raise NoClusterScope(
+            f"{name}: loop code touched Kubernetes-side rows with no cluster scope open; run it in "
+            "fleet.scope.cluster_scope(cluster), or in fleet.scope.unscoped() where it works on the whole fleet")
 
 
 def scope_of(row) -> contextlib.AbstractContextManager:
     """The scope of a Kubernetes-side row's own cluster (what its cluster sees: the reservations of its
-    account and region), whatever scope is open; no scope in a fleet of one (as its loop runs)."""
-    if row.cluster_id == current_cluster_id() or (current_cluster_id() is None and follows_settings(row.cluster)):
+    account and region), whatever scope is open (none to open when it is the scope's cluster)."""
+    if row.cluster_id == current_cluster_id():
         return contextlib.nullcontext()
     return cluster_scope(row.cluster)
 
@@ -144,19 +182,6 @@ def default_cluster() -> Cluster:
     if default is None:
         _refuse()
     return default
-
-
-def follows_settings(cluster: Cluster | None, fresh: bool = False) -> bool:
-    """Whether `cluster`'s loop runs with no scope, from the settings, as a single-cluster karpweb ran:
-    only while it is the fleet's one cluster *and* the one the settings made (its name is
-    KARPWEB_CLUSTER_NAME's, fleet/defaults.py). Any other cluster runs in its scope from its own row,
-    even when it is the last one left: the settings describe a cluster that may be gone. `fresh`: the
-    fleet read now, not the kept list (a loop step decides on it)."""
-    from django.conf import settings
-
-    clusters = fleet_clusters(fresh=fresh)
-    return (cluster is not None and len(clusters) == 1 and clusters[0].pk == cluster.pk
-            and cluster.name == settings_cluster_name(getattr(settings, "KARPWEB_CLUSTER_NAME", "")))
 
 
 def several_clusters() -> bool:

@@ -62,7 +62,7 @@ def dispatch(task, name: str) -> dict:
     shard's queue (expiring when the dispatcher's own message does)."""
     clusters = list(Cluster.objects.select_related("account").order_by("pk")[:2])
     if len(clusters) <= 1:
-        # A fleet of one runs here, as a single-cluster karpweb ran (runs.scope_for: no scope).
+        # A fleet of one runs here, at once, as a single-cluster karpweb ran (in its cluster's scope).
         return run_on(name, clusters[0] if clusters else default_cluster(), task.request.id)
     expires = _expiry(task.request.expires)
     sent = {}

@@ -1,12 +1,13 @@
 """Which cloud and which cluster the loop talks to.
 
-Inside a cluster scope (fleet/scope.py) the scope's `fleet.Cluster` row says: its `connection`
-(simulated, in-cluster, a kubeconfig path or Secret reference, or EKS through its account's
-credentials) and its account's `role_arn` (assumed through STS) and region. With no scope open (a
-fleet of one, the way a single-cluster karpweb ran) the settings say, as before: KARPWEB_CLUSTER,
-KARPWEB_KUBECONFIG, KARPWEB_PROVIDER and the SDK's credential chain; the fleet's first cluster was
-made from the same settings (fleet/defaults.py). Whether the cloud is EC2 or the simulated one is
-the fleet's choice, not an account's: KARPWEB_PROVIDER.
+The scope's `fleet.Cluster` row says (fleet/scope.py; with no scope open, the default cluster's row):
+its `connection` (simulated, in-cluster, a kubeconfig path or Secret reference, or EKS through its
+account's credentials) and its account's `role_arn` (assumed through STS) and region. Every loop step
+runs in its cluster's scope, a fleet of one too: KARPWEB_CLUSTER and KUBECONFIG only made the first
+cluster's row (fleet/defaults.py) and are not read here. Whether the cloud is EC2 or the simulated one
+is the fleet's choice, not an account's: KARPWEB_PROVIDER. The default cluster's blank join fields
+and interruption queue still default to their settings (`join_info`, `interruption_queue`), as a
+blank `mode` follows KARPWEB_MODE.
 
 Adapters and providers are cached per process: one per cluster (forgotten when its row changes),
 so each keeps its read-through caches (images, subnets, the EKS token) between task runs, as
@@ -21,7 +22,7 @@ import threading
 from django.conf import settings
 
 from fleet.connection import is_aws, is_kubernetes  # noqa: F401 - the loop asks them here too
-from fleet.scope import NoClusterScope, current_cluster, default_cluster, follows_settings
+from fleet.scope import NoClusterScope, current_cluster, default_cluster
 from scheduling.adapters.ec2.client import account_session, cluster_ec2_config
 from scheduling.adapters.kube import clusters as kube_clusters
 
@@ -39,20 +40,13 @@ def cloud():
         from scheduling.loop.simulated import SimulatedCloud
 
         return SimulatedCloud()
-    cluster = current_cluster()
-    if cluster is None or _as_the_settings_say(cluster):
-        return _ec2_provider()
+    cluster = current_cluster() or default_cluster()
     return _cached(_providers, _provider_key(cluster), lambda: _cluster_provider(cluster))
 
 
 def cluster():
-    scoped = current_cluster()
-    if scoped is None:
-        # Unscoped code works on the default cluster (fleet/scope.py); the settings describe only the
-        # cluster they made, while it is the fleet's one: any other is reached from its own row.
-        scoped = default_cluster()
-        if follows_settings(scoped):
-            return _settings_cluster()
+    """The scope's cluster's adapter (unscoped code: the default cluster's), from its row."""
+    scoped = current_cluster() or default_cluster()
     if not is_kubernetes(scoped):
         from scheduling.loop.simulated import SimulatedCluster
 
@@ -66,8 +60,6 @@ def forget() -> None:
         _providers.clear()
         _queues.clear()
     kube_clusters.forget()
-    _ec2_provider.cache_clear()
-    _dns_reader.cache_clear()
 
 
 def _cached(cache: dict, key: tuple, make):
@@ -81,26 +73,6 @@ def _cached(cache: dict, key: tuple, make):
         for stale in [k for k in cache if k[0] == key[0] and k != key]:
             del cache[stale]
         return cache.setdefault(key, made)
-
-
-def _settings_cluster():
-    if settings.KARPWEB_CLUSTER == "kubernetes":
-        return kube_clusters.settings_adapter()
-    from scheduling.loop.simulated import SimulatedCluster
-
-    return SimulatedCluster()
-
-
-def _as_the_settings_say(cluster) -> bool:
-    """The default cluster, in its account's own credentials and the settings' region, joining nodes
-    with what the settings say (its row's endpoint, CA and CIDR blank or the same), is the one a
-    single-cluster karpweb worked on: the same provider (and caches) serve it with or without a scope."""
-    if cluster.account.role_arn or (cluster.region and cluster.region != (settings.KARPWEB_AWS_REGION or cluster.region)):
-        return False
-    own = {"endpoint": cluster.endpoint, "ca": cluster.ca_bundle, "cidr": cluster.service_cidr}
-    if any(value and value != getattr(settings, SETTING_OF[key], "") for key, value in own.items()):
-        return False
-    return _is_default(cluster)
 
 
 def _provider_key(cluster) -> tuple:
@@ -174,17 +146,6 @@ def cluster_adapter_for(cluster_id: int):
     return cluster()
 
 
-@functools.cache
-def _ec2_provider():
-    """One per worker process: it keeps the in-memory reservation availability and the 3-minute
-    unavailable-offerings cache between task runs, as Karpenter's provider does."""
-    from scheduling.adapters.ec2.provider import EC2CloudProvider
-
-    # Without KARPWEB_CLUSTER_DNS, nodes get the kube-dns Service's ClusterIP, read from the cluster.
-    kube_dns = _kube_dns_ip if settings.KARPWEB_CLUSTER == "kubernetes" else None
-    return EC2CloudProvider(kube_dns=kube_dns, **shared_state(""))
-
-
 def shared_state(account_id: str) -> dict:
     """What a provider decides launches from, kept outside its process: the reservations' available
     counts and the unavailable offerings in the shared cache (Redis with KARPWEB_CACHE_URL), and a
@@ -194,16 +155,6 @@ def shared_state(account_id: str) -> dict:
     from reservations.ledger import launchable_units
 
     return {"shared_store": cache, "reservation_fallback": launchable_units, "account_id": account_id}
-
-
-def _kube_dns_ip() -> str:
-    return _dns_reader().kube_dns_ip()
-
-
-@functools.cache
-def _dns_reader():
-    """The cluster adapter the EC2 provider reads kube-system/kube-dns through (one per process)."""
-    return _settings_cluster()
 
 
 def interruption_queue():

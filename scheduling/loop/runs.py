@@ -1,13 +1,18 @@
 """Every loop step runs under a lease and leaves a TaskRun behind: start, end, counts, error. A step
-that changes a cluster's nodes or pods ends by refreshing its running totals (scheduling/totals.py)."""
+that changes a cluster's nodes or pods ends by refreshing its running totals (scheduling/totals.py).
 
-import contextlib
+A step runs in its cluster's scope (`scope_for`, opened by its caller) as loop code
+(fleet.scope.loop_code): a Kubernetes-side row it touches with no scope open, outside an explicit
+`unscoped()`, raises NoClusterScope and fails the run."""
+
 import datetime
 import logging
 import traceback
 from collections.abc import Callable
 
 from django.utils import timezone
+
+from fleet.scope import loop_code
 
 from scheduling.loop import leases
 from scheduling.models import TaskRun
@@ -17,13 +22,11 @@ log = logging.getLogger(__name__)
 
 
 def scope_for(cluster):
-    """The scope a loop step (or the watch) on `cluster` runs in: its cluster scope, always, except for
-    the cluster the settings made while it is the fleet's only one (it runs as a single-cluster karpweb
-    ran, from those settings: fleet.scope.follows_settings)."""
-    from fleet.scope import cluster_scope, follows_settings
+    """The scope a loop step (or the watch) on `cluster` runs in: its cluster scope, always, however
+    many clusters the fleet has; what the step talks to comes from the cluster's row
+    (scheduling/loop/backends.py), never from the settings that made the first cluster."""
+    from fleet.scope import cluster_scope
 
-    if follows_settings(cluster, fresh=True):
-        return contextlib.nullcontext(cluster)
     return cluster_scope(cluster)
 
 
@@ -54,12 +57,13 @@ def run_step(name: str, step: Callable[[], dict], *, lease_ttl: datetime.timedel
             error="the worker stopped before the run finished (its lease expired unreleased)",
         )
     try:
-        counts = step() or {}
-        if not counts.get("skipped"):
-            # The cluster's running totals, which the fleet's pages read (scheduling/totals.py).
-            from scheduling import totals
+        with loop_code():
+            counts = step() or {}
+            if not counts.get("skipped"):
+                # The cluster's running totals, which the fleet's pages read (scheduling/totals.py).
+                from scheduling import totals
 
-            counts.update(totals.after_step(name, cluster))
+                counts.update(totals.after_step(name, cluster))
     except Exception as exc:
         log.exception("loop step %s failed", name)
         _finish(run, TaskRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")

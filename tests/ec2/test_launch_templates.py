@@ -91,7 +91,7 @@ def test_the_hourly_catalogue_step_collects_only_in_control_mode(three_kinds, pr
 
     EC2NodeClassFactory(name="default")
     settings.KARPWEB_PROVIDER = "aws"
-    monkeypatch.setattr(backends, "_ec2_provider", lambda: provider)  # the provider on the test server
+    monkeypatch.setattr(backends, "cloud", lambda: provider)  # the provider on the test server
     settings.KARPWEB_MODE = "observe"
     assert "launch_templates_deleted" not in steps.sync_catalogue()
     assert len(templates(raw_ec2)) == 5

@@ -3,12 +3,13 @@ a 409 Conflict is retried, and an API server restarted in the middle of a run lo
 
 import pytest
 
+from fleet.scope import default_cluster
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
 from scheduling.adapters.kube.adapter import KubeClusterAdapter
 from scheduling.adapters.kube.resources import NODECLAIM
 from scheduling.adapters.kube.rest import KubeRest
 from scheduling.loop import provisioning
-from scheduling.loop.runs import run_step
+from scheduling.loop.runs import run_step, scope_for
 from scheduling.models import Decision, NodeClaim, TaskRun
 from tests.kube import helpers as h
 
@@ -116,7 +117,8 @@ def test_an_api_server_restart_in_the_middle_of_a_run_loses_no_record(loop_world
 
     cloud = StopsTheAPIServerAfterTheLaunch()
     try:
-        first = run_step("provision", lambda: provisioning.provision(cloud, adapter, now=clock()))
+        with scope_for(default_cluster()):  # as tasks.run_on runs it
+            first = run_step("provision", lambda: provisioning.provision(cloud, adapter, now=clock()))
     finally:
         kube_server.start_apiserver()
     assert cloud.stopped
@@ -126,7 +128,8 @@ def test_an_api_server_restart_in_the_middle_of_a_run_loses_no_record(loop_world
     row = NodeClaim.objects.get()
     assert row.provider_id == ""
 
-    second = run_step("provision", lambda: provisioning.provision(cloud, adapter, now=clock()))
+    with scope_for(default_cluster()):
+        second = run_step("provision", lambda: provisioning.provision(cloud, adapter, now=clock()))
 
     assert second.status == TaskRun.Status.SUCCEEDED
     assert (second.counts["relaunched"], second.counts["claims_planned"]) == (1, 0)

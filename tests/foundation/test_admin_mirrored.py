@@ -5,7 +5,6 @@ reason, is audited, shown on the reservation's page and in the API, and the engi
 
 import pytest
 from django.contrib import admin
-from django.test import override_settings
 from django.urls import reverse
 
 from reservations.models import CapacityReservation, EC2NodeClass
@@ -22,6 +21,7 @@ from tests.factories.scheduling import (
     OfferingFactory,
     PodFactory,
 )
+from tests.support.clusters import cluster_row
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +120,7 @@ def test_kubernetes_mirrors_are_read_only(admin_user_client, reserved_world):
     class_fields = set(form_of(admin_user_client, change_url(node_class)).fields)
     assert not class_fields & {"status_launch", "status_capacity_reservations", "conditions", "selected_reservations"}
     assert {"capacity_reservation_selector_terms", "open_reservations", "read_version"} <= class_fields
-    with override_settings(KARPWEB_CLUSTER="kubernetes"):
+    with cluster_row(connection="in-cluster"):
         # On a real cluster the spec is the cluster's too: only karpweb's settings are left.
         assert set(form_of(admin_user_client, change_url(pool)).fields) == {"mode", "keep_idle_reserved_nodes"}
         assert "the next sync overwrites any change made here" in admin_user_client.get(change_url(pool)).content.decode()

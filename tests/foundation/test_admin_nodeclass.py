@@ -5,12 +5,13 @@ import json
 
 import pytest
 from django.contrib import admin
-from django.test import RequestFactory, override_settings
+from django.test import RequestFactory
 from django.urls import reverse
 
 from reservations.models import OPEN_RESERVATIONS_ANNOTATION, EC2NodeClass
 from scheduling.models import AuditEntry
 from tests.factories.reservations import CapacityReservationFactory, EC2NodeClassFactory
+from tests.support.clusters import cluster_row
 
 pytestmark = pytest.mark.django_db
 
@@ -105,5 +106,5 @@ def test_on_a_real_cluster_spec_and_annotations_are_read_only(admin_user_client)
     model_admin = admin.site._registry[EC2NodeClass]
     request = RequestFactory().get("/")
     assert "spec" not in model_admin.get_readonly_fields(request)
-    with override_settings(KARPWEB_CLUSTER="kubernetes"):
+    with cluster_row(connection="in-cluster"):
         assert {"spec", "annotations"} <= set(model_admin.get_readonly_fields(request))

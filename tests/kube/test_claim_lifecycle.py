@@ -26,6 +26,7 @@ from scheduling.loop.keptworld import KeptWorld
 from scheduling.models import Decision, InstanceType, Mode, NodeClaim, NodePool
 from tests.faults.worlds import launchable_spec
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
 
@@ -35,8 +36,8 @@ STARTUP_TAINT = {"key": "example.com/cni-not-ready", "value": "true", "effect": 
 
 
 @pytest.fixture(autouse=True)
-def cluster_settings(settings, aws_test_credentials):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def cluster_settings(settings, aws_test_credentials, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "observe"  # the pool of each test is put in control itself
     settings.KARPWEB_KARPENTER = "absent"

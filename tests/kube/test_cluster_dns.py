@@ -17,6 +17,7 @@ from scheduling.adapters.kube.resources import SERVICE
 from tests.ec2.test_launch_families import al2_bootstrap_args, images, launch, node_class_spec, our_node_config  # noqa: F401
 from tests.ec2.test_launch_resolution import account  # noqa: F401 - the account fixture
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.clusters import use_kube_server
 from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.kube, pytest.mark.django_db]
@@ -118,13 +119,15 @@ def test_a_failed_read_leaves_the_amis_default_and_is_retried_after_a_minute(kub
     assert FROM_SERVICE in validation_message(provider, node_class_spec("AL2023"))
 
 
-def test_the_worker_reads_it_through_the_configured_cluster(kube_dns, kube_server, settings):
+def test_the_worker_reads_it_through_the_clusters_row(kube_dns, kube_server, settings):
+    """The loop's provider reads kube-dns through the cluster its row names (not a settings' cluster)."""
+    from fleet.scope import cluster_scope
     from scheduling.loop import backends
 
-    settings.KARPWEB_CLUSTER = "kubernetes"
-    settings.KARPWEB_KUBECONFIG = str(kube_server.kubeconfig)
-    backends._dns_reader.cache_clear()
+    settings.KARPWEB_PROVIDER = "aws"
+    cluster = use_kube_server(kube_server)
     try:
-        assert backends._kube_dns_ip() == KUBE_DNS_IP
+        with cluster_scope(cluster):
+            assert backends.cloud()._kube_dns() == KUBE_DNS_IP
     finally:
-        backends._dns_reader.cache_clear()
+        backends.forget()

@@ -16,6 +16,7 @@ from scheduling.loop import backends, provisioning, steps
 from scheduling.loop.coexistence import check_karpenter
 from scheduling.models import AuditEntry, ControllerGuard, Decision, NodePool
 from scheduling.modes import control_refusal, effective_mode, global_mode
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
 
@@ -23,10 +24,10 @@ pytestmark = [pytest.mark.kube, pytest.mark.django_db]
 
 
 @pytest.fixture
-def beside_karpenter(settings, unique, adapter, monkeypatch):
+def beside_karpenter(settings, unique, adapter, monkeypatch, kube_server):
     """karpweb in control mode on the test cluster, looking for a Lease name of this test's own (the
     server is shared by every test; the default name is the same code with another string)."""
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     settings.KARPWEB_MODE = "control"
     settings.KARPWEB_KARPENTER = "auto"
     settings.KARPWEB_KARPENTER_LEASE_NAME = f"karpenter-leader-election-{unique}"
@@ -52,14 +53,13 @@ def operator_api(operator):
     return client
 
 
-def test_a_live_lease_refuses_control_everywhere(beside_karpenter, rest, unique, adapter, operator, client, settings):
+def test_a_live_lease_refuses_control_everywhere(beside_karpenter, rest, unique, adapter, operator, client, settings, kube_server):
     ns = h.namespace(rest, f"karpenter-{unique}")
     put_lease(rest, ns, beside_karpenter, timezone.now())
-    # seed_demo refuses a real cluster's settings: the pools and pods are written as the simulated world,
+    # seed_demo writes the pools and pods as the simulated world (it makes the first cluster simulated),
     # then karpweb is on the cluster again.
-    settings.KARPWEB_CLUSTER = "simulated"
     call_command("seed_demo", "--one-cluster")  # one cluster: the install beside Karpenter
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     assert control_refusal().startswith("karpweb has not yet checked")  # before the first look: refused too
     now = timezone.now()
     assert check_karpenter(adapter, now) == {"karpenter_live": 1}

@@ -19,6 +19,7 @@ from scheduling.loop import nodes
 from scheduling.models import Decision, EventCount, NodeClaim
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
 
@@ -27,8 +28,8 @@ ZONE = "us-east-1a"
 
 
 @pytest.fixture(autouse=True)
-def control(settings, aws_test_credentials):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def control(settings, aws_test_credentials, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "control"
     settings.KARPWEB_KARPENTER = "absent"

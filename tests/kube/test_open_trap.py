@@ -21,6 +21,7 @@ from scheduling.queries import on_demand_prices
 from scheduling.world import current_world
 from tests.faults.worlds import launchable_spec
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
 
@@ -30,8 +31,8 @@ BUSY = {"key": "example.com/busy", "value": "true", "effect": "NoSchedule"}  # t
 
 
 @pytest.fixture(autouse=True)
-def cluster_settings(settings, aws_test_credentials):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def cluster_settings(settings, aws_test_credentials, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "observe"
     settings.KARPWEB_KARPENTER = "absent"

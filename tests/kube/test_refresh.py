@@ -22,6 +22,7 @@ from scheduling.models import CapacityType, Decision, InstanceType, NodeClaim, N
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
 from datetime import datetime, timedelta, timezone  # after the star import too
+from tests.support.clusters import use_kube_server
 
 from . import helpers as h
 
@@ -33,8 +34,8 @@ K8S = "1.31"
 
 
 @pytest.fixture(autouse=True)
-def control(settings, aws_test_credentials, monkeypatch):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def control(settings, aws_test_credentials, monkeypatch, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "control"
     settings.KARPWEB_KARPENTER = "absent"

@@ -21,6 +21,7 @@ from scheduling.loop import nodes, steps
 from scheduling.models import Decision, EventCount
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from django.utils.timezone import now as utc_now  # after the star import, which brings its own timezone
+from tests.support.clusters import use_cluster, use_kube_server
 
 from . import helpers as h
 from .test_node_lifecycle import conditions_of, karpweb_claim, kubelet_node, run_instance
@@ -32,8 +33,8 @@ DAEMONSET_OWNER = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"
 
 
 @pytest.fixture(autouse=True)
-def control(settings, aws_test_credentials):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def control(settings, aws_test_credentials, kube_server):
+    use_kube_server(kube_server)
     settings.KARPWEB_PROVIDER = "aws"
     settings.KARPWEB_MODE = "control"
     settings.KARPWEB_KARPENTER = "absent"
@@ -374,7 +375,8 @@ def test_queue_errors_are_counted_and_recorded_and_do_not_fail_provisioning(sett
     """Upstream returns QueueDoesNotExist and AccessDenied from its reconcile (739, 743); karpweb
     counts them (karpweb_interruption_queue_errors) and records a status decision, and the
     provisioning run that polls the queue goes on."""
-    settings.KARPWEB_PROVIDER = settings.KARPWEB_CLUSTER = "simulated"
+    settings.KARPWEB_PROVIDER = "simulated"
+    use_cluster(connection="simulated")
     sqs = boto_session.client("sqs", region_name="us-east-1", endpoint_url=config.endpoint_url)
     missing = InterruptionQueue(sqs, Caller(config), f"missing-{unique}", wait_seconds=0)
     monkeypatch.setattr(steps.backends, "interruption_queue", lambda: missing)  # the real queue client, a missing queue

@@ -12,6 +12,7 @@ from django.db import connection
 from scheduling.loop import leases
 from scheduling.loop.watch import LEASE, WatchLoop
 from scheduling.models import WatchState
+from tests.support.clusters import use_cluster, use_kube_server
 
 from . import helpers as h
 
@@ -49,8 +50,8 @@ def wait_for(condition, seconds: float = 30.0) -> None:
     raise AssertionError(f"not within {seconds} s")
 
 
-def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, unique, settings):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, unique, settings, kube_server):
+    use_kube_server(kube_server)
     batches = []
     loop = WatchLoop(adapter, provision=lambda: batches.append(time.monotonic()), idle_seconds=0.8, max_seconds=5)
     worker, stop = start(loop)
@@ -79,8 +80,8 @@ def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, uni
     assert 0.8 <= reaction < 3.0, reaction  # the idle time after the last pod, not a 10 s beat or a 30 s poll
 
 
-def test_a_second_replica_waits_for_the_lease(adapter, settings):
-    settings.KARPWEB_CLUSTER = "kubernetes"
+def test_a_second_replica_waits_for_the_lease(adapter, settings, kube_server):
+    use_kube_server(kube_server)
     assert leases.acquire(LEASE, "the-other-replica")
     batches = []
     result = WatchLoop(adapter, provision=lambda: batches.append(1)).run(duration=1.5)
@@ -89,8 +90,8 @@ def test_a_second_replica_waits_for_the_lease(adapter, settings):
 
 
 def test_the_command_needs_a_cluster(settings):
-    settings.KARPWEB_CLUSTER = "simulated"
-    with pytest.raises(CommandError, match="needs KARPWEB_CLUSTER=kubernetes"):
+    use_cluster(connection="simulated")
+    with pytest.raises(CommandError, match="needs a real Kubernetes cluster"):
         call_command("watch", duration=0.1)
 
 
@@ -114,7 +115,7 @@ def test_the_periodic_sync_counts_what_the_watch_missed(rest, adapter, unique, s
     leases.release(LEASE, "a-watch-process")
 
 
-def test_while_a_watch_leads_the_periodic_sync_lists_once_per_resync_interval(adapter, settings, monkeypatch):
+def test_while_a_watch_leads_the_periodic_sync_lists_once_per_resync_interval(adapter, settings, monkeypatch, kube_server):
     """The safety net: every beat lists every kind while nobody watches; while a watch process
     holds its lease, only once per KARPWEB_KUBERNETES_RESYNC_SECONDS (Karpenter's detection still
     runs at every beat)."""
@@ -125,7 +126,7 @@ def test_while_a_watch_leads_the_periodic_sync_lists_once_per_resync_interval(ad
 
     from scheduling.loop import backends, steps
 
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     settings.KARPWEB_KUBERNETES_RESYNC_SECONDS = 2
     monkeypatch.setattr(backends, "cluster", lambda: adapter)
     assert steps.sync_kubernetes()["lists"] > 0
@@ -143,12 +144,12 @@ def test_while_a_watch_leads_the_periodic_sync_lists_once_per_resync_interval(ad
         leases.release(LEASE, "a-watch-process")
 
 
-def test_a_replica_that_dies_holding_the_lease_is_replaced_within_the_lease_time(adapter, settings):
+def test_a_replica_that_dies_holding_the_lease_is_replaced_within_the_lease_time(adapter, settings, kube_server):
     """A second replica provisions nothing while the first holds the lease, and leads once a first
     that died without releasing it (killed, OOM) lets it lapse."""
     import datetime
 
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     ttl = datetime.timedelta(seconds=2)
     assert leases.acquire(LEASE, "killed-replica", ttl)  # it took the lease, then died
     died = time.monotonic()
@@ -167,7 +168,7 @@ def test_a_replica_that_dies_holding_the_lease_is_replaced_within_the_lease_time
     assert second.leading is False and 2.0 <= took_over < 4.0  # the lease time, plus at most one 1 s wait
 
 
-def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
+def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings, kube_server):
     """Pods created, changed and deleted through the API server reach the kept world through the
     watch; every provisioning batch plans from it exactly what a fresh rebuild plans."""
     from scheduling.loop.keptworld import KeptWorld
@@ -176,7 +177,7 @@ def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
     from scheduling.engine.simulate import simulate
     from django.utils import timezone
 
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     kept = KeptWorld()
     compared = []
 
@@ -210,14 +211,14 @@ def test_the_kept_world_follows_the_watch(rest, adapter, unique, settings):
     assert kept.pods[(ns, "kept-1")][0]["metadata"]["labels"] == {"tier": "batch"}
 
 
-def test_the_watch_process_runs_the_lifecycle_pass_and_the_beat_leaves_it_to_it(adapter, settings, monkeypatch):
+def test_the_watch_process_runs_the_lifecycle_pass_and_the_beat_leaves_it_to_it(adapter, settings, monkeypatch, kube_server):
     """While it leads, the watch process runs the lifecycle pass on its kept world every
     KARPWEB_LIFECYCLE_SECONDS (never while a batch window is open); the beat's lifecycle run, meanwhile,
     does nothing, so the pass never runs twice."""
     from scheduling.loop import backends, steps
     from scheduling.loop.keptworld import KeptWorld
 
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     monkeypatch.setattr(backends, "cluster", lambda: adapter)
     kept = KeptWorld()
     passes = []
@@ -239,7 +240,7 @@ def test_the_watch_process_runs_the_lifecycle_pass_and_the_beat_leaves_it_to_it(
     assert "skipped" not in steps.lifecycle()  # the watch stopped: the beat runs the pass again
 
 
-def test_the_watch_command_runs_the_lifecycle_pass_on_its_kept_world(adapter, settings, monkeypatch):
+def test_the_watch_command_runs_the_lifecycle_pass_on_its_kept_world(adapter, settings, monkeypatch, kube_server):
     """`manage.py watch` as operators start it: once the first lists are in, it runs the lifecycle
     pass (a `lifecycle` task run, done in this process on the kept world) and says so when it stops."""
     import io
@@ -247,7 +248,7 @@ def test_the_watch_command_runs_the_lifecycle_pass_on_its_kept_world(adapter, se
     from scheduling.loop import backends
     from scheduling.models import TaskRun
 
-    settings.KARPWEB_CLUSTER = "kubernetes"
+    use_kube_server(kube_server)
     monkeypatch.setattr(backends, "cluster", lambda: adapter)
     out = io.StringIO()
     call_command("watch", duration=4, stdout=out)

@@ -5,10 +5,11 @@ import threading
 import pytest
 from django.db import connection
 
+from fleet.scope import default_cluster
 from reservations.models import CapacityReservation
 from scheduling import tasks
 from scheduling.loop import provisioning, steps
-from scheduling.loop.runs import run_step
+from scheduling.loop.runs import run_step, scope_for
 from scheduling.loop.simulated import SimulatedCloud, SimulatedCluster
 from scheduling.models import Decision, NodeClaim, NodePool, Pod, SimulatedInstance, TaskRun
 
@@ -99,7 +100,8 @@ def test_two_workers_started_together_launch_each_claim_once(demo, settings):
     def worker():
         try:
             barrier.wait()
-            run_step("provision", steps.provision)
+            with scope_for(default_cluster()):  # as tasks.run_on runs it
+                run_step("provision", steps.provision)
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:

@@ -10,10 +10,11 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from fleet.scope import default_cluster
 from scheduling import world as database_world
 from scheduling.loop import steps
 from scheduling.loop.keptworld import KeptWorld
-from scheduling.loop.runs import run_step
+from scheduling.loop.runs import run_step, scope_for
 from scheduling.models import TaskRun
 from tests.support.reaction_world import add_cluster, seed_reaction_world
 
@@ -34,7 +35,7 @@ def run_costs(monkeypatch) -> dict[str, tuple[int, int]]:
     for name, step in (("provision", steps.provision), ("lifecycle", steps.lifecycle)):
         with transaction.atomic():
             reads.clear()
-            with CaptureQueriesContext(connection) as queries:
+            with CaptureQueriesContext(connection) as queries, scope_for(default_cluster()):  # as tasks.run_on
                 run = run_step(name, lambda: step(world_at=kept.world))
             assert run.status == TaskRun.Status.SUCCEEDED, run.error
             costs[name] = (len(queries), len(reads))

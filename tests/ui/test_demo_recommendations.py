@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from scheduling.models import AuditEntry
+from tests.support.clusters import use_cluster
 
 pytestmark = pytest.mark.django_db
 CB_0005, ODCR_0001, ODCR_0003, ODCR_0009 = (f"cr-0a1b2c3d4e5f6000{n}" for n in (5, 1, 3, 9))
@@ -28,7 +29,8 @@ def demo_world(demo_world_for_module, db):
 @pytest.fixture
 def control(settings):
     settings.KARPWEB_MODE = "control"
-    settings.KARPWEB_PROVIDER = settings.KARPWEB_CLUSTER = "simulated"
+    settings.KARPWEB_PROVIDER = "simulated"
+    use_cluster(connection="simulated")
 
 
 def rec_of(kind, reservation_id):

@@ -12,6 +12,7 @@ from reservations.models import EC2NodeClass
 from scheduling.loop.steps import status
 from scheduling.models import Node, NodePool
 from scheduling.nodepool_health import computed_conditions, health, over_limits, root_ready
+from tests.support.clusters import use_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -65,7 +66,8 @@ def test_the_page_the_list_and_the_overview_agree(broken, viewer_client):
 
 
 def test_the_loop_writes_the_same_conditions(broken, settings):
-    settings.KARPWEB_PROVIDER = settings.KARPWEB_CLUSTER = "simulated"
+    settings.KARPWEB_PROVIDER = "simulated"
+    use_cluster(connection="simulated")
     status(timezone.now())
     broken.refresh_from_db()
     assert broken.condition("NodeClassReady")["reason"] == "NodeClassNotFound"

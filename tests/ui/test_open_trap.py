@@ -13,6 +13,7 @@ from reservations import open_trap
 from reservations.models import EC2NodeClass
 from scheduling.models import AuditEntry, NodePool
 from scheduling.queries import on_demand_prices
+from tests.support.clusters import use_cluster
 
 pytestmark = pytest.mark.django_db
 OPEN_0003 = "cr-0a1b2c3d4e5f60003"
@@ -26,7 +27,8 @@ def demo_world(demo_world_for_module, db):
 @pytest.fixture
 def control(settings):
     settings.KARPWEB_MODE = "control"
-    settings.KARPWEB_PROVIDER = settings.KARPWEB_CLUSTER = "simulated"
+    settings.KARPWEB_PROVIDER = "simulated"
+    use_cluster(connection="simulated")
 
 
 def the_trap():

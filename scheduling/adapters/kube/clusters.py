@@ -1,10 +1,15 @@
 """The Kubernetes adapter of each cluster of the fleet, from its row (fleet.Cluster.connection):
 in-cluster, a kubeconfig path or Secret reference, or EKS through its account's credentials; cached
 per process, one per cluster (a changed row makes a new one), so each keeps its caches between runs.
+The settings-made cluster is no exception: its row (made from KARPWEB_CLUSTER and KUBECONFIG by the
+migration, fleet/defaults.py) says how it is reached, whatever the settings say later.
 
-`settings_adapter()` is the one a single-cluster karpweb used (KARPWEB_KUBECONFIG). `writer_for()`
-is what an operator's change to a cluster's object (selector terms, open mode, the admin's spec
-fields) is written through: the object's own cluster, never whichever cluster the settings name."""
+One trust rule: a kubeconfig path a row names is an administrator's input, read only inside
+KARPWEB_KUBECONFIG_DIR and never running a command (fleet.models.kubeconfig_problem,
+config.client_from_kubeconfig(fleet_row=True)); the deployment's own kubeconfig (KUBECONFIG, which
+its operator set) is trusted as before when the row names exactly that path. `writer_for()` is what
+an operator's change to a cluster's object (selector terms, open mode, the admin's spec fields) is
+written through: the object's own cluster's adapter."""
 
 from __future__ import annotations
 
@@ -13,18 +18,9 @@ import threading
 from django.conf import settings
 
 from fleet.connection import is_kubernetes
-from fleet.scope import follows_settings
 
 _lock = threading.Lock()
 _adapters: dict[tuple, object] = {}
-
-
-def settings_adapter():
-    """The adapter KARPWEB_KUBECONFIG (or the in-cluster service account) names: a fleet of one's."""
-    from scheduling.adapters.kube.adapter import KubeClusterAdapter
-    from scheduling.adapters.kube.config import load_api_client
-
-    return KubeClusterAdapter(load_api_client(settings.KARPWEB_KUBECONFIG))
 
 
 def adapter_for(cluster):
@@ -44,10 +40,7 @@ def adapter_for(cluster):
 
 def owns_its_objects(cluster) -> bool:
     """Whether `cluster`'s Kubernetes objects live in an API server (not the simulated world), as its
-    loop sees it: the row's connection; for the settings' own cluster alone in the fleet, the settings
-    (KARPWEB_CLUSTER: its loop runs with no scope, scheduling/loop/runs.scope_for)."""
-    if cluster is None or follows_settings(cluster):
-        return settings.KARPWEB_CLUSTER == "kubernetes"
+    loop sees it: its row's connection (None: the scope's cluster, else the default one)."""
     return is_kubernetes(cluster)
 
 
@@ -60,8 +53,10 @@ def writer_for(cluster):
         check_may_change(cluster.pk, cluster.account_id, f"cluster {cluster.name}'s objects")
     if not owns_its_objects(cluster):
         return None
-    if cluster is None or follows_settings(cluster):
-        return settings_adapter()
+    if cluster is None:
+        from fleet.scope import working_cluster
+
+        cluster = working_cluster()
     return adapter_for(cluster)
 
 
@@ -72,8 +67,8 @@ def forget() -> None:
 
 def _key(cluster) -> tuple:
     account = cluster.account
-    return (cluster.pk, cluster.connection, cluster.kubeconfig, cluster.endpoint, cluster.name, cluster.region,
-            account.role_arn, account.external_id)
+    return (cluster.pk, cluster.connection, cluster.kubeconfig, _is_own_kubeconfig(cluster.kubeconfig),
+            cluster.endpoint, cluster.name, cluster.region, account.role_arn, account.external_id)
 
 
 def _make(cluster):
@@ -82,9 +77,15 @@ def _make(cluster):
 
     connection = cluster.Connection
     if cluster.connection == connection.IN_CLUSTER:
-        client = config.client_in_cluster()
+        client = _own_cluster_client(cluster)
     elif cluster.connection == connection.KUBECONFIG:
-        if config.is_secret_reference(cluster.kubeconfig):
+        if not cluster.kubeconfig:
+            raise config.ClusterConfigError(f'kubeconfig: cluster {cluster.name} connects through a kubeconfig and '
+                                            'names none: give its path or a Secret reference (secret:<namespace>/<name>)')
+        if _is_own_kubeconfig(cluster.kubeconfig):
+            # The deployment's own KUBECONFIG, which its operator set: trusted as before the fleet.
+            client = config.client_from_kubeconfig(cluster.kubeconfig)
+        elif config.is_secret_reference(cluster.kubeconfig):
             # The Secret is in karpweb's own cluster: the one the settings name.
             reader = config.load_api_client(settings.KARPWEB_KUBECONFIG or None)
             try:
@@ -96,7 +97,7 @@ def _make(cluster):
 
             problem = kubeconfig_problem(cluster.kubeconfig)  # a row saved before the rule, or written around it
             if problem:
-                raise config.ClusterConfigError(f"kubeconfig: {cluster.kubeconfig} {problem}")
+                raise config.ClusterConfigError(f"kubeconfig: cluster {cluster.name}'s {cluster.kubeconfig} {problem}")
             client = config.client_from_kubeconfig(cluster.kubeconfig, fleet_row=True)
     elif cluster.connection == connection.EKS:
         from scheduling.adapters.ec2.client import account_session, cluster_ec2_config
@@ -107,5 +108,25 @@ def _make(cluster):
                                 eks_endpoint_url=ec2_config.eks_endpoint_url,
                                 sts_endpoint_url=ec2_config.sts_endpoint_url)
     else:
-        raise ValueError(f"connection: {cluster.connection!r} is not a Kubernetes connection")
+        raise ValueError(f"connection: cluster {cluster.name}'s {cluster.connection!r} is not a Kubernetes connection")
     return KubeClusterAdapter(client)
+
+
+def _own_cluster_client(cluster):
+    """karpweb's own cluster: the pod's service account; outside a pod (a developer's machine)
+    ~/.kube/config, the deployment's own as docs/kubernetes.md orders them."""
+    from scheduling.adapters.kube import config
+
+    try:
+        if not config.in_cluster() and config.DEFAULT_KUBECONFIG.exists():
+            return config.client_from_kubeconfig(str(config.DEFAULT_KUBECONFIG))
+        return config.client_in_cluster()
+    except config.ClusterConfigError as exc:
+        raise config.ClusterConfigError(f"connection: cluster {cluster.name} is in-cluster: {exc} (run karpweb in "
+                                        "the cluster's pod, or give the cluster a kubeconfig)") from exc
+
+
+def _is_own_kubeconfig(path: str) -> bool:
+    """Whether a row's kubeconfig is the deployment's own (KUBECONFIG, as the settings read it)."""
+    own = getattr(settings, "KARPWEB_KUBECONFIG", "") or ""
+    return bool(own) and path == own

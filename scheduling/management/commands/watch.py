@@ -27,9 +27,9 @@ class Command(BaseCommand):
         for chosen in clusters:
             with scope_for(chosen):
                 if not is_kubernetes():
-                    raise CommandError(f"cluster {chosen.name}: manage.py watch needs KARPWEB_CLUSTER=kubernetes (in a "
-                                       "fleet: a cluster whose connection is not simulated): the simulated world "
-                                       "has no watches (its loop runs on Celery beat)")
+                    raise CommandError(f"cluster {chosen.name}: manage.py watch needs a real Kubernetes cluster (its "
+                                       "connection is simulated: set it in the admin, Fleet: clusters): the simulated "
+                                       "world has no watches (its loop runs on Celery beat)")
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
@@ -94,7 +94,7 @@ class Command(BaseCommand):
         from scheduling.loop.keptworld import KeptWorld
         from scheduling.loop.runs import run_step
         from scheduling.loop.watch import WatchLoop
-        from fleet.scope import working_cluster
+        from fleet.scope import loop_code, working_cluster
 
         cluster_row = working_cluster()
         cluster = backends.cluster()
@@ -104,4 +104,5 @@ class Command(BaseCommand):
                          after_launch=lambda: nodes.after_launch(backends.cloud(), cluster, timezone.now()), kept=kept,
                          lifecycle=lambda: run_step("lifecycle", lambda: steps.lifecycle(world_at=kept.world),
                                                     cluster=cluster_row))
-        return loop.run(duration=duration, stop=stop)
+        with loop_code():  # the watch is loop code: every row it touches is its scope's cluster's
+            return loop.run(duration=duration, stop=stop)
