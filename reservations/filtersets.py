@@ -1,6 +1,7 @@
 """One FilterSet per list: the pages and the API filter the same way."""
 
 import django_filters
+from django import forms
 from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
@@ -97,7 +98,8 @@ class RecommendationFilterSet(FilterSet):
     node_pool = django_filters.CharFilter(method="filter_node_pool", label="NodePool",
                                           help_text="Recommendations about reservations this NodePool's EC2NodeClass selects")
     state = django_filters.MultipleChoiceFilter(choices=Recommendation.State.choices, label="State")
-    advised = django_filters.BooleanFilter(label="Advised", help_text="false: the extensions that cost more than the "
+    advised = django_filters.BooleanFilter(label="Advised", widget=forms.Select(
+        choices=[("", "advised (the default)"), ("true", "advised"), ("false", "not advised")]), help_text="false: the extensions that cost more than the "
                                                                         "work they protect (the page hides them unless asked)")
 
     class Meta:

@@ -23,7 +23,7 @@ def test_a_move_shows_its_command_in_observe_mode_and_applies_once_in_control(de
     page = operator_login
     rec = Recommendation.objects.get(kind="move")
     source, destination, count = rec.reservation.reservation_id, rec.details["destination"], rec.details["count"]
-    assert (rec.seen_total, rec.details["destinationSeenTotal"], count) == (8, 2, 3)
+    assert (rec.seen_total, rec.details["destinationSeenTotal"], count) == (12, 2, 3)
 
     settings.KARPWEB_MODE = "observe"
     page.goto(f"{live_server.url}/recommendations/")
@@ -43,7 +43,7 @@ def test_a_move_shows_its_command_in_observe_mode_and_applies_once_in_control(de
     settings.KARPWEB_MODE = "control"
     page.reload()
     expect(page.locator("#relocation")).to_contain_text(
-        f"Moves 3 idle instances from {source} (8 to 5) to {destination} (2 to 5), which cluster staging-use1 uses")
+        f"Moves 3 idle instances from {source} (12 to 9) to {destination} (2 to 5), which cluster staging-use1 uses")
     expect(page.locator("#apply-button")).to_contain_text("saves $275.94 a month")
     expect(page.locator("#cli")).to_have_count(0)
     page.click("#apply-button")
@@ -53,10 +53,11 @@ def test_a_move_shows_its_command_in_observe_mode_and_applies_once_in_control(de
     page.screenshot(path=artifacts / "recommendation-move-applied.png", full_page=True)
 
     # Moved once: 3 units left the committed reservation and arrived in the full one; each change audited once.
-    expect(counts(page, live_server, source)).to_contain_text("2 / 3 / 5")
+    # The source holds 12 with 8 committed (the demo's 0012): the move takes 3 of the 4 units above the commitment.
+    expect(counts(page, live_server, source)).to_contain_text("2 / 7 / 9")
     expect(counts(page, live_server, destination)).to_contain_text("2 / 3 / 5")
-    for reservation_id in (source, destination):
+    for reservation_id, after in ((source, (9, 7)), (destination, (5, 3))):
         reservation = CapacityReservation.objects.fleet().get(reservation_id=reservation_id)
-        assert (reservation.total_instance_count, reservation.available_instance_count) == (5, 3)
-        assert AuditEntry.objects.filter(object_id=str(reservation.pk), actor="olga").count() == 1
+        assert (reservation.total_instance_count, reservation.available_instance_count) == after
+        assert AuditEntry.objects.filter(object_id=str(reservation.pk), actor="olga", content_type__model="capacityreservation").count() == 1
     assert Recommendation.objects.get(pk=rec.pk).state == "applied"
