@@ -9,7 +9,7 @@ from reservations.models import (
     Recommendation,
     CapacityReservation, CapacityReservationGroup, ClusterLaunchTemplate, EC2NodeClass, OpenReservationInstance,
     ReservationContention,
-    ReservationHold, ReservationUse, ReservationVisibility, UtilizationHour, UtilizationSample,
+    ReservationHold, ReservationInstance, ReservationUse, ReservationVisibility, UtilizationHour, UtilizationSample,
 )
 from reservations.open_mode import OpenModeConflict, set_open_mode
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
@@ -196,6 +196,15 @@ class ReservationHoldAdmin(ReadOnlyAdmin):
     list_filter = ("state", "cluster")
     search_fields = ("reservation__reservation_id", "claim_name")
     list_select_related = ("reservation", "cluster")
+
+
+@admin.register(ReservationInstance)
+class ReservationInstanceAdmin(ReadOnlyAdmin):
+    """The instances EC2 reports in each reservation (mirrored by the EC2 step): read-only."""
+
+    list_display = ("instance_id", "reservation", "instance_type", "state", "node_name", "launched_at")
+    list_select_related = ("reservation",)
+    search_fields = ("instance_id", "node_name", "reservation__reservation_id")
 
 
 @admin.register(ReservationContention)
