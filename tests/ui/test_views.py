@@ -67,8 +67,8 @@ def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
     assert "$0.1920/h" in research and "in research-use1" in research
     # Idle m5.xlarge (4 x $0.192, and 3 x $0.192 in the unselected one) + m5.large (4 x $0.096) + c6a.large
     # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70), the m6i.large its account owns and shares (2 x $0.096),
-    # and the committed r6i.large (6 x $0.126)
-    assert "$147.35/h" in page
+    # and the committed r6i.large (10 x $0.126: 12 units, 2 used)
+    assert "$147.85/h" in page
     assert "cr-0a1b2c3d4e5f60005" in page  # the block that ends within the hour
     assert "cr-0a1b2c3d4e5f60002" in page  # idle under 20 % for 24 hours
     assert 'id="utilization-chart"' in page and "utilization-data" in page
