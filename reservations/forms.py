@@ -102,6 +102,9 @@ class RecommendationApplyForm(forms.Form):
     offering = forms.CharField(required=False, max_length=64, label="Extension offering")
     end_date = forms.DateTimeField(required=False, label="New end date (UTC)",
                                    help_text="For an end-date recommendation: when the reservation should end now.")
+    confirm_not_advised = forms.BooleanField(
+        required=False, label="The work is worth more than this extension: buy it anyway",
+        help_text="A not-advised extension costs more than the work it protects; it is bought only when you say so.")
 
 
 class UsageRangeForm(forms.Form):

@@ -33,6 +33,12 @@ APPLICABLE = (Recommendation.Kind.SHRINK, Recommendation.Kind.CANCEL, Recommenda
               Recommendation.Kind.END_DATE, Recommendation.Kind.SELECT, Recommendation.Kind.SPLIT, Recommendation.Kind.MOVE)
 
 
+# An extension dearer than the work it protects is bought only when the operator says so, in so many words.
+CONFIRM_NOT_ADVISED = "confirmNotAdvised"
+NOT_ADVISED = ("the cheapest extension costs more than the work it protects (not advised); "
+               "confirm that the work is worth it to buy it anyway")
+
+
 class ApplyRefused(Exception):
     """Why this apply does not happen, naming the field where there is one (forms and API show it)."""
 
@@ -44,7 +50,7 @@ class ApplyRefused(Exception):
     @property
     def status(self) -> int:
         """409 when the world changed or karpweb may not act; 400 for what the request itself got wrong."""
-        return 400 if self.field in ("offering", "end_date", "kind") else 409
+        return 400 if self.field in ("offering", "end_date", "kind", CONFIRM_NOT_ADVISED) else 409
 
 
 def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date=None) -> str:
@@ -89,8 +95,9 @@ def _select_term(rec: Recommendation) -> dict:
 
 
 def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_id: str | None = None,
-          end_date=None) -> Recommendation:
-    """Apply one recommendation once. Raises ApplyRefused with the field and the reason."""
+          end_date=None, confirm_not_advised: bool = False) -> Recommendation:
+    """Apply one recommendation once. Raises ApplyRefused with the field and the reason. `cloud`: the
+    provider, or a function of the reservation giving the one that may act on it (its owner's)."""
     if global_mode() != Mode.CONTROL:
         refusal = control_refusal()
         raise ApplyRefused("mode", "karpweb is in observe mode" + (f" ({refusal})" if refusal else "")
@@ -110,11 +117,18 @@ def apply(rec_id: int, *, seen_computed_at, user, source: str, cloud, offering_i
         raise ApplyRefused("offering", f"{offering_id!r} is not one of this recommendation's extension offerings")
     if rec.kind == Recommendation.Kind.END_DATE and (end_date is None or end_date <= timezone.now()):
         raise ApplyRefused("end_date", "give the new end date, in the future")
+    if not rec.advised and not confirm_not_advised:
+        raise ApplyRefused(CONFIRM_NOT_ADVISED, NOT_ADVISED)
     if not claim(rec, seen_computed_at):
         return rec  # already applied (or being applied) by the first click
     reservation = rec.reservation
+    if callable(cloud):
+        cloud = cloud(reservation)
     try:
         recomputed = _recheck(cloud, rec)
+        if not recomputed.details.get("advised", True) and not confirm_not_advised:
+            raise ApplyRefused("evidence", f"{reservation.reservation_id} changed since this was computed: "
+                                           f"{NOT_ADVISED}")
         _check_unchanged(cloud, rec)
         _act(cloud, rec, reservation, offering_id, end_date, user=user, source=source)
     except (ApplyRefused, CloudAPIError) as exc:
@@ -147,12 +161,13 @@ def claim(rec: Recommendation, seen_computed_at) -> bool:
     or two alternatives for the same reservation, one wins. The alternatives are one choice: the others
     open for the reservation are superseded in the same transaction (page, API and audit show it).
     False: it was applied (or is being applied) already."""
+    changed = _reservations_changed(rec)
     with transaction.atomic():
-        CapacityReservation.objects.fleet().select_for_update().filter(pk=rec.reservation_id).first()
+        list(CapacityReservation.objects.fleet().select_for_update().filter(pk__in=changed).order_by("pk"))
         claimed = Recommendation.objects.filter(pk=rec.pk, state=Recommendation.State.OPEN,
                                                 computed_at=seen_computed_at).update(state=Recommendation.State.APPLYING)
         if claimed:
-            Recommendation.objects.filter(reservation_id=rec.reservation_id, state=Recommendation.State.OPEN) \
+            Recommendation.objects.filter(reservation_id__in=changed, state=Recommendation.State.OPEN) \
                 .exclude(pk=rec.pk).update(state=Recommendation.State.SUPERSEDED, superseded_by=rec,
                                            error=f"superseded: {rec.get_kind_display()} (#{rec.pk}) was applied")
             return True
@@ -166,6 +181,16 @@ def claim(rec: Recommendation, seen_computed_at) -> bool:
                                     f"{f' (#{chosen.pk})' if chosen else ''} was applied to it instead; this alternative "
                                     "is superseded")
     raise ApplyRefused("computed_at", "the recommendation changed since the page was read; reload it")
+
+
+def _reservations_changed(rec: Recommendation) -> list[int]:
+    """The reservations applying `rec` changes: its own, and a move's destination (whose advice was
+    computed for its old size)."""
+    changed = [rec.reservation_id]
+    if rec.kind == Recommendation.Kind.MOVE and rec.details.get("destination"):
+        changed += CapacityReservation.objects.fleet().filter(reservation_id=rec.details["destination"]) \
+            .values_list("pk", flat=True)
+    return changed
 
 
 def _recheck(cloud, rec: Recommendation):

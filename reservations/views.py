@@ -33,7 +33,7 @@ from reservations.models import (
     CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass, OpenReservationInstance, Recommendation,
     UtilizationHour, hour_of,
 )
-from reservations.recommendation_actions import APPLICABLE, ApplyRefused, cli_command, share_command
+from reservations.recommendation_actions import APPLICABLE, CONFIRM_NOT_ADVISED, ApplyRefused, cli_command, share_command
 from reservations.recommendations import policy_from_settings
 from reservations.holders import reserved_units_held
 from reservations.utilization import hourly_span
@@ -513,11 +513,13 @@ class RecommendationApplyView(OperatorRequiredMixin, View):
             return _rendered(request, pk, form=form, status=400)
         try:
             apply_recommendation(pk, seen_computed_at=form.cleaned_data["computed_at"], user=request.user,
-                                 source=AuditEntry.Source.UI, cloud=backends.cloud(),
+                                 source=AuditEntry.Source.UI, cloud=backends.cloud_for_reservation,
                                  offering_id=form.cleaned_data.get("offering") or None,
-                                 end_date=form.cleaned_data.get("end_date"))
+                                 end_date=form.cleaned_data.get("end_date"),
+                                 confirm_not_advised=form.cleaned_data.get("confirm_not_advised", False))
         except ApplyRefused as refused:
-            form.add_error(refused.field if refused.field in ("offering", "end_date") else None, refused.message)
+            field = {"offering": "offering", "end_date": "end_date", CONFIRM_NOT_ADVISED: "confirm_not_advised"}
+            form.add_error(field.get(refused.field), refused.message)
             return _rendered(request, pk, form=form, status=refused.status)
         messages.success(request, "Applied.")
         return redirect("reservations:recommendation", pk=pk)

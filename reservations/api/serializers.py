@@ -490,6 +490,9 @@ class RecommendationApplySerializer(StrictInputMixin, serializers.Serializer):
     computedAt = serializers.DateTimeField(help_text="The computedAt you read.")
     offeringID = serializers.CharField(required=False, max_length=64, help_text="extend: the extension offering to buy.")
     endDate = serializers.DateTimeField(required=False, help_text="end-date: the new end date (UTC, in the future).")
+    confirmNotAdvised = serializers.BooleanField(
+        required=False, default=False,
+        help_text="extend: true to buy an extension that is not advised (it costs more than the work it protects).")
 
 
 # --- the reservation doctor ---------------------------------------------------------------------

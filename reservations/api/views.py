@@ -427,8 +427,9 @@ class RecommendationViewSet(ReadOnlyViewSet):
         data = body.validated_data
         try:
             applied = apply_recommendation(rec.pk, seen_computed_at=data["computedAt"], user=request.user,
-                                           source=AuditEntry.Source.API, cloud=backends.cloud(),
-                                           offering_id=data.get("offeringID"), end_date=data.get("endDate"))
+                                           source=AuditEntry.Source.API, cloud=backends.cloud_for_reservation,
+                                           offering_id=data.get("offeringID"), end_date=data.get("endDate"),
+                                           confirm_not_advised=data.get("confirmNotAdvised", False))
         except ApplyRefused as refused:
             return Response({refused.field: [refused.message]}, status=refused.status)
         return Response(RecommendationSerializer(applied).data)

@@ -44,6 +44,30 @@ def cloud():
     return _cached(_providers, _provider_key(cluster), lambda: _cluster_provider(cluster))
 
 
+def cloud_for_reservation(reservation):
+    """The EC2 provider that may act on `reservation`: that of a cluster of its owner's account (only
+    the owner modifies, cancels, extends, splits or moves it), in its region; the scope's cluster when
+    it is one of those. A reservation the fleet does not own: a cluster of an account that sees it
+    (its reads and the EC2NodeClass it changes are theirs). Nothing fits: `cloud()` as it stands."""
+    from fleet.models import Cluster
+    from fleet.scope import cluster_scope
+
+    if reservation.owner_account_id:
+        accounts = [reservation.owner_account_id]
+    else:
+        accounts = list(reservation.visibilities.model._base_manager.filter(reservation_id=reservation.pk)
+                        .values_list("account_id", flat=True))
+    scoped = current_cluster()
+    if scoped is not None and scoped.account_id in accounts:
+        return cloud()
+    clusters = Cluster._base_manager.filter(account_id__in=accounts).select_related("account").order_by("pk")
+    acting = next((c for c in clusters if not reservation.region or c.region in (reservation.region, "")), None)
+    if acting is None:
+        return cloud()
+    with cluster_scope(acting):
+        return cloud()
+
+
 def cluster():
     """The scope's cluster's adapter (unscoped code: the default cluster's), from its row."""
     scoped = current_cluster() or default_cluster()

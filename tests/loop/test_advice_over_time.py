@@ -85,7 +85,7 @@ def test_an_extension_is_refused_after_the_block_drained(demo_world, control, ap
     offering = extend.details["offerings"][0]["offering_id"]
     end_before = CapacityReservation.objects.get(reservation_id=CB_0005).end_date
     with time_machine.travel(drain + datetime.timedelta(minutes=9), tick=False):
-        refused = post_apply(api, extend, offeringID=offering)
+        refused = post_apply(api, extend, offeringID=offering, confirmNotAdvised=True)
     assert refused.status_code == 409 and "drained at" in str(refused.json()) and "9 minutes ago" in str(refused.json())
     assert CapacityReservation.objects.get(reservation_id=CB_0005).end_date == end_before  # nothing bought
 
@@ -146,3 +146,38 @@ def test_extensions_dearer_than_the_work_they_protect_are_not_open_advice(demo_w
     assert all(link in asked for link in links)
     page = viewer_client.get(f"/recommendations/{extends.first().pk}/").content.decode()
     assert 'id="not-advised"' in page
+
+
+def test_a_not_advised_extension_is_bought_only_when_the_operator_confirms_it(demo_world, control, api, operator_client):
+    """An extension dearer than the work it protects was kept out of the open advice but still bought by
+    one API call or one click, with no word from the operator."""
+    extend = rec_of("extend", CB_0005)
+    offering = extend.details["offerings"][0]["offering_id"]
+    end_before = CapacityReservation.objects.get(reservation_id=CB_0005).end_date
+    refused = post_apply(api, extend, offeringID=offering)
+    assert refused.status_code == 400
+    assert "costs more than the work it protects" in refused.json()["confirmNotAdvised"][0]
+    clicked = operator_client.post(f"/recommendations/{extend.pk}/apply/",
+                                   {"computed_at": extend.computed_at.isoformat(), "offering": offering})
+    assert clicked.status_code == 400 and 'id="confirm-not-advised"' in clicked.content.decode()
+    assert "costs more than the work it protects" in clicked.content.decode()
+    extend.refresh_from_db()
+    assert extend.state == "open" and CapacityReservation.objects.get(reservation_id=CB_0005).end_date == end_before
+    bought = post_apply(api, extend, offeringID=offering, confirmNotAdvised=True)
+    assert bought.status_code == 200 and bought.json()["state"] == "applied"
+    assert CapacityReservation.objects.get(reservation_id=CB_0005).end_date > end_before
+
+
+def test_a_move_supersedes_the_open_advice_of_its_destination(demo_world, control, api):
+    """A move grows its destination: advice computed for the destination's old size is no longer a claim
+    about the world, and goes in the same transaction as the move is claimed."""
+    move = rec_of("move", COMMITTED)
+    destination = CapacityReservation.objects.get(reservation_id=DESTINATION)
+    stale = Recommendation.objects.create(
+        kind="shrink", reservation=destination, reason="idle units (computed before the move)", savings_per_month=70.08,
+        target_count=destination.total_instance_count - 1, seen_total=destination.total_instance_count,
+        seen_end_date=destination.end_date, computed_at=move.computed_at)
+    assert post_apply(api, move).status_code == 200
+    stale.refresh_from_db()
+    assert (stale.state, stale.superseded_by_id) == ("superseded", move.pk)
+    assert f"(#{move.pk}) was applied" in stale.error
