@@ -4,11 +4,13 @@ to the engine as WORLD.json `capacityReservationGroups` (by `scheduling.world`),
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.scope import unscoped
 from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass
 from scheduling.engine.groups import group_arns, group_target
 from scheduling.engine.timeutil import format_time
@@ -18,17 +20,26 @@ from scheduling.world import reservation_item
 log = logging.getLogger(__name__)
 
 
-def named_group_arns() -> list[str]:
-    """Every group ARN an EC2NodeClass's selector terms name, sorted."""
-    arns = set()
-    for terms in EC2NodeClass.objects.values_list("capacity_reservation_selector_terms", flat=True):
-        arns.update(group_arns(terms))
+def named_group_arns(clusters=None) -> list[str]:
+    """Every group ARN an EC2NodeClass's selector terms name, sorted: the scope's classes, or those of
+    `clusters` (the clusters one EC2 step serves: the same account may run several), or with
+    `clusters="fleet"` every cluster's."""
+    classes = EC2NodeClass.objects
+    with contextlib.ExitStack() as stack:
+        if clusters is not None and clusters != [None]:
+            stack.enter_context(unscoped())
+            if clusters != "fleet":
+                classes = classes.filter(cluster__in=[cluster.pk for cluster in clusters])
+        arns = set()
+        for terms in classes.values_list("capacity_reservation_selector_terms", flat=True):
+            arns.update(group_arns(terms))
     return sorted(arns)
 
 
-def sync_groups(provider, now=None) -> dict:
-    """List the members of every group the selector terms name (ListGroupResources, every page)
-    and store them; groups no term names any more are forgotten. A provider without a Resource
+def sync_groups(provider, now=None, clusters=None) -> dict:
+    """List the members of every group the selector terms of `clusters` (default: the scope's) name
+    (ListGroupResources, every page) and store them; groups no term of any cluster names any more are
+    forgotten (another account's step lists its own). A provider without a Resource
     Groups API (the simulated world) leaves the stored groups alone."""
     lister = getattr(provider, "group_members", None)
     if lister is None:
@@ -36,7 +47,7 @@ def sync_groups(provider, now=None) -> dict:
     from scheduling.adapters.ec2.interface import CloudAPIError
 
     now = now or timezone.now()
-    arns = named_group_arns()
+    arns = named_group_arns(clusters)
     members, errors = {}, []
     for arn in arns:
         try:
@@ -46,7 +57,8 @@ def sync_groups(provider, now=None) -> dict:
     for error in errors:
         log.warning("Capacity Reservation group not synced (its stored members are kept): %s", error)
     with transaction.atomic():
-        CapacityReservationGroup.objects.exclude(arn__in=arns).delete()
+        named = arns if clusters is None or clusters == [None] else named_group_arns("fleet")
+        CapacityReservationGroup.objects.exclude(arn__in=named).delete()
         for arn, ids in members.items():
             store_group(arn, ids, now)
     return {"groups": len(members), "group_errors": len(errors)}

@@ -74,7 +74,7 @@ def _write_to_cluster(adapter, node_class: EC2NodeClass, enabled: bool) -> dict:
         raise
 
 
-def sync_open_instances(cloud, now=None) -> dict:
+def sync_open_instances(cloud, now=None, clusters=None) -> dict:
     """DescribeInstances, then `record_open_instances`; an EC2 error leaves the records as they were."""
     from scheduling.adapters.ec2.interface import CloudAPIError
 
@@ -83,14 +83,15 @@ def sync_open_instances(cloud, now=None) -> dict:
     except CloudAPIError as exc:
         log.warning("open-mode instances not synced: %s", exc)
         return {"open_instances_errors": 1}
-    return {"open_instances": record_open_instances(memberships, now)}
+    return {"open_instances": record_open_instances(memberships, now, clusters)}
 
 
 @transaction.atomic
-def record_open_instances(memberships, now=None) -> int:
+def record_open_instances(memberships, now=None, clusters=None) -> int:
     """Store which on-demand instances EC2 runs inside a reservation (DescribeInstances'
-    `open_reservation_id`); instances no longer reported are forgotten. Returns how many there are."""
-    from scheduling.models import Node
+    `open_reservation_id`); instances no longer reported are forgotten. Returns how many there are.
+    The node on each instance is looked up in `clusters` (the clusters of the account the
+    instances were described in; default: the scope's)."""
 
     now = now or timezone.now()
     found = {m.instance_id: m for m in memberships if getattr(m, "open_reservation_id", None)}
@@ -98,7 +99,7 @@ def record_open_instances(memberships, now=None) -> int:
         reservation_id__in={m.open_reservation_id for m in found.values()})}
     found = {iid: m for iid, m in found.items() if m.open_reservation_id in reservations}
     nodes = {}
-    for name, provider_id in Node.objects.exclude(provider_id="").values_list("name", "provider_id"):
+    for name, provider_id in _node_provider_ids(clusters):
         nodes[provider_id.rstrip("/").rsplit("/", 1)[-1]] = name
     OpenReservationInstance.objects.exclude(instance_id__in=list(found)).delete()
     existing = {row.instance_id: row for row in OpenReservationInstance.objects.filter(instance_id__in=list(found))}
@@ -110,3 +111,15 @@ def record_open_instances(memberships, now=None) -> int:
         row.last_seen = now
         row.save()
     return len(found)
+
+
+def _node_provider_ids(clusters) -> list[tuple[str, str]]:
+    """(name, providerID) of the nodes of `clusters` (default: the scope's) that have one."""
+    from fleet.scope import unscoped
+    from scheduling.models import Node
+
+    if clusters is None or clusters == [None]:
+        return list(Node.objects.exclude(provider_id="").values_list("name", "provider_id"))
+    with unscoped():  # the account's every cluster, whichever one's scope the step runs in
+        return list(Node.objects.filter(cluster__in=[cluster.pk for cluster in clusters]).exclude(provider_id="")
+                    .values_list("name", "provider_id"))

@@ -63,8 +63,9 @@ def sync_ec2(now=None) -> dict:
                 # What launches resolve to (images, subnets, groups, profile); karpweb's instances no NodeClaim holds.
                 add_counts(counts, refresh_launch_status(member_cloud, member_cluster, now))
                 add_counts(counts, nodes.collect_instances(member_cloud, now, member_cluster))
-    counts.update(sync_groups(cloud, now))  # the members of every group a selector term names
-    counts.update(sync_open_instances(cloud, now))  # on-demand instances EC2 placed in open reservations
+    served = clusters_of_the_account_and_region()
+    counts.update(sync_groups(cloud, now, served))  # the members of every group their selector terms name
+    counts.update(sync_open_instances(cloud, now, served))  # on-demand instances EC2 placed in open reservations
     counts.update(sync_launch_templates(cloud, now))  # Karpenter's: do they opt out of open reservations?
     counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)

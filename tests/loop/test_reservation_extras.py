@@ -210,3 +210,33 @@ def test_nodepool_and_nodeclaim_conditions_go_false_and_back_to_true(m5_large, v
     claim_condition = NodeClaim.objects.get(pk=claim.pk).condition("ReservedCapacityAvailable")
     assert (claim_condition["status"], claim_condition["reason"]) == ("True", "Available")
     assert steps.status()["node_claims_changed"] == 0  # unchanged: nothing written again
+
+
+def test_an_accounts_ec2_step_serves_the_groups_and_open_instances_of_its_every_cluster(db):
+    """One account may run several clusters; its EC2 step runs in the first one's scope. The groups the
+    second cluster's EC2NodeClasses name were forgotten each sync, and its nodes on open-mode instances
+    were never named."""
+    from fleet.models import Cluster
+    from fleet.scope import cluster_scope, default_cluster, loop_code
+    from reservations.open_mode import record_open_instances
+    from scheduling.adapters.ec2.interface import InstanceMembership
+
+    first = default_cluster()
+    second = Cluster.objects.create(name="second", account=first.account, region=first.region)
+    CapacityReservationFactory(reservation_id="cr-0open", instance_type="m5.large", availability_zone="us-east-1a")
+    with cluster_scope(second):
+        EC2NodeClassFactory(name="batch", capacity_reservation_selector_terms=[{"resourceGroupARN": ARN}])
+        Node.objects.create(name="batch-1", instance_type="m5.large", zone="us-east-1a",
+                            provider_id="aws:///us-east-1a/i-0second")
+    on_it = InstanceMembership(instance_id="i-0second", instance_type="m5.large", zone="us-east-1a", state="running",
+                               capacity_type="on-demand", reservation_id=None, reservation_type=None, interruptible=False,
+                               capacity_reservation_preference="open", launch_time=None, tags={},
+                               open_reservation_id="cr-0open")
+    now = timezone.now()
+    with cluster_scope(first), loop_code():
+        served = steps.clusters_of_the_account_and_region()
+        assert [c.name for c in served] == sorted([first.name, "second"])
+        assert sync_groups(GroupLister({ARN: ["cr-0open"]}), now, served) == {"groups": 1, "group_errors": 0}
+        assert record_open_instances([on_it], now, served) == 1
+    assert CapacityReservationGroup.objects.get(arn=ARN).reservation_ids == ["cr-0open"]
+    assert OpenReservationInstance.objects.get(instance_id="i-0second").node_name == "batch-1"
