@@ -17,6 +17,7 @@ from .quantities import CPU, MEMORY, ResourceList
 from .requirements import EMPTY, Requirements
 from .reservations import CapacityReservation
 from .taints import Taint, Toleration
+from .volumes import Storage
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -55,6 +56,13 @@ class Pod:
     preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
     preferred_node_terms: tuple[tuple[int, Requirements], ...] = ()  # preferred node affinity: (weight, term)
     relaxed: int = 0  # how many preferences have been dropped, in `preferences()` order
+    # Its persistent volumes (volumes.py): the claims spec.volumes use, and, once the world's storage
+    # is read, where they let it run (ORed alternatives; None: anywhere), why they cannot be used, and
+    # the claims it attaches per CSI driver (a node's volume limits).
+    volume_claims: tuple[str, ...] = ()
+    volume_terms: tuple[Requirements, ...] | None = None
+    volume_problem: str = ""
+    volume_usage: tuple[tuple[str, frozenset[str]], ...] = ()
     # Required node affinity alone (nodeSelector AND each required term); `alternatives` also ANDs
     # the preferred node affinity terms still in force.
     strict_alternatives: tuple[Requirements, ...] = field(init=False)
@@ -73,6 +81,12 @@ class Pod:
             self.alternatives = tuple(alt for alt in combined if alt.satisfiable())
         else:
             self.alternatives = self.strict_alternatives
+        if self.volume_problem:
+            self.alternatives = ()
+        elif self.volume_terms is not None:
+            # Where its volumes are: narrows where it lands, not its node affinity as spread counts it.
+            combined = tuple(alt.intersect(term) for alt in self.alternatives for term in self.volume_terms)
+            self.alternatives = tuple(alt for alt in combined if alt.satisfiable())
         self.active_affinity = self.affinity + tuple(
             w.term for i, w in enumerate(self.preferred_affinity) if ("affinity", i) not in dropped)
         self.active_anti_affinity = self.anti_affinity + tuple(
@@ -160,6 +174,7 @@ class Node:
     created: datetime | None = None
     annotations: dict[str, str] = field(default_factory=dict)
     provider_id: str = ""  # aws:///<zone>/<instance id>
+    volume_limits: dict[str, int] = field(default_factory=dict)  # CSI driver -> volumes it may attach (CSINode)
 
     @property
     def nodepool(self) -> str | None:
@@ -221,6 +236,7 @@ class World:
     instances: list[Instance] | None = None  # DescribeInstances, when given (lifecycle.py)
     # Nodes whose NodeClaim is marked Drifted (optional `nodeClaims`; refresh.py): name -> Drift.
     drifted: dict = field(default_factory=dict)
+    storage: Storage | None = None  # PersistentVolumes, claims, StorageClasses, CSINodes (volumes.py)
 
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if not p.node_name]

@@ -29,6 +29,11 @@ EMPTY_CATALOGUE = ("no instance type is known: the instance-type catalogue is em
 
 def failure_reason(failure: Failure, pool_count: int, catalogue_empty: bool = False) -> str:
     pod = failure.pod
+    if pod.volume_problem:
+        return pod.volume_problem
+    if not pod.alternatives and pod.volume_terms is not None and pod.strict_alternatives:
+        return ("no node can satisfy both its volumes' topology (" + " or ".join(map(str, pod.volume_terms))
+                + ") and its node selector or affinity")
     if not pod.alternatives:
         return "its required node affinity has no term that can match a node"
     rejections = failure.rejections

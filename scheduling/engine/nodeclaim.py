@@ -24,6 +24,7 @@ from .taints import UNSCHEDULABLE_TAINT_KEY, NO_SCHEDULE, Taint, untolerated
 # The scheduler and the explanations import the rejection kinds from here too.
 from .rejection import LIMITS, MIN_VALUES, NO_INSTANCE_TYPE, PAID_ONLY, RESERVED_HELD, Rejection
 from .topology import Attempt
+from .volumes import exceeds_limits
 
 
 @dataclass(slots=True)
@@ -58,7 +59,7 @@ def reservation_preference(ledger: ReservationLedger):
 class ExistingNode:
     """A node of the cluster: its allocatable minus what its bound pods request."""
 
-    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq", "hostname")
+    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq", "hostname", "attached")
 
     def __init__(self, node: Node, bound: Iterable[Pod], seq: int):
         self.node = node
@@ -73,6 +74,10 @@ class ExistingNode:
             taints = taints + (Taint(UNSCHEDULABLE_TAINT_KEY, "", NO_SCHEDULE),)
         self.taints = taints
         self.seq = seq
+        self.attached: dict[str, set[str]] = {}  # CSI driver -> the claims its pods attach (volumes.py)
+        if node.volume_limits:
+            for pod in self.pods:
+                self._attach(pod)
 
     def fit(self, pod: Pod, attempt: Attempt | None = None) -> Rejection | None:
         """`attempt`: the pod's topology constraints (topology.py); without one, only required
@@ -84,6 +89,10 @@ class ExistingNode:
             return Rejection("node labels do not match the pod's node selector or affinity")
         if not pod.requests.fits(self.available):
             return Rejection(f"not enough room ({', '.join(pod.requests.exceeding(self.available))})")
+        if pod.volume_usage and self.node.volume_limits:
+            beyond = exceeds_limits(self.node.volume_limits, self.attached, pod.volume_usage)
+            if beyond is not None:
+                return Rejection(beyond)
         if attempt is not None:
             return attempt.check_node(self)
         if hostname_anti_affinity_conflict(pod, self.pods, self.anti_pods) is not None:
@@ -95,6 +104,12 @@ class ExistingNode:
         if pod.anti_affinity:
             self.anti_pods.append(pod)
         self.available = self.available.sub(pod.requests)
+        if self.node.volume_limits:
+            self._attach(pod)
+
+    def _attach(self, pod: Pod) -> None:
+        for driver, claims in pod.volume_usage:
+            self.attached.setdefault(driver, set()).update(claims)
 
 
 def sum_requests(pods: Iterable[Pod]) -> ResourceList:

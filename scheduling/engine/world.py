@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable
 
@@ -34,6 +35,7 @@ from .refresh import drifted_claims
 from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
+from .volumes import Storage, claim_names, parse_storage, pod_volumes
 
 DEFAULT_MAX_PODS = 110
 DEFAULT_EPHEMERAL_STORAGE = "20Gi"  # the EKS AMIs' default root volume
@@ -238,7 +240,11 @@ class _Reader:
         world.nodes = self.collect(data.get("nodes"), "nodes", self.node, "node")
         world.daemon_sets = self.collect(data.get("daemonSets"), "daemonSets", self.daemon_set, "DaemonSet",
                                          key=lambda d: (d.namespace, d.name))
-        world.pods = [p for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]
+        world.storage = parse_storage(data, self)
+        world.pods = [with_volumes(p, world.storage)
+                      for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]
+        for node in world.nodes:
+            node.volume_limits = world.storage.limits.get(node.name, {})
         world.namespaces = self.namespaces(data.get("namespaces"))
         world.drifted = drifted_claims(data.get("nodeClaims"), self.problem)
         return world
@@ -640,6 +646,7 @@ class _Reader:
             preferred_affinity=pod_affinity[1],
             spread=self.spread_constraints(spec.get("topologySpreadConstraints"), labels,
                                            f"{path}.spec.topologySpreadConstraints"),
+            volume_claims=claim_names(name or "", spec.get("volumes")),
         )
         return Pod(namespace, name, **pod) if name else None
 
@@ -814,3 +821,11 @@ class _Reader:
                 except RequirementError as exc:
                     self.problem(f"{item_path}.operator", str(exc))
         return LabelSelector(Requirements(reqs))
+
+
+def with_volumes(pod: Pod, storage: Storage) -> Pod:
+    """The pod with what its persistent volumes mean for placing it (volumes.py)."""
+    found = pod_volumes(storage, pod.namespace, pod.volume_claims)
+    if found.terms is None and not found.problem and not found.usage:
+        return pod
+    return replace(pod, volume_terms=found.terms, volume_problem=found.problem, volume_usage=found.usage)
