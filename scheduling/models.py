@@ -310,6 +310,36 @@ class Pod(models.Model):
         return not self.node_name
 
 
+class KubeObject(models.Model):
+    """A Kubernetes object mirrored whole for the engine (the storage kinds its volume rules read:
+    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode), as the API server wrote it
+    less its managedFields. The world hands them to the engine as WORLD.json's lists."""
+
+    class Kind(models.TextChoices):
+        STORAGE_CLASS = "StorageClass"
+        PERSISTENT_VOLUME = "PersistentVolume"
+        PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+        CSI_NODE = "CSINode"
+
+    cluster = cluster_field("kube_objects")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    namespace = models.CharField(max_length=253, blank=True, help_text="Blank for a cluster-scoped kind.")
+    name = models.CharField(max_length=253)
+    body = models.JSONField(default=dict, help_text="The object as the API server wrote it (no managedFields).")
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        verbose_name = "mirrored Kubernetes object"
+        ordering = ["kind", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "kind", "namespace", "name"],
+                                               name="unique_kube_object_per_cluster")]
+
+    def __str__(self):
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+
 class Decision(models.Model):
     """One thing the loop decided, why, and whether it was acted on."""
 
@@ -592,6 +622,9 @@ class WatchState(models.Model):
                                        help_text="When the models last took in the cluster's state.")
     kept_objects = models.PositiveIntegerField(default=0, help_text="Pods and nodes the watch process keeps parsed "
                                                                     "in memory (0 until it has loaded them).")
+    storage_listed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the storage kinds (StorageClasses, PersistentVolumes and their claims, "
+                                         "CSINodes) were last listed: until then the plan reads no pod's volumes.")
 
     objects = ClusterScopedManager()
 

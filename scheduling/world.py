@@ -18,7 +18,7 @@ from scheduling.engine.ec2types import MIB, node_memory_mib
 from scheduling.engine.taints import is_known_ephemeral
 from scheduling.engine.world import EXCLUDED_FROM_PLANNING
 from scheduling.engine.timeutil import format_time
-from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod
+from scheduling.models import CapacityType, InstanceType, KubeObject, Node, NodeClaim, NodePool, Offering, Pod, WatchState
 
 KEEP_IDLE_RESERVED_ANNOTATION = "karpweb.io/keep-idle-reserved-nodes"
 INITIALIZED_LABEL = "karpenter.sh/initialized"
@@ -42,9 +42,29 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
         "nodes": nodes() if include_nodes else in_flight_nodes(),
         "pods": pods() if include_pods else [],
     }
+    world.update(storage_objects())
     if instances is not None:
         world["instances"] = instances
     return world
+
+
+# WORLD.json's key for each mirrored storage kind (engine/volumes.py reads them).
+STORAGE_KEYS = {KubeObject.Kind.STORAGE_CLASS: "storageClasses", KubeObject.Kind.PERSISTENT_VOLUME: "persistentVolumes",
+                KubeObject.Kind.PERSISTENT_VOLUME_CLAIM: "persistentVolumeClaims", KubeObject.Kind.CSI_NODE: "csiNodes"}
+
+
+def storage_objects() -> dict:
+    """The working cluster's StorageClasses, PersistentVolumes and claims, and CSINodes, once they have
+    been listed (WatchState.storage_listed_at); before, none: a world that lists no claims reads no
+    pod's volumes, rather than finding every claim missing."""
+    cluster_id = working_cluster_id_or_none()
+    if cluster_id is None or not WatchState.objects.fleet().filter(cluster_id=cluster_id,
+                                                                    storage_listed_at__isnull=False).exists():
+        return {}
+    found = {key: [] for key in STORAGE_KEYS.values()}
+    for kind, body in KubeObject.objects.fleet().filter(cluster_id=cluster_id).values_list("kind", "body"):
+        found[STORAGE_KEYS[kind]].append(body)
+    return found
 
 
 def instance_types() -> list[dict]:

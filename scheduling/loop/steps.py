@@ -141,7 +141,7 @@ def sync_catalogue(now=None) -> dict:
 def sync_kubernetes(now=None) -> dict:
     now = now or timezone.now()
     if is_kubernetes():
-        from scheduling.adapters.kube.sync import ClusterSync
+        from scheduling.adapters.kube.sync import ClusterSync, storage_listed
 
         cluster = backends.cluster()
         # First: whether this sync may be followed by acting at all (scheduling.modes reads it).
@@ -152,7 +152,7 @@ def sync_kubernetes(now=None) -> dict:
                 raise ClusterUnreachable(f"the cluster's API server answered none of its lists: {stats.errors[-1].message}")
             counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
             counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
-            WatchState.record(world_as_of=now)
+            WatchState.record(world_as_of=now, **({"storage_listed_at": now} if storage_listed(stats.listed) else {}))
         else:
             counts["lists"] = 0  # the watch process keeps the models current: no full list this time
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL

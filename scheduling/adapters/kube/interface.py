@@ -6,7 +6,9 @@ dataclasses below. :class:`~scheduling.adapters.kube.adapter.KubeClusterAdapter`
 the official client; a simulated world implements it in memory; :mod:`.sync` turns either one's
 ``list``/``watch`` into the Django models.
 
-Kinds are ``EC2NodeClass``, ``NodePool``, ``NodeClaim``, ``Node`` and ``Pod``.
+Kinds are ``EC2NodeClass``, ``NodePool``, ``NodeClaim``, ``Node`` and ``Pod``, and the storage kinds
+the engine's volume rules read: ``StorageClass``, ``PersistentVolume``, ``PersistentVolumeClaim`` and
+``CSINode``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Protocol, runtime_checkable
 
 from .errors import ClusterError, ResourceVersionExpired  # noqa: F401 - part of the interface
 
-KINDS = ("EC2NodeClass", "NodePool", "NodeClaim", "Node", "Pod")
+KINDS = ("EC2NodeClass", "NodePool", "NodeClaim", "Node", "Pod",
+         "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
+# Kept whole as scheduling.models.KubeObject rows: what the engine reads of volumes.
+STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
 
 # Annotation and taint karpweb shares with Karpenter.
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"

@@ -24,7 +24,9 @@ RULES = [
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # A terminating node waits for its volumes to detach (and reads which claims its pods hold).
     {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["list", "watch"]},
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
+    # Where pods' volumes let them run and how many a node may attach (mirrored for the scheduler).
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["get", "list", "watch"]},
     # Is Karpenter the active controller? Its leader-election Lease and its Deployment, read only.
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},

@@ -55,10 +55,16 @@ SERVICE = Resource("Service", "", "v1", "services", namespaced=True)
 # Read only while a node terminates: its volumes must be detached before its instance goes.
 VOLUMEATTACHMENT = Resource("VolumeAttachment", "storage.k8s.io", "v1", "volumeattachments")
 PVC = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True)
+# Mirrored as they are (scheduling.models.KubeObject) for the engine's volume rules (engine/volumes.py).
+PV = Resource("PersistentVolume", "", "v1", "persistentvolumes")
+STORAGECLASS = Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses")
+CSINODE = Resource("CSINode", "storage.k8s.io", "v1", "csinodes")
 
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.
-SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD)
+# The storage kinds come after: nothing links to them, they are kept whole.
+STORAGE = (STORAGECLASS, PV, PVC, CSINODE)
+SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *STORAGE)
 BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
 
 # Pods that finished are not part of the world the scheduler sees.

@@ -1,0 +1,112 @@
+"""Issue #49: StorageClasses, PersistentVolumes and their claims, and CSINodes mirrored from the real
+kube-apiserver (list and watch) into the world the loop plans with: a pending pod whose claim is bound
+to a zonal volume is planned in that zone, one whose claim waits for its first consumer in the zone its
+StorageClass allows; before the storage kinds are listed no pod's volumes are read."""
+
+import pytest
+from django.utils import timezone
+
+from scheduling.adapters.kube.resources import CSINODE, POD, PV, PVC, STORAGECLASS
+from scheduling.adapters.kube.sync import ClusterSync
+from scheduling.engine import simulate
+from scheduling.models import KubeObject, WatchState
+from scheduling.world import current_world
+from tests.engine.builders import instance_type
+from tests.support.clusters import use_kube_server
+
+from . import helpers as h
+
+pytestmark = [pytest.mark.kube, pytest.mark.django_db]
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+def storage(rest, ns, unique):
+    rest.create(STORAGECLASS, {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                               "metadata": {"name": f"gp3-b-{unique}"}, "provisioner": "ebs.csi.aws.com",
+                               "volumeBindingMode": "WaitForFirstConsumer",
+                               "allowedTopologies": [{"matchLabelExpressions": [
+                                   {"key": "topology.kubernetes.io/zone", "values": ["us-east-1b"]}]}]})
+    rest.create(PV, {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-db-{unique}"},
+                     "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                              "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
+                              "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{unique}"},
+                              "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                  {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1c"]}]}]}}}})
+    rest.create(PVC, {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                      "metadata": {"name": "data-db", "namespace": ns,
+                                   "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                      "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"pv-db-{unique}",
+                               "resources": {"requests": {"storage": "10Gi"}}}}, namespace=ns)
+    rest.create(PVC, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-cache", "namespace": ns},
+                      "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": f"gp3-b-{unique}",
+                               "resources": {"requests": {"storage": "10Gi"}}}}, namespace=ns)
+    rest.create(CSINODE, {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": f"node-{unique}"},
+                          "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": f"i-{unique}",
+                                                "allocatable": {"count": 25}}]}})
+
+
+def pending_with_claim(rest, ns, name, claim):
+    rest.create(POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+                        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+                                                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+                                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}},
+                namespace=ns)
+
+
+def plan_zones(now=None) -> dict:
+    world = current_world(now)
+    world["instanceTypes"] = [instance_type("m5.large", "2", "8Gi", zones=ZONES, od=0.096)]
+    decisions = simulate(world)
+    return {pod: claim["launch"]["zone"] for claim in decisions["nodeClaims"] for pod in claim["pods"]}
+
+
+def test_storage_objects_are_mirrored_and_place_pods_where_their_volumes_are(kube_server, adapter, rest, unique):
+    use_kube_server(kube_server)
+    ns = h.namespace(rest, f"vol-{unique}")
+    h.ec2nodeclass(rest, "default")
+    h.nodepool(rest, "default", node_class="default")
+    storage(rest, ns, unique)
+    pending_with_claim(rest, ns, "db-0", "data-db")
+    pending_with_claim(rest, ns, "cache-0", "data-cache")
+
+    stats = ClusterSync(adapter).sync_once()
+    assert stats.errors == []
+    kinds = dict(KubeObject.objects.values_list("name", "kind"))
+    assert kinds[f"pv-db-{unique}"] == "PersistentVolume" and kinds["data-cache"] == "PersistentVolumeClaim"
+    assert kinds[f"gp3-b-{unique}"] == "StorageClass" and kinds[f"node-{unique}"] == "CSINode"
+    claim = KubeObject.objects.get(kind="PersistentVolumeClaim", namespace=ns, name="data-db").body
+    assert claim["kind"] == "PersistentVolumeClaim" and "managedFields" not in claim["metadata"]
+
+    # Not yet recorded as listed: the plan reads no volumes (the pods go wherever is cheapest).
+    assert "persistentVolumeClaims" not in current_world()
+    WatchState.record(storage_listed_at=timezone.now())
+    zones = plan_zones()
+    assert zones[f"{ns}/db-0"] == "us-east-1c" and zones[f"{ns}/cache-0"] == "us-east-1b"
+
+
+def test_the_loops_full_sync_records_the_storage_kinds_and_a_watch_follows_a_new_claim(kube_server, adapter, rest, unique):
+    from scheduling.loop import steps
+
+    use_kube_server(kube_server)
+    ns = h.namespace(rest, f"vol-{unique}")
+    h.ec2nodeclass(rest, "default")
+    h.nodepool(rest, "default", node_class="default")
+    storage(rest, ns, unique)
+    steps.sync_kubernetes()
+    assert WatchState.current().storage_listed_at is not None
+
+    sync = ClusterSync(adapter, watch_timeout=5)
+    sync.start()
+    try:
+        sync.pump(timeout=5, until=sync.synced)
+        rest.create(PVC, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "late", "namespace": ns},
+                          "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": f"gp3-b-{unique}",
+                                   "resources": {"requests": {"storage": "1Gi"}}}}, namespace=ns)
+        sync.pump(timeout=10, until=lambda: KubeObject.objects.filter(namespace=ns, name="late").exists())
+        rest.patch(PVC, "late", {"metadata": {"finalizers": None}}, namespace=ns)  # no controller-manager runs here
+        rest.request("DELETE", PVC.path("late", ns))
+        sync.pump(timeout=10, until=lambda: not KubeObject.objects.filter(namespace=ns, name="late").exists())
+    finally:
+        sync.stop()
+    assert not KubeObject.objects.filter(namespace=ns, name="late").exists()
+    assert KubeObject.objects.filter(namespace=ns, name="data-cache").exists()
