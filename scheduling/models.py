@@ -312,14 +312,15 @@ class Pod(models.Model):
 
 class KubeObject(models.Model):
     """A Kubernetes object mirrored whole for the engine (the storage kinds its volume rules read:
-    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode), as the API server wrote it
-    less its managedFields. The world hands them to the engine as WORLD.json's lists."""
+    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode; and NodeOverlays), as the API
+    server wrote it less its managedFields. The world hands them to the engine as WORLD.json's lists."""
 
     class Kind(models.TextChoices):
         STORAGE_CLASS = "StorageClass"
         PERSISTENT_VOLUME = "PersistentVolume"
         PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
         CSI_NODE = "CSINode"
+        NODE_OVERLAY = "NodeOverlay"
 
     cluster = cluster_field("kube_objects")
     kind = models.CharField(max_length=32, choices=Kind.choices)

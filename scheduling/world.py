@@ -42,28 +42,33 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
         "nodes": nodes() if include_nodes else in_flight_nodes(),
         "pods": pods() if include_pods else [],
     }
-    world.update(storage_objects())
+    world.update(kept_whole())
     if instances is not None:
         world["instances"] = instances
     return world
 
 
-# WORLD.json's key for each mirrored storage kind (engine/volumes.py reads them).
-STORAGE_KEYS = {KubeObject.Kind.STORAGE_CLASS: "storageClasses", KubeObject.Kind.PERSISTENT_VOLUME: "persistentVolumes",
-                KubeObject.Kind.PERSISTENT_VOLUME_CLAIM: "persistentVolumeClaims", KubeObject.Kind.CSI_NODE: "csiNodes"}
+# WORLD.json's key for each kind mirrored whole (engine/volumes.py and engine/overlays.py read them).
+WHOLE_KEYS = {KubeObject.Kind.STORAGE_CLASS: "storageClasses", KubeObject.Kind.PERSISTENT_VOLUME: "persistentVolumes",
+              KubeObject.Kind.PERSISTENT_VOLUME_CLAIM: "persistentVolumeClaims", KubeObject.Kind.CSI_NODE: "csiNodes",
+              KubeObject.Kind.NODE_OVERLAY: "nodeOverlays"}
+STORAGE_KEYS = ("storageClasses", "persistentVolumes", "persistentVolumeClaims", "csiNodes")
 
 
-def storage_objects() -> dict:
-    """The working cluster's StorageClasses, PersistentVolumes and claims, and CSINodes, once they have
-    been listed (WatchState.storage_listed_at); before, none: a world that lists no claims reads no
-    pod's volumes, rather than finding every claim missing."""
+def kept_whole() -> dict:
+    """The working cluster's NodeOverlays, and its StorageClasses, PersistentVolumes and claims and
+    CSINodes once they have been listed (WatchState.storage_listed_at); before, no storage: a world
+    that lists no claims reads no pod's volumes, rather than finding every claim missing."""
     cluster_id = working_cluster_id_or_none()
-    if cluster_id is None or not WatchState.objects.fleet().filter(cluster_id=cluster_id,
-                                                                    storage_listed_at__isnull=False).exists():
+    if cluster_id is None:
         return {}
-    found = {key: [] for key in STORAGE_KEYS.values()}
-    for kind, body in KubeObject.objects.fleet().filter(cluster_id=cluster_id).values_list("kind", "body"):
-        found[STORAGE_KEYS[kind]].append(body)
+    found = {key: [] for key in WHOLE_KEYS.values()}
+    for kind, body in KubeObject.objects.fleet().filter(cluster_id=cluster_id).order_by("kind", "namespace", "name") \
+            .values_list("kind", "body"):
+        found[WHOLE_KEYS[kind]].append(body)
+    if not WatchState.objects.fleet().filter(cluster_id=cluster_id, storage_listed_at__isnull=False).exists():
+        for key in STORAGE_KEYS:
+            del found[key]
     return found
 
 

@@ -268,6 +268,8 @@ class ClusterState:
         self.ledger = plan.results.ledger.copy()
         self.world_pools = {p.name: p for p in self.world.node_pools}
         self.world_types = {it.name: it for it in self.world.instance_types}
+        # Each NodePool's types as its catalog prices them (NodeOverlays change prices per pool).
+        self.pool_types = {t.name: t.catalog.by_name for t in plan.templates if t.catalog is not None}
         bound: dict[str, list[Pod]] = {}
         for pod in self.world.pods:
             if pod.node_name:
@@ -558,7 +560,8 @@ class Consolidator:
         pool = state.world_pools.get(node.nodepool or "")
         if pool is None or do_not_disrupt(node.annotations):
             return None
-        it = state.world_types.get(node.labels.get(INSTANCE_TYPE, ""))
+        type_name = node.labels.get(INSTANCE_TYPE, "")
+        it = state.pool_types.get(pool.name, {}).get(type_name) or state.world_types.get(type_name)
         capacity_type = node.labels.get(CAPACITY_TYPE)
         zone = node.labels.get(ZONE)
         price = node_price(it, capacity_type, zone) if it is not None else None

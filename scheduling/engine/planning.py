@@ -18,6 +18,7 @@ from .labels import INSTANCE_LABELS
 from .launch import FinalClaim, finalize
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, PoolTemplate, sum_requests
+from .overlays import OverlayStatus, overlay_catalogs
 from .quantities import ResourceList
 from .scheduler import PoolLimits, Results, Scheduler
 from .selectors import NodeClassReservations, resolve_node_class, selects_once_active
@@ -31,6 +32,7 @@ class Plan:
     templates: list[PoolTemplate]
     results: Results
     claims: list[FinalClaim] = field(default_factory=list)
+    overlays: list[OverlayStatus] = field(default_factory=list)  # each NodeOverlay's status
 
 
 def resolve_node_classes(world: World) -> dict[str, NodeClassReservations]:
@@ -76,17 +78,19 @@ def upcoming_for(world: World, nc) -> list:
 
 
 def build_templates(world: World, catalogs: dict[str, Catalog],
-                    resolved: dict[str, NodeClassReservations]) -> list[PoolTemplate]:
+                    resolved: dict[str, NodeClassReservations]) -> tuple[list[PoolTemplate], list[OverlayStatus]]:
+    """The NodePools' templates, each with its class's catalog as the NodeOverlays leave it for the
+    pool, and each overlay's status."""
     templates = []
     not_ready = {nc.name: nc.not_ready for nc in world.node_classes if nc.not_ready}
+    pool_catalogs, statuses = overlay_catalogs(world.node_pools, catalogs, world.node_overlays)
     for pool in world.node_pools:
         problem = _pool_problem(pool, resolved) or (
             f"EC2NodeClass {pool.node_class} is not ready ({not_ready[pool.node_class]})" if pool.node_class in not_ready else None)
-        catalog = catalogs.get(pool.node_class)
-        template = PoolTemplate(pool, catalog, ResourceList(), problem)
+        template = PoolTemplate(pool, pool_catalogs.get(pool.name), ResourceList(), problem)
         template.daemon_overhead = daemon_overhead(world, template)
         templates.append(template)
-    return templates
+    return templates, statuses
 
 
 def _pool_problem(pool: NodePool, resolved: dict[str, NodeClassReservations]) -> str | None:
@@ -150,8 +154,8 @@ def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
     with cyclic_gc_paused():  # a plan makes no cycles: the collector would only walk the world
         resolved = resolve_node_classes(world)
         catalogs = build_catalogs(world, resolved)
-        templates = build_templates(world, catalogs, resolved)
+        templates, overlays = build_templates(world, catalogs, resolved)
         scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
                               build_limits(world, templates), namespaces=world.namespaces)
         results = scheduler.solve(world.pending_pods())
-        return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims])
+        return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims], overlays)

@@ -35,6 +35,7 @@ from .refresh import drifted_claims
 from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
+from .overlays import parse_overlays
 from .volumes import Storage, claim_names, parse_storage, pod_volumes
 
 DEFAULT_MAX_PODS = 110
@@ -240,6 +241,7 @@ class _Reader:
         world.nodes = self.collect(data.get("nodes"), "nodes", self.node, "node")
         world.daemon_sets = self.collect(data.get("daemonSets"), "daemonSets", self.daemon_set, "DaemonSet",
                                          key=lambda d: (d.namespace, d.name))
+        world.node_overlays = parse_overlays(data.get("nodeOverlays"), self)
         world.storage = parse_storage(data, self)
         world.pods = [with_volumes(p, world.storage)
                       for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]

@@ -110,3 +110,50 @@ def test_the_loops_full_sync_records_the_storage_kinds_and_a_watch_follows_a_new
         sync.stop()
     assert not KubeObject.objects.filter(namespace=ns, name="late").exists()
     assert KubeObject.objects.filter(namespace=ns, name="data-cache").exists()
+
+
+def test_node_overlays_are_mirrored_and_change_the_plans_price(kube_server, adapter, rest, unique):
+    """A NodeOverlay written to the cluster (the CRD in deploy/crds) reaches the world the loop plans with."""
+    from scheduling.adapters.kube.resources import NODEOVERLAY
+
+    use_kube_server(kube_server)
+    ns = h.namespace(rest, f"ovl-{unique}")
+    h.ec2nodeclass(rest, "default")
+    h.nodepool(rest, "default", node_class="default")
+    rest.create(POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": ns},
+                      "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+                                               "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}},
+                namespace=ns)
+    rest.create(NODEOVERLAY, {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+                              "metadata": {"name": f"m5-commitment-{unique}"},
+                              "spec": {"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                                         "values": ["m5.large"]}], "priceAdjustment": "-30%"}})
+    assert ClusterSync(adapter).sync_once().errors == []
+    world = current_world()
+    assert [o["metadata"]["name"] for o in world["nodeOverlays"]] == [f"m5-commitment-{unique}"]
+    world["instanceTypes"] = [instance_type("m5.large", "2", "8Gi", zones=ZONES, od=0.096),
+                              instance_type("c5.large", "2", "4Gi", zones=ZONES, od=0.085)]
+    decisions = simulate(world)
+    (claim,) = [c for c in decisions["nodeClaims"] if f"{ns}/web-0" in c["pods"]]
+    assert claim["launch"]["instanceType"] == "m5.large" and claim["launch"]["price"] == pytest.approx(0.0672)
+    assert decisions["nodeOverlays"][0]["ready"] is True
+
+
+def test_a_cluster_that_does_not_serve_node_overlays_syncs_without_an_error(kube_server, adapter, rest, unique, monkeypatch):
+    """NodeOverlay is alpha upstream: most clusters have no CRD for it. Its list answers 404 (here: a
+    plural the real API server does not serve), which is "none", not a failed sync or a watch retrying."""
+    from scheduling.adapters.kube import resources
+
+    use_kube_server(kube_server)
+    monkeypatch.setitem(resources.BY_KIND, "NodeOverlay",
+                        resources.Resource("NodeOverlay", "karpenter.sh", "v1alpha1", "nodeoverlaysnotserved"))
+    KubeObject.objects.create(kind="NodeOverlay", name="left-over", body={"metadata": {"name": "left-over"}})
+    stats = ClusterSync(adapter).sync_once()
+    assert stats.errors == [] and not KubeObject.objects.filter(kind="NodeOverlay").exists()
+    sync = ClusterSync(adapter, kinds=["NodeOverlay"], watch_timeout=5)
+    sync.start()
+    try:
+        sync.pump(timeout=10, until=sync.synced)
+        assert sync.synced() and sync.stats.errors == []
+    finally:
+        sync.stop()

@@ -13,6 +13,7 @@ RULES = [
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status", "nodeclaims/status"],
      "verbs": ["get", "patch"]},
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodeoverlays"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"],
      "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["get", "patch"]},

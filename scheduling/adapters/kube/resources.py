@@ -59,12 +59,15 @@ PVC = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", name
 PV = Resource("PersistentVolume", "", "v1", "persistentvolumes")
 STORAGECLASS = Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses")
 CSINODE = Resource("CSINode", "storage.k8s.io", "v1", "csinodes")
+# Read whole too: price and capacity overrides per NodePool (engine/overlays.py). Alpha upstream: a
+# cluster without its CRD simply has none.
+NODEOVERLAY = Resource("NodeOverlay", "karpenter.sh", "v1alpha1", "nodeoverlays")
 
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.
-# The storage kinds come after: nothing links to them, they are kept whole.
-STORAGE = (STORAGECLASS, PV, PVC, CSINODE)
-SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *STORAGE)
+# The kinds kept whole come after: nothing links to them.
+KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY)
+SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *KEPT_WHOLE)
 BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
 
 # Pods that finished are not part of the world the scheduler sees.

@@ -40,13 +40,13 @@ from scheduling.engine.timeutil import parse_optional_time
 from scheduling.models import KubeObject, Node, NodeClaim, NodePool, Pod
 
 from .errors import ClusterError, ResourceVersionExpired
-from .interface import KINDS, STORAGE_KINDS, ClusterAdapter, ObjectList, WatchEvent
+from .interface import KEPT_WHOLE_KINDS, KINDS, OPTIONAL_KINDS, STORAGE_KINDS, ClusterAdapter, ObjectList, WatchEvent
 from .resources import resource_for
 
 log = logging.getLogger(__name__)
 
 MODELS = {"EC2NodeClass": EC2NodeClass, "NodePool": NodePool, "NodeClaim": NodeClaim, "Node": Node, "Pod": Pod,
-          **{kind: KubeObject for kind in STORAGE_KINDS}}
+          **{kind: KubeObject for kind in KEPT_WHOLE_KINDS}}
 NODECLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 BATCH_SIZE = 500
 # EC2NodeClass status fields that say what launches resolve to (mirrored into status_launch).
@@ -198,6 +198,11 @@ def _chunked_lookup(model, field_name: str, values: set[str]) -> dict:
     return found
 
 
+def _not_served(kind: str, error: ClusterError) -> bool:
+    """An optional kind the cluster does not serve (404 on its list): nothing to mirror."""
+    return kind in OPTIONAL_KINDS and error.not_found
+
+
 def _namespaced(kind: str) -> bool:
     return resource_for(kind).namespaced
 
@@ -275,6 +280,9 @@ class ClusterSync:
             try:
                 snapshot = self.adapter.list(kind)
             except ClusterError as error:
+                if _not_served(kind, error):
+                    self.apply_snapshot(ObjectList(kind, [], ""), stats)  # none to mirror: the rows go
+                    continue
                 stats.add_error(error)
                 continue
             stats.lists += 1
@@ -296,7 +304,7 @@ class ClusterSync:
             if snapshot.kind == "NodeClaim":
                 self._claim_classes = {}
             self._write(snapshot.kind, snapshot.items, existing, stats)
-            if snapshot.kind not in STORAGE_KINDS:
+            if snapshot.kind not in KEPT_WHOLE_KINDS:
                 self._relink({snapshot.kind})
         self.resource_versions[snapshot.kind] = snapshot.resource_version
         stats.listed.add(snapshot.kind)
@@ -331,7 +339,7 @@ class ClusterSync:
                 if upserts:
                     existing = self._existing_keys(kind, [self._key(kind, obj) for obj in upserts])
                     self._write(kind, upserts, existing, stats)
-            self._relink({kind for kind in KINDS if latest[kind]} - set(STORAGE_KINDS))
+            self._relink({kind for kind in KINDS if latest[kind]} - set(KEPT_WHOLE_KINDS))
         return stats
 
     @staticmethod
@@ -358,7 +366,7 @@ class ClusterSync:
             return
         now = self.clock()
         links = _Links()
-        build = (functools.partial(_kube_object_row, kind) if kind in STORAGE_KINDS
+        build = (functools.partial(_kube_object_row, kind) if kind in KEPT_WHOLE_KINDS
                  else getattr(self, f"_row_{kind.lower()}"))
         rows = [build(obj, links, now) for obj in objects]
         if kind == "Pod":
@@ -371,7 +379,7 @@ class ClusterSync:
                 row["reservation_id"] = reservation_ids.get(row["reservation_label"])
         model = MODELS[kind]
         # The rows' unique constraint: names are unique per cluster (each row gets the working cluster).
-        unique = (["cluster", "kind", "namespace", "name"] if kind in STORAGE_KINDS
+        unique = (["cluster", "kind", "namespace", "name"] if kind in KEPT_WHOLE_KINDS
                   else ["cluster", "namespace", "name"] if kind == "Pod" else ["cluster", "name"])
         update_fields = [name for name in rows[0] if name not in unique and name != "selected_reservation_ids"]
         instances = []
@@ -707,6 +715,10 @@ class ClusterSync:
             except ClusterError as error:
                 if self._stop.is_set():
                     return  # stop() shut the watch's connection: not the server going away
+                if _not_served(kind, error):
+                    log.info("%s: not served by this cluster (its CRD is not installed); not mirrored", kind)
+                    self._put("snapshot", kind, ObjectList(kind, [], ""))
+                    return
                 log.warning("%s sync: %s", kind, error)
                 self._put("error", kind, error)
                 lost_connection = True
