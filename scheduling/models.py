@@ -312,7 +312,7 @@ class Pod(models.Model):
 
 class KubeObject(models.Model):
     """A Kubernetes object mirrored whole for the engine (the storage kinds its volume rules read:
-    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode; and NodeOverlays), as the API
+    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode; NodeOverlays; PodDisruptionBudgets), as the API
     server wrote it less its managedFields. The world hands them to the engine as WORLD.json's lists."""
 
     class Kind(models.TextChoices):
@@ -321,6 +321,7 @@ class KubeObject(models.Model):
         PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
         CSI_NODE = "CSINode"
         NODE_OVERLAY = "NodeOverlay"
+        POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
 
     cluster = cluster_field("kube_objects")
     kind = models.CharField(max_length=32, choices=Kind.choices)

@@ -51,12 +51,12 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
 # WORLD.json's key for each kind mirrored whole (engine/volumes.py and engine/overlays.py read them).
 WHOLE_KEYS = {KubeObject.Kind.STORAGE_CLASS: "storageClasses", KubeObject.Kind.PERSISTENT_VOLUME: "persistentVolumes",
               KubeObject.Kind.PERSISTENT_VOLUME_CLAIM: "persistentVolumeClaims", KubeObject.Kind.CSI_NODE: "csiNodes",
-              KubeObject.Kind.NODE_OVERLAY: "nodeOverlays"}
+              KubeObject.Kind.NODE_OVERLAY: "nodeOverlays", KubeObject.Kind.POD_DISRUPTION_BUDGET: "podDisruptionBudgets"}
 STORAGE_KEYS = ("storageClasses", "persistentVolumes", "persistentVolumeClaims", "csiNodes")
 
 
 def kept_whole() -> dict:
-    """The working cluster's NodeOverlays, and its StorageClasses, PersistentVolumes and claims and
+    """The working cluster's NodeOverlays and PodDisruptionBudgets, and its StorageClasses, PersistentVolumes and claims and
     CSINodes once they have been listed (WatchState.storage_listed_at); before, no storage: a world
     that lists no claims reads no pod's volumes, rather than finding every claim missing."""
     cluster_id = working_cluster_id_or_none()

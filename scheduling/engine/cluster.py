@@ -236,6 +236,7 @@ class World:
     instances: list[Instance] | None = None  # DescribeInstances, when given (lifecycle.py)
     # Nodes whose NodeClaim is marked Drifted (optional `nodeClaims`; refresh.py): name -> Drift.
     drifted: dict = field(default_factory=dict)
+    pod_disruption_budgets: list = field(default_factory=list)  # policy/v1 PodDisruptionBudgets (pdbs.py)
     node_overlays: list = field(default_factory=list)  # karpenter.sh/v1alpha1 NodeOverlays (overlays.py)
     storage: Storage | None = None  # PersistentVolumes, claims, StorageClasses, CSINodes (volumes.py)
 

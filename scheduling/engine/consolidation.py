@@ -71,6 +71,7 @@ from .labels import (
 from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, NodeClaim, Proposal
+from .pdbs import eviction_blocked
 from .planning import Plan
 from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
@@ -570,6 +571,8 @@ class Consolidator:
         bound = state.bound.get(sim.name, [])
         if any(do_not_disrupt(p.annotations) for p in bound):
             return None
+        if eviction_blocked(bound, state.world.pod_disruption_budgets):
+            return None  # upstream's CanEvictPods: a budget allows none of its pods to go now
         pods = [p for p in bound if not p.daemon]
         spec = pool.disruption
         if consolidation:

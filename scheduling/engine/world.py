@@ -36,6 +36,7 @@ from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
 from .overlays import parse_overlays
+from .pdbs import parse_budgets
 from .volumes import Storage, claim_names, parse_storage, pod_volumes
 
 DEFAULT_MAX_PODS = 110
@@ -242,6 +243,7 @@ class _Reader:
         world.daemon_sets = self.collect(data.get("daemonSets"), "daemonSets", self.daemon_set, "DaemonSet",
                                          key=lambda d: (d.namespace, d.name))
         world.node_overlays = parse_overlays(data.get("nodeOverlays"), self)
+        world.pod_disruption_budgets = parse_budgets(data.get("podDisruptionBudgets"), self)
         world.storage = parse_storage(data, self)
         world.pods = [with_volumes(p, world.storage)
                       for p in self.collect(data.get("pods"), "pods", self.pod, "pod", key=lambda p: p.key) if p]

@@ -157,3 +157,34 @@ def test_a_cluster_that_does_not_serve_node_overlays_syncs_without_an_error(kube
         assert sync.synced() and sync.stats.errors == []
     finally:
         sync.stop()
+
+
+def test_pod_disruption_budgets_are_mirrored_in_the_served_version_and_block_eviction(kube_server, adapter, rest, unique):
+    """The test server (v1.20) serves policy/v1beta1 only: the adapter reads that version there, v1 where
+    served. A budget that allows no disruption now makes the engine refuse its pods' eviction; the watch
+    brings the disruption controller's next status (one allowed) and the refusal goes."""
+    from scheduling.engine import parse_world
+    from scheduling.engine.pdbs import eviction_blocked
+
+    use_kube_server(kube_server)
+    ns = h.namespace(rest, f"pdb-{unique}")
+    h.node(rest, f"node-{unique}")
+    h.pod(rest, ns, "db-0", node_name=f"node-{unique}", labels={"app": "db"})
+    h.pdb(rest, ns, "db", {"app": "db"}, disruptions_allowed=0, healthy=1)
+
+    def blocked():
+        parsed = parse_world({**current_world(), "instanceTypes": []})
+        pods = [p for p in parsed.pods if p.namespace == ns]
+        return eviction_blocked(pods, parsed.pod_disruption_budgets)
+
+    assert ClusterSync(adapter).sync_once().errors == []
+    assert blocked() == f"PodDisruptionBudget {ns}/db allows no disruption now (pod {ns}/db-0)"
+    sync = ClusterSync(adapter, kinds=["PodDisruptionBudget"], watch_timeout=5)
+    sync.start()
+    try:
+        sync.pump(timeout=10, until=sync.synced)
+        h.set_pdb_status(rest, ns, "db", disruptions_allowed=1, healthy=2)
+        sync.pump(timeout=10, until=lambda: blocked() is None)
+    finally:
+        sync.stop()
+    assert blocked() is None

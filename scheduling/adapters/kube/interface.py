@@ -8,7 +8,7 @@ the official client; a simulated world implements it in memory; :mod:`.sync` tur
 
 Kinds are ``EC2NodeClass``, ``NodePool``, ``NodeClaim``, ``Node`` and ``Pod``, and the storage kinds
 the engine's volume rules read: ``StorageClass``, ``PersistentVolume``, ``PersistentVolumeClaim`` and
-``CSINode``, and ``NodeOverlay`` (alpha: a cluster without its CRD has none).
+``CSINode``, ``NodeOverlay`` (alpha: a cluster without its CRD has none) and ``PodDisruptionBudget``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Protocol, runtime_checkable
 from .errors import ClusterError, ResourceVersionExpired  # noqa: F401 - part of the interface
 
 KINDS = ("EC2NodeClass", "NodePool", "NodeClaim", "Node", "Pod",
-         "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "NodeOverlay")
+         "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "NodeOverlay", "PodDisruptionBudget")
 # Kept whole as scheduling.models.KubeObject rows: what the engine reads of volumes, and NodeOverlays.
 STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
-KEPT_WHOLE_KINDS = (*STORAGE_KINDS, "NodeOverlay")
+KEPT_WHOLE_KINDS = (*STORAGE_KINDS, "NodeOverlay", "PodDisruptionBudget")
 # Kinds a cluster may not serve at all (an alpha CRD not installed): none to mirror, no error.
 OPTIONAL_KINDS = ("NodeOverlay",)
 

@@ -23,6 +23,8 @@ RULES = [
     # grace period would outlast their node's termination time (the NodePool's terminationGracePeriod).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # PodDisruptionBudgets: a node whose pods a budget allows no disruption now is no disruption candidate.
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
     # A terminating node waits for its volumes to detach (and reads which claims its pods hold).
     {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["list", "watch"]},
     # Where pods' volumes let them run and how many a node may attach (mirrored for the scheduler).

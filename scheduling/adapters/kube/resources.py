@@ -66,7 +66,11 @@ NODEOVERLAY = Resource("NodeOverlay", "karpenter.sh", "v1alpha1", "nodeoverlays"
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.
 # The kinds kept whole come after: nothing links to them.
-KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY)
+# Read whole: which pods the disruption controller may not evict now (engine/pdbs.py). policy/v1 from
+# Kubernetes 1.21; the adapter reads policy/v1beta1 where only that is served.
+PDB = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True)
+PDB_V1BETA1 = Resource("PodDisruptionBudget", "policy", "v1beta1", "poddisruptionbudgets", namespaced=True)
+KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY, PDB)
 SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *KEPT_WHOLE)
 BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
 
