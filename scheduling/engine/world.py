@@ -35,6 +35,7 @@ from .refresh import drifted_claims
 from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
+from .defaultspread import inject_default_spread
 from .overlays import parse_overlays
 from .pdbs import parse_budgets
 from .volumes import Storage, claim_names, parse_storage, pod_volumes
@@ -227,6 +228,7 @@ class _Reader:
         if not isinstance(data, dict):
             self.problem("world", "expected a JSON object")
             return World(now=now or utcnow())
+        data = inject_default_spread(data, self.problem)  # kube-scheduler's defaults on pending pods
         moment = self.time(data, "now", "world") if data.get("now") is not None else None
         gates = self.mapping(data.get("featureGates"), "featureGates")
         world = World(now=moment or now or utcnow(),
