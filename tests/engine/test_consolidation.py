@@ -385,3 +385,28 @@ def test_output_is_deterministic():
     first = run(nodes, pods, pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
     second = run(nodes, pods, pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
     assert first["disruptions"] == second["disruptions"] and first["disruptions"]
+
+
+# a reservation excluded from planning (karpweb's override): its nodes stay --------------------------
+
+
+EXCLUDED = {"karpwebExcludedFromPlanning": "by olga since 2026-11-21T11:00:00Z: quarter-end"}
+
+
+@pytest.mark.parametrize("excluded, deleted", [(False, ["idle-reserved", "idle-od"]), (True, ["idle-od"])])
+def test_nodes_of_an_excluded_reservation_stay_even_when_empty(excluded, deleted):
+    """Issue #47 finding 7: the override says "nodes already in it stay"; emptiness took them."""
+    nodes = [knode("idle-reserved", "m5.large", capacity="reserved", reservation="cr-1"), knode("idle-od", "m5.large")]
+    kept_out = {**ml("cr-1", "m5.large", available=0, total=1), **(EXCLUDED if excluded else {})}
+    decisions = run(nodes, [], reservations=[kept_out])
+    assert sorted(n for d in consolidations(decisions) for n in d["nodes"]) == sorted(deleted)
+
+
+def test_nodes_of_an_excluded_reservation_do_not_drift_away():
+    """A class that no longer selects the excluded reservation would drift its node: it stays too."""
+    node = knode("r1", "m5.large", capacity="reserved", reservation="cr-1")
+    kept_out = {**reservation("cr-1", "m5.large", available=0, total=1, tags={"team": "other"}), **EXCLUDED}
+    decisions = run([node], [bound("web-0", "r1", "250m")], reservations=[kept_out])
+    assert decisions["disruptions"] == []
+    plain = run([node], [bound("web-0", "r1", "250m")], reservations=[{k: v for k, v in kept_out.items() if k not in EXCLUDED}])
+    assert [d["reason"] for d in plain["disruptions"]] == ["drift"]

@@ -73,15 +73,16 @@ def settle(clock, minute):
 
 def test_consolidation_evicts_only_for_a_saving_and_every_evicted_pod_runs_again(clock):
     """Finding 6: on main most of the demo's consolidations deleted reserved m5/m6i/c6a nodes with
-    pods "saving $0.0000/h"."""
-    taken = run_minutes(clock, 6)
+    pods "saving $0.0000/h" (on main the first comes in the eighth minute, once the on-demand nodes
+    are gone), among them the trn2 node of the UltraServer block running trainer-0140."""
+    taken = run_minutes(clock, 9)
     evicting = [(d, nodes) for d, nodes in taken if any(pods for _, pods in nodes.values())]
     assert evicting, "the demo's on-demand nodes consolidate into the reservations' free room"
     for decision, nodes in evicting:
         reserved = [name for name, (in_reservation, pods) in nodes.items() if in_reservation and pods]
         assert not reserved, decision.reason
         assert decision.details["savingsPerHour"] > 0, decision.reason
-    settle(clock, 6)
+    settle(clock, 9)
     evicted = {pod for _, nodes in evicting for _, pods in nodes.values() for pod in pods}
     still_pending = {str(p) for p in Pod.objects.filter(node_name="")} & evicted
     assert not still_pending
@@ -89,14 +90,13 @@ def test_consolidation_evicts_only_for_a_saving_and_every_evicted_pod_runs_again
 
 def test_nodes_of_a_reservation_excluded_from_planning_stay(clock):
     """Finding 7: "nodes already in it stay"; four minutes after excluding 0001, consolidation
-    deleted its node. One of 0001's nodes is made empty too (emptiness would take it)."""
+    deleted its node (on main, the demo's 0001 loses two nodes by the ninth minute)."""
     CapacityReservation.objects.filter(reservation_id=RESERVATION_0001).update(
         planning_excluded=True, planning_excluded_reason="quarter-end freeze", planning_excluded_by="olga",
         planning_excluded_at=T0)
     in_it = sorted(Node.objects.filter(reservation__reservation_id=RESERVATION_0001).values_list("name", flat=True))
     assert len(in_it) == 6
-    Pod.objects.filter(node__name=in_it[0]).delete()
-    taken = run_minutes(clock, 6)
+    taken = run_minutes(clock, 9)
     assert sorted(Node.objects.filter(name__in=in_it).values_list("name", flat=True)) == in_it
     assert not [d.reason for d, nodes in taken if set(nodes) & set(in_it)]
 
