@@ -128,6 +128,8 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
         launch = disruption["replacement"]["launch"]
         where = f"{launch['instanceType']} {launch['capacityType']}" + (f" in reservation {launch['reservationID']}" if launch.get("reservationID") else "")
         return f"consolidation: replace {names} with one {where}{saved}"
+    if "evictedPods" in disruption and not disruption["evictedPods"]:
+        return f"consolidation: delete {names}, which runs no pods{saved}"
     return f"consolidation: delete {names}, its pods fit elsewhere{saved}"
 
 
