@@ -44,7 +44,8 @@ Where karpweb decides what upstream leaves to timing:
     Underutilized; multi-node consolidation takes only nodes with pods.
   * Savings are counted at the margin: what the cluster stops paying. A node in a reservation or
     Capacity Block costs nothing at the margin (the reservation is paid whether a node runs in it or
-    not), nor does a replacement launched into a free unit. So deleting a reserved node, or moving
+    not), nor does a replacement launched into a free unit; nor does an on-demand node whose
+    instance EC2 runs in an open ODCR (DescribeInstances, the world's `instances`). So deleting a reserved node, or moving
     its pods into another reservation, saves nothing: a reserved node with pods is never a
     consolidation candidate (upstream's "can consolidate from one reserved offering to another"
     moves them to save od/10^7 an hour; docs/simulate.md), and a command that evicts pods is made
@@ -181,6 +182,7 @@ class Candidate:
     price: float
     pods: list[Pod]  # the pods that would move (not DaemonSet or static pods)
     cost: float  # disruption cost
+    prepaid: bool = False  # labelled on-demand, but EC2 runs its instance in an open reservation
 
     @property
     def name(self) -> str:
@@ -196,9 +198,10 @@ class Candidate:
 
     @property
     def marginal_price(self) -> float:
-        """What removing the node saves an hour: nothing for a reserved node (its reservation is
-        paid whether the node runs or not), else its offering's price."""
-        return 0.0 if self.reserved else self.price
+        """What removing the node saves an hour: nothing for a node in a reservation (reserved, or
+        on-demand in an open ODCR: the reservation is paid whether the node runs or not), else its
+        offering's price."""
+        return 0.0 if self.reserved or self.prepaid else self.price
 
 
 @dataclass(slots=True)
@@ -570,10 +573,11 @@ def _not_same_type(options: list[tuple[InstanceType, list[Offering]]], candidate
 
 
 class Consolidator:
-    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str]):
+    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str], prepaid: set[str] = frozenset()):
         self.state = state
         self.budgets = budgets
         self.protected = protected  # nodes no method may take (expiring, drifting, ...)
+        self.prepaid = prepaid  # on-demand nodes whose instances EC2 runs in an open reservation
         self.commands: list[Command] = []
 
     # candidates ---------------------------------------------------------------------------------
@@ -607,7 +611,7 @@ class Consolidator:
                 if last is None or state.now - last < spec.consolidate_after:
                     return None
         cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, spec, state.now)
-        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost)
+        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost, prepaid=sim.name in self.prepaid)
 
     def candidates(self) -> list[Candidate]:
         found = (self.candidate(sim) for sim in list(self.state.nodes))
@@ -684,9 +688,9 @@ class Consolidator:
                 self.accept(Command(EMPTY, [c], [], c.marginal_price), None)
 
     def _underutilized(self) -> list[Candidate]:
-        """Nodes with pods whose removal could save something: a reserved node saves nothing."""
-        return [c for c in self.candidates()
-                if c.pods and not c.reserved and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
+        """Nodes with pods whose removal could save something: a node in a reservation saves nothing."""
+        return [c for c in self.candidates() if c.pods and c.marginal_price > 0
+                and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
 
     def multi_node(self) -> None:
         ordered = sorted(self._underutilized(), key=lambda c: (c.cost, c.name))

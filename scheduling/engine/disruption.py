@@ -72,7 +72,8 @@ def lifecycle(plan: Plan) -> Lifecycle:
         state.accept(baseline, [], [finalize(claim) for claim in baseline.results.claims])
 
     budgets = Budgets(world.node_pools, world.nodes, now, disrupted=[e.node for e in expiring if e.node.name in due])
-    consolidator = Consolidator(state, budgets, protected=due | upcoming | kept_by_exclusion(world, known))
+    consolidator = Consolidator(state, budgets, protected=due | upcoming | kept_by_exclusion(world, known),
+                                prepaid=in_open_reservations(world, known))
     marked = [(name, None, d.message, d.reason) for name, d in sorted(world.drifted.items())
               if name not in due and name not in {r.node.name for r in drifted}]
     consolidator.drift([(d.node.name, d.reservation_id, d.message, CAPACITY_RESERVATION_DRIFT) for d in drifted] + marked)
@@ -86,6 +87,18 @@ def kept_by_exclusion(world, known: NodeReservations) -> set[str]:
     """Nodes in a reservation excluded from planning: the override's promise is that they stay."""
     return {n.name for n in world.nodes
             if (reservation := known.reservation(n)) is not None and reservation.excluded_from_planning}
+
+
+def in_open_reservations(world, known: NodeReservations) -> set[str]:
+    """On-demand nodes whose instances EC2 runs in an active reservation (an open ODCR takes any
+    matching on-demand launch): paid for whether they run or not, like reserved nodes."""
+    found = set()
+    for node in world.nodes:
+        instance = known.instance(node)
+        reservation = known.reservations.get(instance.reservation_id) if instance and instance.reservation_id else None
+        if reservation is not None and reservation.state_at(world.now) == "active":
+            found.add(node.name)
+    return found
 
 
 def command_dict(command: Command) -> dict:

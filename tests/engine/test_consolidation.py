@@ -7,7 +7,7 @@ from scheduling.engine import parse_world, plan, simulate
 from scheduling.engine.disruption import lifecycle
 
 from .builders import instance_type, node_class, pod, reservation, world
-from .lifecycle_builders import bound, dpool, knode
+from .lifecycle_builders import bound, dpool, instance, knode
 
 M5L = instance_type("m5.large", "2", "8Gi", od=0.096, spot=0.035)
 M5XL = instance_type("m5.xlarge", "4", "16Gi", od=0.192, spot=0.07)
@@ -410,3 +410,18 @@ def test_nodes_of_an_excluded_reservation_do_not_drift_away():
     assert decisions["disruptions"] == []
     plain = run([node], [bound("web-0", "r1", "250m")], reservations=[{k: v for k, v in kept_out.items() if k not in EXCLUDED}])
     assert [d["reason"] for d in plain["disruptions"]] == ["drift"]
+
+
+@pytest.mark.parametrize("in_the_odcr, deleted", [(False, ["od"]), (True, ["paid"])])
+def test_an_on_demand_node_in_an_open_odcr_saves_nothing_either(in_the_odcr, deleted):
+    """Labelled on-demand, but DescribeInstances says EC2 runs its instance in an open ODCR: the
+    reservation is paid whether it runs or not, so evicting its pods saves nothing; the paid node
+    beside it moves its pod there instead."""
+    nodes = [knode("paid", "m5.large", instance="i-paid"), knode("od", "m5.large", instance="i-od")]
+    pods = [bound("web-0", "paid", "250m"), bound("web-1", "od", "250m")]
+    odcr = ml("cr-open", "m5.large", available=0, total=1, criteria="open")
+    doc = world(instance_types=[M5L, M5XL], reservations=[odcr], node_classes=CLASSES, nodes=nodes, pods=pods,
+                node_pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    doc["instances"] = [instance("i-paid", "m5.large"),
+                        instance("i-od", "m5.large", reservation="cr-open" if in_the_odcr else None, preference="open")]
+    assert [d["nodes"] for d in consolidations(simulate(doc))] == [deleted]
