@@ -42,6 +42,17 @@ Where karpweb decides what upstream leaves to timing:
     counted nor disrupting, so one stuck node does not freeze a `nodes: "1"` budget.
   * Empty nodes are left to emptiness (reason Empty), so a budget for Empty is not bypassed by
     Underutilized; multi-node consolidation takes only nodes with pods.
+  * Savings are counted at the margin: what the cluster stops paying. A node in a reservation or
+    Capacity Block costs nothing at the margin (the reservation is paid whether a node runs in it or
+    not), nor does a replacement launched into a free unit; nor does an on-demand node whose
+    instance EC2 runs in an open ODCR (DescribeInstances, the world's `instances`). So deleting a reserved node, or moving
+    its pods into another reservation, saves nothing: a reserved node with pods is never a
+    consolidation candidate (upstream's "can consolidate from one reserved offering to another"
+    moves them to save od/10^7 an hour; docs/simulate.md), and a command that evicts pods is made
+    only when it saves strictly more than nothing. Empty reserved nodes are still deleted (no pod
+    is disrupted; the keep-idle-reserved opt-in below keeps them).
+  * Nodes of a reservation excluded from planning (karpweb's override) stay: no method takes them
+    (drift and consolidation alike); only capacity-block expiry, which EC2 enforces, still applies.
   * Opt-in, per NodePool: the annotation `karpweb.io/keep-idle-reserved-nodes: "true"` keeps every
     node of the NodePool that sits in a reservation (capacity-type `reserved` after demotion): it
     is never deleted or replaced by consolidation, even when empty. The reservation is paid for
@@ -172,6 +183,7 @@ class Candidate:
     price: float
     pods: list[Pod]  # the pods that would move (not DaemonSet or static pods)
     cost: float  # disruption cost
+    prepaid: bool = False  # labelled on-demand, but EC2 runs its instance in an open reservation
 
     @property
     def name(self) -> str:
@@ -185,6 +197,13 @@ class Candidate:
     def reserved(self) -> bool:
         return self.capacity_type == RESERVED
 
+    @property
+    def marginal_price(self) -> float:
+        """What removing the node saves an hour: nothing for a node in a reservation (reserved, or
+        on-demand in an open ODCR: the reservation is paid whether the node runs or not), else its
+        offering's price."""
+        return 0.0 if self.reserved or self.prepaid else self.price
+
 
 @dataclass(slots=True)
 class Command:
@@ -196,6 +215,11 @@ class Command:
     drift_reason: str = ""  # the message
     reservation_id: str | None = None
     drift_kind: str = ""  # the Drifted condition's reason: CapacityReservationDrift, AMIDrift, ...
+
+    @property
+    def evicted_pods(self) -> list[str]:
+        """The pods this command evicts (DaemonSet and static pods go with their node), by key."""
+        return sorted(p.key for c in self.candidates for p in c.pods)
 
     @property
     def action(self) -> str:
@@ -212,6 +236,13 @@ def node_price(it: InstanceType, capacity_type: str | None, zone: str | None) ->
         return it.on_demand_price(zone) / RESERVED_PRICE_DIVISOR
     prices = [o.price for o in it.offerings if o.capacity_type == capacity_type and o.zone == zone]
     return min(prices) if prices else None
+
+
+def marginal_savings(candidates: list[Candidate], replacement: FinalClaim | None = None) -> float:
+    """What the cluster stops paying an hour: the candidates' marginal prices less the
+    replacement's (a launch into a free reservation unit costs nothing more)."""
+    launched = 0.0 if replacement is None or replacement.offering.reserved else replacement.offering.price
+    return sum(c.marginal_price for c in candidates) - launched
 
 
 def eviction_cost(pod: Pod) -> float:
@@ -545,10 +576,11 @@ def _not_same_type(options: list[tuple[InstanceType, list[Offering]]], candidate
 
 
 class Consolidator:
-    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str]):
+    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str], prepaid: set[str] = frozenset()):
         self.state = state
         self.budgets = budgets
         self.protected = protected  # nodes no method may take (expiring, drifting, ...)
+        self.prepaid = prepaid  # on-demand nodes whose instances EC2 runs in an open reservation
         self.commands: list[Command] = []
 
     # candidates ---------------------------------------------------------------------------------
@@ -585,7 +617,7 @@ class Consolidator:
                 if last is None or state.now - last < spec.consolidate_after:
                     return None
         cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, spec, state.now)
-        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost)
+        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost, prepaid=sim.name in self.prepaid)
 
     def candidates(self) -> list[Candidate]:
         found = (self.candidate(sim) for sim in list(self.state.nodes))
@@ -604,7 +636,9 @@ class Consolidator:
         if results.failures:
             return None, simulation
         if not results.claims:
-            savings = sum(c.price for c in candidates)
+            savings = marginal_savings(candidates)
+            if savings <= 0:
+                return None, simulation  # evicting pods for nothing is no consolidation
             return Command(kind, candidates, [], savings, dict(results.bindings)), simulation
         if len(results.claims) > 1:
             return None, simulation
@@ -612,7 +646,9 @@ class Consolidator:
                                   spot_to_spot=self.state.world.spot_to_spot)
         if final is None:
             return None, simulation
-        savings = sum(c.price for c in candidates) - final.offering.price
+        savings = marginal_savings(candidates, final)
+        if savings <= 0:
+            return None, simulation
         moves = dict(results.bindings)
         moves.update({p.key: final.name for p in final.claim.pods})
         return Command(kind, candidates, [final], savings, moves), simulation
@@ -655,11 +691,12 @@ class Consolidator:
         empty.sort(key=lambda c: (c.cost, c.name))
         for c in empty:
             if self.budgets.allows(c.pool, REASON_EMPTY):
-                self.accept(Command(EMPTY, [c], [], c.price), None)
+                self.accept(Command(EMPTY, [c], [], c.marginal_price), None)
 
     def _underutilized(self) -> list[Candidate]:
-        return [c for c in self.candidates()
-                if c.pods and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
+        """Nodes with pods whose removal could save something: a node in a reservation saves nothing."""
+        return [c for c in self.candidates() if c.pods and c.marginal_price > 0
+                and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
 
     def multi_node(self) -> None:
         ordered = sorted(self._underutilized(), key=lambda c: (c.cost, c.name))
