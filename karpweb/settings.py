@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from fleet.endpoints import endpoint_problem
 from karpweb.env import (
+    env_spread_defaults,
     env_bindings,
     env_networks,
     database_from_url,
@@ -333,6 +334,10 @@ KARPWEB_PAGE_REFRESH_SECONDS = env_int("KARPWEB_PAGE_REFRESH_SECONDS", 30, minim
 # How long before karpweb drains a Capacity Block that still runs instances the alert
 # KarpwebCapacityBlockDrainingSoon fires (exported as karpweb_capacity_block_drain_warning_seconds).
 KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS = env_int("KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS", 6, minimum=1)
+# kube-scheduler's PodTopologySpread defaultConstraints, if the cluster's scheduler is configured with some (JSON list,
+# e.g. [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}]): pending
+# pods without constraints of their own are planned with them, as kube-scheduler will place them (docs/simulate.md).
+KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS = env_spread_defaults("KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS")
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 # Upstream's NodeRepair feature gate (off by default): replace a node unhealthy past its toleration

@@ -312,7 +312,8 @@ class Pod(models.Model):
 
 class KubeObject(models.Model):
     """A Kubernetes object mirrored whole for the engine (the storage kinds its volume rules read:
-    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode; NodeOverlays; PodDisruptionBudgets), as the API
+    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode; NodeOverlays; PodDisruptionBudgets; and the
+    selectors of Services, ReplicaSets, StatefulSets and ReplicationControllers for default spread), as the API
     server wrote it less its managedFields. The world hands them to the engine as WORLD.json's lists."""
 
     class Kind(models.TextChoices):
@@ -322,6 +323,10 @@ class KubeObject(models.Model):
         CSI_NODE = "CSINode"
         NODE_OVERLAY = "NodeOverlay"
         POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
+        SERVICE = "Service"
+        REPLICA_SET = "ReplicaSet"
+        STATEFUL_SET = "StatefulSet"
+        REPLICATION_CONTROLLER = "ReplicationController"
 
     cluster = cluster_field("kube_objects")
     kind = models.CharField(max_length=32, choices=Kind.choices)

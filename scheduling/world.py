@@ -51,7 +51,10 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
 # WORLD.json's key for each kind mirrored whole (engine/volumes.py and engine/overlays.py read them).
 WHOLE_KEYS = {KubeObject.Kind.STORAGE_CLASS: "storageClasses", KubeObject.Kind.PERSISTENT_VOLUME: "persistentVolumes",
               KubeObject.Kind.PERSISTENT_VOLUME_CLAIM: "persistentVolumeClaims", KubeObject.Kind.CSI_NODE: "csiNodes",
-              KubeObject.Kind.NODE_OVERLAY: "nodeOverlays", KubeObject.Kind.POD_DISRUPTION_BUDGET: "podDisruptionBudgets"}
+              KubeObject.Kind.NODE_OVERLAY: "nodeOverlays", KubeObject.Kind.POD_DISRUPTION_BUDGET: "podDisruptionBudgets",
+              KubeObject.Kind.SERVICE: "services", KubeObject.Kind.REPLICA_SET: "replicaSets",
+              KubeObject.Kind.STATEFUL_SET: "statefulSets", KubeObject.Kind.REPLICATION_CONTROLLER: "replicationControllers"}
+SPREAD_KEYS = ("services", "replicaSets", "statefulSets", "replicationControllers")
 STORAGE_KEYS = ("storageClasses", "persistentVolumes", "persistentVolumeClaims", "csiNodes")
 
 
@@ -68,6 +71,11 @@ def kept_whole() -> dict:
         found[WHOLE_KEYS[kind]].append(body)
     if not WatchState.objects.fleet().filter(cluster_id=cluster_id, storage_listed_at__isnull=False).exists():
         for key in STORAGE_KEYS:
+            del found[key]
+    if settings.KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS:
+        found["defaultTopologySpreadConstraints"] = settings.KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS
+    else:
+        for key in SPREAD_KEYS:
             del found[key]
     return found
 
@@ -349,6 +357,11 @@ def pods(keys=None) -> list[dict]:
     return [pod_object(SimpleNamespace(**row)) for row in sorted(found, key=lambda r: (r["namespace"], r["name"]))]
 
 
+# The apiVersion of the controllers the sync records by kind only (Pod.owner_kind).
+OWNER_API_VERSIONS = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Deployment": "apps/v1",
+                      "ReplicationController": "v1", "Job": "batch/v1", "Node": "v1"}
+
+
 def pod_object(p) -> dict:
     """A Pod (or a row of POD_FIELDS) as Kubernetes writes it."""
     spec = dict(p.spec or {})
@@ -362,6 +375,8 @@ def pod_object(p) -> dict:
     metadata = _metadata(p.name, namespace=p.namespace, uid=p.uid, labels=p.labels, annotations=p.annotations,
                          created=p.created_at)
     if p.owner_kind:
-        # DaemonSet pods never move and do not keep a node from being empty.
-        metadata["ownerReferences"] = [{"kind": p.owner_kind, "name": p.owner_name, "controller": True}]
+        # DaemonSet pods never move and do not keep a node from being empty; a ReplicaSet's, StatefulSet's
+        # or ReplicationController's selector is its default spread's (engine/defaultspread.py).
+        metadata["ownerReferences"] = [{"apiVersion": OWNER_API_VERSIONS.get(p.owner_kind, ""), "kind": p.owner_kind,
+                                        "name": p.owner_name, "controller": True}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": p.phase}}

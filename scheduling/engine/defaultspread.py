@@ -47,6 +47,13 @@ def inject_default_spread(data: dict, problem) -> dict:
     return {**data, "pods": changed}
 
 
+def default_constraint_problems(value: Any) -> list[str]:
+    """What is wrong with a list of default constraints, one line per problem naming its place."""
+    problems = []
+    _defaults(value, lambda path, message: problems.append(f"{path.split('defaultTopologySpreadConstraints', 1)[1] or 'the value'}: {message}"))
+    return problems
+
+
 def _defaults(value: Any, problem) -> list[dict]:
     if value is None:
         return []

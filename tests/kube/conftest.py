@@ -310,6 +310,8 @@ class KubeTestServer:
         rest = self._rest()
         policy = [v.get("groupVersion") for v in rest.request("GET", "/apis/policy").get("versions") or []]
         for resource in reversed(SYNCED):  # pods first, EC2NodeClasses last
+            if resource.kind == "Service":
+                continue  # the API server's own (default/kubernetes) and the tests' kube-dns stay
             if resource is PDB and "policy/v1" not in policy:
                 resource = PDB_V1BETA1  # this server (v1.20) serves only policy/v1beta1
             items = rest.list(resource)["items"]

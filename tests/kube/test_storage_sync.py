@@ -188,3 +188,39 @@ def test_pod_disruption_budgets_are_mirrored_in_the_served_version_and_block_evi
     finally:
         sync.stop()
     assert blocked() is None
+
+
+def test_default_spread_sources_are_mirrored_when_configured_and_spread_the_plan(kube_server, adapter, rest, unique,
+                                                                                  settings):
+    """KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS set: Services and ReplicaSets are mirrored (their selectors only)
+    and three pending replicas of one ReplicaSet are planned in three zones, as kube-scheduler will spread them."""
+    from scheduling.adapters.kube.resources import REPLICASET, SERVICE
+    from scheduling.adapters.kube.sync import mirrored_kinds
+
+    assert "ReplicaSet" not in mirrored_kinds(), "not read unless default constraints are configured"
+    settings.KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS = [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]
+    use_kube_server(kube_server)
+    ns = h.namespace(rest, f"spread-{unique}")
+    h.ec2nodeclass(rest, "default")
+    h.nodepool(rest, "default", node_class="default")
+    template = {"metadata": {"labels": {"app": "web", "pod-template-hash": "7c9d"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}}
+    replica_set = rest.create(REPLICASET, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                           "metadata": {"name": "web-7c9d", "namespace": ns},
+                                           "spec": {"replicas": 3, "selector": {"matchLabels": template["metadata"]["labels"]},
+                                                    "template": template}}, namespace=ns)
+    rest.create(SERVICE, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns},
+                          "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}, namespace=ns)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9d",
+             "uid": replica_set["metadata"]["uid"], "controller": True}
+    for i in range(3):
+        h.pod(rest, ns, f"web-7c9d-{i}", labels=template["metadata"]["labels"], owner=owner, node_selector={},
+              cpu="200m", memory="256Mi")
+    assert ClusterSync(adapter).sync_once().errors == []
+    body = KubeObject.objects.get(kind="ReplicaSet", namespace=ns, name="web-7c9d").body
+    assert body["spec"] == {"selector": {"matchLabels": {"app": "web", "pod-template-hash": "7c9d"}}}
+    assert "template" not in body["spec"], "trimmed to its selector"
+    zones = plan_zones()
+    assert {zones[f"{ns}/web-7c9d-{i}"] for i in range(3)} == set(ZONES)
+    rest.request("DELETE", SERVICE.path("web", ns))

@@ -34,7 +34,10 @@ RULES = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
     # The cluster DNS address nodes are bootstrapped with: the kube-system/kube-dns Service, read only.
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+    # Default topology spread (when configured): the selectors kube-scheduler deduces it from.
+    {"apiGroups": [""], "resources": ["replicationcontrollers"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
     # Events on pods, nodes and NodeClaims, as Karpenter writes them (control mode only).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]

@@ -70,7 +70,12 @@ NODEOVERLAY = Resource("NodeOverlay", "karpenter.sh", "v1alpha1", "nodeoverlays"
 # Kubernetes 1.21; the adapter reads policy/v1beta1 where only that is served.
 PDB = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True)
 PDB_V1BETA1 = Resource("PodDisruptionBudget", "policy", "v1beta1", "poddisruptionbudgets", namespaced=True)
-KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY, PDB)
+# What kube-scheduler deduces a pod's default spread selector from (engine/defaultspread.py): read only
+# when default constraints are configured, and kept trimmed to their selectors.
+REPLICASET = Resource("ReplicaSet", "apps", "v1", "replicasets", namespaced=True)
+STATEFULSET = Resource("StatefulSet", "apps", "v1", "statefulsets", namespaced=True)
+REPLICATIONCONTROLLER = Resource("ReplicationController", "", "v1", "replicationcontrollers", namespaced=True)
+KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY, PDB, SERVICE, REPLICASET, STATEFULSET, REPLICATIONCONTROLLER)
 SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *KEPT_WHOLE)
 BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
 

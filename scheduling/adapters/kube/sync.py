@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,7 +41,9 @@ from scheduling.engine.timeutil import parse_optional_time
 from scheduling.models import KubeObject, Node, NodeClaim, NodePool, Pod
 
 from .errors import ClusterError, ResourceVersionExpired
-from .interface import KEPT_WHOLE_KINDS, KINDS, OPTIONAL_KINDS, STORAGE_KINDS, ClusterAdapter, ObjectList, WatchEvent
+from .interface import (
+    KEPT_WHOLE_KINDS, KINDS, OPTIONAL_KINDS, SPREAD_SOURCE_KINDS, STORAGE_KINDS, ClusterAdapter, ObjectList, WatchEvent,
+)
 from .resources import resource_for
 
 log = logging.getLogger(__name__)
@@ -213,12 +216,23 @@ def _rows(kind: str):
     return model.objects.filter(kind=kind) if model is KubeObject else model.objects.all()
 
 
+def mirrored_kinds() -> tuple[str, ...]:
+    """The kinds a sync reads: all but the default spread's sources when no default is configured."""
+    if settings.KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS:
+        return KINDS
+    return tuple(kind for kind in KINDS if kind not in SPREAD_SOURCE_KINDS)
+
+
 def _kube_object_row(kind: str, obj: dict, links, now: datetime) -> dict:
-    """A storage object kept whole, less what only the API server's bookkeeping needs (a list's
-    items carry no kind: it is the list's)."""
+    """An object kept whole, less what only the API server's bookkeeping needs (a list's items carry no
+    kind: it is the list's); a default spread source, only its selector (ReplicaSets are many)."""
     meta = {key: value for key, value in _meta(obj).items() if key != "managedFields"}
-    return {"kind": kind, "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
-            "body": {**obj, "apiVersion": resource_for(kind).api_version, "kind": kind, "metadata": meta},
+    body = {**obj, "apiVersion": resource_for(kind).api_version, "kind": kind, "metadata": meta}
+    if kind in SPREAD_SOURCE_KINDS:
+        body = {"apiVersion": body["apiVersion"], "kind": kind,
+                "metadata": {key: meta[key] for key in ("name", "namespace", "uid") if key in meta},
+                "spec": {"selector": (obj.get("spec") or {}).get("selector")}}
+    return {"kind": kind, "namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "body": body,
             "synced_at": now}
 
 
@@ -254,8 +268,9 @@ class _Links:
 
 
 class ClusterSync:
-    def __init__(self, adapter: ClusterAdapter, kinds: Iterable[str] = KINDS, *, watch_timeout: int = 60,
+    def __init__(self, adapter: ClusterAdapter, kinds: Iterable[str] | None = None, *, watch_timeout: int = 60,
                  clock: Callable[[], datetime] = timezone.now) -> None:
+        kinds = mirrored_kinds() if kinds is None else kinds
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown kinds {sorted(unknown)}; expected some of {', '.join(KINDS)}")
