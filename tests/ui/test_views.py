@@ -66,9 +66,11 @@ def test_overview_shows_totals_idle_cost_and_drains(viewer_client, demo_world):
     research = viewer_client.get(reverse("scheduling:overview"), {"cluster": "research-use1"}).content.decode()
     assert "$0.1920/h" in research and "in research-use1" in research
     # Idle m5.xlarge (4 x $0.192, and 3 x $0.192 in the unselected one) + m5.large (4 x $0.096) + c6a.large
-    # (3 x $0.0765) + p5 (1 x $55.04) + trn2 (2 x $44.70), the m6i.large its account owns and shares (2 x $0.096),
-    # and the committed r6i.large (10 x $0.126: 12 units, 2 used)
-    assert "$147.85/h" in page
+    # (3 x $0.0765) + p5 (1 x $55.04), the m6i.large its account owns and shares (2 x $0.096), and the committed
+    # r6i.large (10 x $0.126: 12 units, 2 used), all at list price; and the trn2 Capacity Block's 2 idle units at
+    # the block's own price, its entered fee over its unit-hours ($6,360 / (4 x 53 h) = $30/h each), not 2 x $44.70
+    assert "$118.45/h" in page
+    assert "$60.00/h block fee entered; $58.45/h on-demand list price" in page
     assert "cr-0a1b2c3d4e5f60005" in page  # the block that ends within the hour
     assert "cr-0a1b2c3d4e5f60002" in page  # idle under 20 % for 24 hours
     assert 'id="utilization-chart"' in page and "utilization-data" in page
