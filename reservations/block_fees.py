@@ -51,16 +51,28 @@ def _fees_from_row(row: CapacityBlockFee | None, reservation) -> BlockFees:
     return BlockFees(paid=row.paid_fee, entered=row.block_fee, estimated=estimate)
 
 
-def attach_fees(reservations) -> None:
-    """Loads the fees of the Capacity Blocks among these reservations in one query (no query per row)."""
+def fees_by_reservation(reservations) -> dict[str, BlockFees]:
+    """{reservation id: BlockFees} of the Capacity Blocks among these reservations: one query, none without a block."""
     blocks = [r for r in reservations if r.is_capacity_block]
+    if not blocks:
+        return {}
     rows = {row.reservation_id: row for row in
             CapacityBlockFee.objects.filter(reservation_id__in=[r.reservation_id for r in blocks])}
-    for reservation in blocks:
-        setattr(reservation, FEES_ATTRIBUTE, _fees_from_row(rows.get(reservation.reservation_id), reservation))
+    return {r.reservation_id: _fees_from_row(rows.get(r.reservation_id), r) for r in blocks}
 
 
-def fees_of(reservation) -> BlockFees:
+def attach_fees(reservations) -> None:
+    """Loads the fees of the Capacity Blocks among these reservations at once (no query per row later)."""
+    known = fees_by_reservation(reservations)
+    for reservation in reservations:
+        if reservation.reservation_id in known:
+            setattr(reservation, FEES_ATTRIBUTE, known[reservation.reservation_id])
+
+
+def fees_of(reservation, known: dict[str, BlockFees] | None = None) -> BlockFees:
+    """A block's fees: from `known` (fees_by_reservation of a page's rows), attached, or read now."""
+    if known is not None and reservation.reservation_id in known:
+        return known[reservation.reservation_id]
     if not hasattr(reservation, FEES_ATTRIBUTE):
         attach_fees([reservation])
     return getattr(reservation, FEES_ATTRIBUTE)
@@ -75,23 +87,24 @@ def on_demand_rate(reservation, prices: dict[tuple[str, str], float]) -> float |
     return price
 
 
-def unit_price(reservation, prices: dict[tuple[str, str], float]) -> UnitPrice:
+def unit_price(reservation, prices: dict[tuple[str, str], float], known: dict[str, BlockFees] | None = None) -> UnitPrice:
     """What one idle unit is worth an hour: an ODCR's on-demand rate, a Capacity Block's own price."""
     rate = on_demand_rate(reservation, prices)
     if not reservation.is_capacity_block:
         return list_price(rate)
     try:
-        return block_unit_price(fees_of(reservation), units=reservation.total_instance_count,
+        return block_unit_price(fees_of(reservation, known), units=reservation.total_instance_count,
                                 start=reservation.start_date, end=reservation.end_date, on_demand=rate)
     except BlockPriceError as error:  # a mirrored block without dates: say it at list price rather than fail a page
         log.warning("Capacity Block %s priced at list price: %s", reservation.reservation_id, error)
         return list_price(rate)
 
 
-def idle_value(reservation, prices: dict[tuple[str, str], float], now=None) -> IdleValue:
+def idle_value(reservation, prices: dict[tuple[str, str], float], now=None,
+               known: dict[str, BlockFees] | None = None) -> IdleValue:
     """The idle units' worth an hour (prepaid: billed used or not); 0 once it is no longer usable (it bills
-    nothing more)."""
-    unit = unit_price(reservation, prices)
+    nothing more). `known`: the blocks' fees already read (fees_by_reservation)."""
+    unit = unit_price(reservation, prices, known)
     if not reservation.is_usable(now):
         return IdleValue(0.0, unit)
     cost = unit.idle_cost(reservation.available_instance_count)

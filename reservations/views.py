@@ -47,7 +47,7 @@ from scheduling.engine.groups import group_arns
 from scheduling.engine.instances import instance_id
 from scheduling.models import AuditEntry, Mode, Node
 from scheduling.modes import control_refusal, global_mode
-from reservations.block_fees import idle_value
+from reservations.block_fees import attach_fees, idle_value
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 CHART_DAYS = datetime.timedelta(days=7)  # hourly means
@@ -347,6 +347,7 @@ def unselected_reservations(now):
         .order_by("-instance_match_criteria", "reservation_id")
     )
     prices = on_demand_prices({r.instance_type for r in reservations})
+    attach_fees(reservations)  # the blocks' fees, one query
     pools = {(r.instance_type, r.availability_zone) for r in reservations}
     on_demand = (
         Node.objects.filter(capacity_type="on-demand", instance_type__in={t for t, _ in pools}, zone__in={z for _, z in pools})
