@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db.models import F
+
 from reservations.models import CapacityBlockFee, CapacityReservation
 from scheduling.engine.block_price import (SOURCES, BlockFees, BlockPriceError, UnitPrice, block_hours,
                                            block_unit_price, list_price)
@@ -48,7 +50,7 @@ def _fees_from_row(row: CapacityBlockFee | None, reservation) -> BlockFees:
         return BlockFees()
     # An estimate asked for another duration (the block was extended since) prices nothing.
     estimate = row.estimated_fee if row.estimated_hours == whole_hours(reservation) else None
-    return BlockFees(paid=row.paid_fee, entered=row.block_fee, estimated=estimate)
+    return BlockFees(paid=row.paid_fee, entered=row.block_fee, estimated=estimate, extensions=row.extensions_paid)
 
 
 def fees_by_reservation(reservations) -> dict[str, BlockFees]:
@@ -137,3 +139,13 @@ def refresh_estimates(estimate, now) -> dict:
             estimated_fee=None if fee is None else Decimal(str(fee)).quantize(Decimal("0.01")),
             estimated_hours=hours, estimated_at=now))
     return {"block_fee_estimates": asked}
+
+
+def record_extension_paid(reservation_id: str, upfront_fee) -> None:
+    """Adds what karpweb paid to extend a block (PurchaseCapacityBlockExtension's UpfrontFee) to its fees: its hours
+    now include the extension. Atomic (F expression): two purchases recorded at once both count."""
+    if upfront_fee in (None, ""):
+        return
+    fee = Decimal(str(upfront_fee)).quantize(Decimal("0.01"))
+    row, _created = CapacityBlockFee.objects.get_or_create(reservation_id=reservation_id)
+    CapacityBlockFee.objects.filter(pk=row.pk).update(extensions_paid=F("extensions_paid") + fee)

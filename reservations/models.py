@@ -819,8 +819,12 @@ class CapacityBlockFee(models.Model):
         help_text="The upfront fee karpweb saw paid for the block ($), when it knows it.")
     block_fee = models.DecimalField(
         "block fee", max_digits=12, decimal_places=2, null=True, blank=True,
-        help_text="The upfront fee the block cost ($, from its purchase confirmation or the bill); used when no paid "
-                  "fee is known, before EC2's estimate.")
+        help_text="The upfront fee the block cost when bought ($, from its purchase confirmation or the bill; without "
+                  "the extensions karpweb bought, which it adds); used when no paid fee is known, before EC2's estimate.")
+    extensions_paid = models.DecimalField(
+        "extensions paid", max_digits=12, decimal_places=2, default=0,
+        help_text="What karpweb paid EC2 to extend the block (PurchaseCapacityBlockExtension), $: added to the paid or "
+                  "entered fee, since the block's hours include the extensions.")
     estimated_fee = models.DecimalField(
         "EC2 offerings estimate", max_digits=12, decimal_places=2, null=True, blank=True,
         help_text="The lowest upfront fee DescribeCapacityBlockOfferings asks for the same type, count and hours ($).")

@@ -5,7 +5,7 @@ hours), whatever the on-demand list price of its type says. An ODCR bills each u
 used or not, so its idle unit is worth that rate. The fee is taken from the first source that knows it:
 the fee karpweb saw paid, the `block_fee` an administrator entered, an estimate from EC2's Capacity Block
 offerings for the same type, count and duration; and only when none is known, the on-demand list price
-(said as such). Pure Python: no Django, boto3 or kubernetes.
+(said as such). Extensions karpweb bought are added to a paid or entered fee (the block's hours include them). Pure Python: no Django, boto3 or kubernetes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class BlockFees:
 
     paid: Decimal | None = None
     entered: Decimal | None = None
-    estimated: Decimal | None = None
+    estimated: Decimal | None = None  # for the block's whole duration, extensions included
+    extensions: Decimal = Decimal(0)  # what extending it cost: added to a paid or entered fee (the block's hours include them)
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,14 @@ def list_price(price: float | Decimal | None) -> UnitPrice:
 def block_unit_price(fees: BlockFees, *, units: int, start: datetime | None, end: datetime | None,
                      on_demand: float | Decimal | None) -> UnitPrice:
     """A Capacity Block's idle unit: its own price from the first source that knows the fee, else the list price."""
-    for source, fee in ((PAID, fees.paid), (ENTERED, fees.entered), (ESTIMATED, fees.estimated)):
+    extensions = Decimal(str(fees.extensions or 0))
+    for source, fee, extended in ((PAID, fees.paid, extensions), (ENTERED, fees.entered, extensions),
+                                  (ESTIMATED, fees.estimated, Decimal(0))):
         if fee is None:
             continue
-        hours = block_hours(start, end)
-        return UnitPrice(per_unit_hour(fee, units, hours), source,
-                         f"${Decimal(str(fee)):,.2f} / ({units} units x {_hours_text(hours)} h)")
+        hours, fee = block_hours(start, end), Decimal(str(fee))
+        per_unit_hour(fee, units, hours)  # the fee itself must be a fee (the error names block_fee)
+        paid = f"(${fee:,.2f} + ${extended:,.2f} extensions)" if extended else f"${fee:,.2f}"
+        return UnitPrice(per_unit_hour(fee + extended, units, hours), source,
+                         f"{paid} / ({units} units x {_hours_text(hours)} h)")
     return list_price(on_demand)

@@ -57,3 +57,15 @@ def test_fractional_hours_are_said_to_the_hundredth():
 def test_bad_figures_name_the_field(fees, units, end, field):
     with pytest.raises(BlockPriceError, match=field):
         block_unit_price(fees, units=units, start=START, end=end, on_demand=1.0)
+
+
+def test_extensions_bought_are_added_to_a_known_fee_not_to_an_estimate():
+    # A 48 h block extended by 24 h: its hours are 72, and its price what was paid for all of them.
+    extended = dict(units=2, start=START, end=START + timedelta(hours=72), on_demand=44.70)
+    entered = block_unit_price(BlockFees(entered=Decimal("4800"), extensions=Decimal("1680")), **extended)
+    assert entered.per_unit_hour == Decimal(45) and entered.source == ENTERED
+    assert entered.basis == "($4,800.00 + $1,680.00 extensions) / (2 units x 72 h)"
+    estimate = block_unit_price(BlockFees(estimated=Decimal("7200"), extensions=Decimal("1680")), **extended)
+    assert estimate.per_unit_hour == Decimal(50)  # EC2's quote is for the whole 72 h already
+    # Extensions alone price nothing: without the block's own fee, the list price.
+    assert block_unit_price(BlockFees(extensions=Decimal("1680")), **extended).source == LIST_PRICE
