@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from reservations.models import (
+    CapacityBlockFee,
     DoctorFinding,
     Recommendation,
     CapacityReservation, CapacityReservationGroup, ClusterLaunchTemplate, EC2NodeClass, OpenReservationInstance,
@@ -324,6 +325,18 @@ class CapacityReservationGroupAdmin(AuditedAdmin):
         if ids != obj.reservation_ids:
             obj.reservation_ids = ids
             obj.save(update_fields=["reservation_ids"])
+
+
+@admin.register(CapacityBlockFee)
+class CapacityBlockFeeAdmin(AuditedAdmin):
+    """What a Capacity Block cost up front (EC2 reports no block's fee): the `block fee` entered here prices its
+    idle units at the block's own price per unit-hour (reservations/block_fees.py) when no paid fee is known."""
+
+    list_display = ("reservation_id", "paid_fee", "block_fee", "extensions_paid", "estimated_fee", "estimated_hours",
+                    "updated_at")
+    search_fields = ("reservation_id",)
+    fields = ("reservation_id", "block_fee", "paid_fee", "extensions_paid", "estimated_fee", "estimated_hours", "estimated_at")
+    readonly_fields = ("paid_fee", "extensions_paid", "estimated_fee", "estimated_hours", "estimated_at")  # karpweb's and EC2's
 
 
 @admin.register(OpenReservationInstance)

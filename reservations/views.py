@@ -47,6 +47,7 @@ from scheduling.engine.groups import group_arns
 from scheduling.engine.instances import instance_id
 from scheduling.models import AuditEntry, Mode, Node
 from scheduling.modes import control_refusal, global_mode
+from reservations.block_fees import attach_fees, idle_value
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 CHART_DAYS = datetime.timedelta(days=7)  # hourly means
@@ -97,7 +98,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             chart=chart,
             chart_span=chart_span,
             low_utilization=reservation.is_low_utilization(now),
-            idle_cost=idle_cost_per_hour(reservation, prices),
+            idle=idle_value(reservation, prices, now),
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
             fleet_use=reservation.uses.order_by("-sampled_at").first(),  # the fleet ledger (reservations/ledger.py)
             contentions=reservation.contentions.select_related("cluster")[:20],
@@ -346,6 +347,7 @@ def unselected_reservations(now):
         .order_by("-instance_match_criteria", "reservation_id")
     )
     prices = on_demand_prices({r.instance_type for r in reservations})
+    attach_fees(reservations)  # the blocks' fees, one query
     pools = {(r.instance_type, r.availability_zone) for r in reservations}
     on_demand = (
         Node.objects.filter(capacity_type="on-demand", instance_type__in={t for t, _ in pools}, zone__in={z for _, z in pools})

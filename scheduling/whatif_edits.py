@@ -190,8 +190,8 @@ def summary(world: dict, decisions: dict) -> dict:
 
 def idle_dollars_per_hour(world: dict, decisions: dict) -> float:
     """The prepaid capacity a plan leaves idle: the free units of every usable reservation less the
-    launches the plan makes into it, at the on-demand list price (scheduling.queries.idle_cost_per_hour,
-    as the overview and the reservation pages count it)."""
+    launches the plan makes into it, an ODCR's at the on-demand list price and a Capacity Block's at its own
+    price per unit-hour (scheduling.queries.idle_cost_per_hour, as the overview and the reservation pages count it)."""
     prices = {}
     for it in world.get("instanceTypes") or []:
         for offering in it.get("offerings") or []:
@@ -209,8 +209,12 @@ def idle_dollars_per_hour(world: dict, decisions: dict) -> float:
         if item.get("State", "active") != "active" or (end and parse_time(end) <= now):
             continue
         free = max(int(item.get("AvailableInstanceCount") or 0) - launched.get(item.get("CapacityReservationId"), 0), 0)
+        start = item.get("StartDate")
         reservation = SimpleNamespace(instance_type=item.get("InstanceType"), availability_zone=item.get("AvailabilityZone"),
-                                      available_instance_count=free,
+                                      available_instance_count=free, reservation_id=item.get("CapacityReservationId"),
+                                      is_capacity_block=item.get("ReservationType") == "capacity-block",
+                                      total_instance_count=int(item.get("TotalInstanceCount") or 0),
+                                      start_date=parse_time(start) if start else None, end_date=parse_time(end) if end else None,
                                       is_usable=lambda now=None: True)  # ended ones were skipped above
         total += idle_cost_per_hour(reservation, prices) or 0.0
     return total

@@ -11,7 +11,7 @@ from fleet.connection import is_kubernetes, is_aws
 from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.groups import sync_groups
-from reservations import doctor, ledger, utilization
+from reservations import block_fees, doctor, ledger, utilization
 from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.open_trap import sync_launch_templates
@@ -68,6 +68,9 @@ def sync_ec2(now=None) -> dict:
     counts.update(sync_open_instances(cloud, now, served))  # on-demand instances EC2 placed in open reservations
     counts.update(sync_launch_templates(cloud, now))  # Karpenter's: do they opt out of open reservations?
     counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
+    estimate = getattr(cloud, "capacity_block_fee_estimate", None)  # EC2's: the simulated world sells no blocks
+    if estimate is not None:
+        counts.update(block_fees.refresh_estimates(estimate, now))  # what a block whose fee nobody entered cost
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
     counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date

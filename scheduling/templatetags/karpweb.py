@@ -87,6 +87,24 @@ def per_hour(value: float | None) -> str:
 
 
 @register.filter
+def idle_value(value) -> str:
+    """An idle figure and where it comes from (reservations.block_fees.IdleValue): "$60.00/h (block fee entered:
+    $6,360.00 / (4 units x 53 h))", "$0.7680/h (on-demand list price)"."""
+    from django.utils.html import format_html
+
+    if value is None:
+        return "—"
+    basis = f": {value.unit.basis}" if value.unit.basis else ""
+    return format_html('{} <span class="muted idle-source">({}{})</span>', per_hour(value.cost), value.source, basis)
+
+
+@register.filter
+def idle_sources(parts) -> str:
+    """The idle total's parts by source (capacity_totals' `idle_sources`): "$60.00/h block fee entered, ..."."""
+    return "; ".join(f"{per_hour(cost)} {source}" for source, cost in parts or [])
+
+
+@register.filter
 def condition_badge(status: str) -> str:
     return {"True": "ok", "False": "bad"}.get(status, "unknown")
 
