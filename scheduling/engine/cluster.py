@@ -191,6 +191,12 @@ class NodePool:
     weight: int = 0
     limits: ResourceList | None = None
     disruption: DisruptionSpec = field(default_factory=DisruptionSpec)
+    # spec.replicas (alpha upstream): a static NodePool keeps this many nodes whatever the pods.
+    replicas: int | None = None
+
+    @property
+    def static(self) -> bool:
+        return self.replicas is not None
 
     def order_key(self) -> tuple:
         """Weight descending, then name descending, as upstream `OrderByWeight`."""

@@ -86,6 +86,7 @@ from .pdbs import eviction_blocked
 from .planning import Plan
 from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
+from .static import dynamic_templates
 from .scheduler import PoolLimits, Results, Scheduler
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -259,6 +260,11 @@ def eviction_cost(pod: Pod) -> float:
     return min(10.0, max(-10.0, cost))
 
 
+def disruption_cost(node: Node, pods: list[Pod], spec: DisruptionSpec, now: datetime) -> float:
+    """A candidate's disruption cost: its moving pods' eviction costs, scaled by the lifetime it has left."""
+    return sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, spec, now)
+
+
 def lifetime_remaining(node: Node, spec: DisruptionSpec, now: datetime) -> float:
     if spec.expire_after is None or node.created is None or not spec.expire_after.total_seconds():
         return 1.0
@@ -296,7 +302,7 @@ class ClusterState:
     def __init__(self, plan: Plan, nodes: list[Node]):
         self.world = plan.world
         self.now = plan.world.now
-        self.templates = plan.templates
+        self.templates = dynamic_templates(plan.templates)  # moved pods never open a static NodePool's claim
         self.ledger = plan.results.ledger.copy()
         self.world_pools = {p.name: p for p in self.world.node_pools}
         self.world_types = {it.name: it for it in self.world.instance_types}
@@ -608,6 +614,8 @@ class Consolidator:
         pods = [p for p in bound if not p.daemon]
         spec = pool.disruption
         if consolidation:
+            if pool.static:
+                return None  # upstream ignores consolidationPolicy and consolidateAfter for static pools
             if spec.consolidate_after is None:
                 return None
             if spec.keep_idle_reserved and capacity_type == RESERVED:
@@ -616,7 +624,7 @@ class Consolidator:
                 last = last_pod_event(node, pods)
                 if last is None or state.now - last < spec.consolidate_after:
                     return None
-        cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, spec, state.now)
+        cost = disruption_cost(node, pods, spec, state.now)
         return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost, prepaid=sim.name in self.prepaid)
 
     def candidates(self) -> list[Candidate]:

@@ -55,6 +55,8 @@ def node_claim(claim: FinalClaim, group_arn: str | None = None) -> dict:
         # spec.resources.requests, as upstream writes it: the pods' requests and the DaemonSet overhead.
         "resources": {name: requested_quantity(name, amount) for name, amount in sorted(claim.claim.requests.items())
                       if amount},
+        # A static NodePool's claim (spec.replicas): launched to keep the pool's size, for no pod.
+        **({"static": True} if claim.claim.template.pool.static else {}),
     }
 
 

@@ -20,12 +20,16 @@ Demotions are sorted by node name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
-from .consolidation import DRIFT, Budgets, ClusterState, Command, Consolidator, effective_node
+from .consolidation import (
+    DRIFT, Budgets, ClusterState, Command, Consolidator, disruption_cost, do_not_disrupt, effective_node,
+)
 from .decisions import node_claim
 from .launch import finalize
 from .lifecycle import Demotion, Expiry, NodeReservations, demotions, drifts, expiries
 from .planning import Plan
+from .static import STATIC_REASON, surplus
 
 CONSOLIDATION = "consolidation"
 DRIFT_REASON = "drift"
@@ -38,13 +42,15 @@ class Lifecycle:
     demotions: list[Demotion]
     commands: list[Command]  # drift and consolidation, in the order decided
     state: ClusterState  # the cluster once all of them are carried out
+    static: list[dict] = ()  # static NodePools' surplus deletions (static_deletions)
 
 
 def lifecycle_decisions(plan: Plan) -> dict:
     """The `disruptions` and `demotions` of DECISIONS.json."""
     result = lifecycle(plan)
     return {
-        "disruptions": [e.as_dict() for e in result.expiring] + [command_dict(c) for c in result.commands],
+        "disruptions": [e.as_dict() for e in result.expiring] + list(result.static)
+                       + [command_dict(c) for c in result.commands],
         "demotions": [d.as_dict() for d in result.demotions],
     }
 
@@ -59,12 +65,14 @@ def lifecycle(plan: Plan) -> Lifecycle:
     due = {e.node.name for e in expiring if e.due(now)}
     upcoming = {e.node.name for e in expiring} - due
     drifted = drifts(world, known, plan.node_classes, demoted_names)
+    static = static_deletions(world, due)
+    removed = due | {name for d in static for name in d["nodes"]}
 
-    nodes = [effective_node(n, n.name in demoted_names) for n in world.nodes if not n.deleting and n.name not in due]
+    nodes = [effective_node(n, n.name in demoted_names) for n in world.nodes if not n.deleting and n.name not in removed]
     state = ClusterState(plan, nodes)
     for name in upcoming:
         state.by_name[name].receives = False
-    leaving = {n.name for n in world.nodes if n.deleting} | due
+    leaving = {n.name for n in world.nodes if n.deleting} | removed
     displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
     displaced += state.orphans + [f.pod for f in plan.results.failures]
     if displaced:
@@ -75,12 +83,32 @@ def lifecycle(plan: Plan) -> Lifecycle:
     consolidator = Consolidator(state, budgets, protected=due | upcoming | kept_by_exclusion(world, known),
                                 prepaid=in_open_reservations(world, known))
     marked = [(name, None, d.message, d.reason) for name, d in sorted(world.drifted.items())
-              if name not in due and name not in {r.node.name for r in drifted}]
+              if name not in removed and name not in {r.node.name for r in drifted}]
     consolidator.drift([(d.node.name, d.reservation_id, d.message, CAPACITY_RESERVATION_DRIFT) for d in drifted] + marked)
     consolidator.emptiness()
     consolidator.multi_node()
     consolidator.single_node()
-    return Lifecycle(expiring, demoted, consolidator.commands, state)
+    return Lifecycle(expiring, demoted, consolidator.commands, state, static)
+
+
+def static_deletions(world, leaving: set[str]) -> list[dict]:
+    """Per static NodePool above its replicas, one deletion of its surplus nodes (static.py). Upstream's
+    static deprovisioning deletes them without disruption budgets; their pods go pending."""
+    bound: dict[str, list] = {}
+    for pod in world.pods:
+        if pod.node_name:
+            bound.setdefault(pod.node_name, []).append(pod)
+    found = []
+    for pool in sorted((p for p in world.node_pools if p.static), key=lambda p: p.name):
+        cost = partial(disruption_cost, spec=pool.disruption, now=world.now)
+        nodes = [n for n in surplus(world, pool, bound, cost, do_not_disrupt) if n.name not in leaving]
+        if nodes:
+            found.append({"action": "delete", "reason": STATIC_REASON, "nodePool": pool.name,
+                          "nodes": [n.name for n in nodes],
+                          "evictedPods": sorted(p.key for n in nodes for p in bound.get(n.name, ()) if not p.daemon),
+                          "message": f"NodePool {pool.name} has {len(nodes)} node(s) more than its "
+                                     f"{pool.replicas} replica(s)"})
+    return found
 
 
 def kept_by_exclusion(world, known: NodeReservations) -> set[str]:

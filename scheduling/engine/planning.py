@@ -22,6 +22,7 @@ from .overlays import OverlayStatus, overlay_catalogs
 from .quantities import ResourceList
 from .scheduler import PoolLimits, Results, Scheduler
 from .selectors import NodeClassReservations, resolve_node_class, selects_once_active
+from .static import dynamic_templates, static_claims
 from .taints import untolerated
 
 
@@ -155,7 +156,11 @@ def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
         resolved = resolve_node_classes(world)
         catalogs = build_catalogs(world, resolved)
         templates, overlays = build_templates(world, catalogs, resolved)
-        scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
-                              build_limits(world, templates), namespaces=world.namespaces)
+        dynamic = dynamic_templates(templates)  # pending pods never get claims from a static NodePool
+        scheduler = Scheduler(dynamic, build_existing(world), build_ledger(templates), mode,
+                              build_limits(world, dynamic), namespaces=world.namespaces)
         results = scheduler.solve(world.pending_pods())
-        return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims], overlays)
+        # After the pods: a static pool's claims take only the reserved units the pods left free.
+        static = static_claims(world, templates, results.ledger, scheduler.namer.next, scheduler.next_seq)
+        claims = [finalize(claim) for claim in results.claims + static]
+        return Plan(world, resolved, templates, results, claims, overlays)

@@ -491,7 +491,7 @@ class Scheduler:
         (repack.py: first-fit decreasing leaves CPU-heavy and memory-heavy claims behind)."""
         limited = set(self.limits)
         for group in repack_groups(self.claims, self.topology, limited):
-            new = repack(group, self.ledger, self.mode, self.topology, self.namer.next, self._next_seq)
+            new = repack(group, self.ledger, self.mode, self.topology, self.namer.next, self.next_seq)
             if new is None:
                 continue
             old = {claim.seq for claim in group}
@@ -504,7 +504,7 @@ class Scheduler:
                 lists.setdefault(single_value(entry[2].requirements.get(key)), []).append(entry)
             self._by_domain[key] = lists
 
-    def _next_seq(self) -> int:
+    def next_seq(self) -> int:
         self._seq += 1
         return self._seq - 1
 

@@ -502,8 +502,21 @@ class _Reader:
             weight=self.integer(spec, "weight", f"{path}.spec", default=0, maximum=100),
             limits=self.resources(spec["limits"], f"{path}.spec.limits") if spec.get("limits") is not None else None,
             disruption=parse_disruption(item.get("metadata") or {}, spec, template_spec, path, self.problem),
+            replicas=self.integer(spec, "replicas", f"{path}.spec"),
         )
+        if pool.static:
+            self.static_pool_rules(spec, f"{path}.spec")
         return pool if name else None
+
+    def static_pool_rules(self, spec: dict, path: str) -> None:
+        """The NodePool CRD's rules for `replicas` (alpha upstream): no weight, no limit but nodes."""
+        if spec.get("weight") is not None:
+            self.problem(f"{path}.weight", "'weight' is not supported on static NodePools (spec.replicas is set)")
+        limits = spec.get("limits")
+        for name in sorted(limits) if isinstance(limits, dict) else ():
+            if name != "nodes":
+                self.problem(f"{path}.limits.{name}", "only 'limits.nodes' is supported on static NodePools "
+                                                      "(spec.replicas is set)")
 
     def requirements(self, value: Any, path: str, *, field_selector: bool = False,
                      node_pool: bool = False) -> list[Requirement]:
