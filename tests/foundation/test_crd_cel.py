@@ -59,6 +59,8 @@ def verdicts(kind: str, path: str, value, old=None) -> dict[str, bool]:
     """Each rule's message -> whether the value passes it."""
     results = {}
     for rule in RULES[(kind, path)]:
+        if old is None and "oldSelf" in rule["rule"]:
+            continue  # a transition rule: Kubernetes evaluates it on updates only
         program = program_of(rule["rule"])
         activation = {"self": celpy.json_to_cel(value)}
         if old is not None:
@@ -76,10 +78,11 @@ TAGS = ("EC2NodeClass", ".spec.capacityReservationSelectorTerms[].tags")
 BUDGETS = ("NodePool", ".spec.disruption.budgets")
 CLAIM_SPEC = ("NodeClaim", ".spec")
 OVERLAY_SPEC = ("NodeOverlay", ".spec")
+POOL_SPEC = ("NodePool", ".spec")
 
 
 def test_every_rule_is_found_and_compiles():
-    assert set(RULES) == {TERMS, TAGS, BUDGETS, CLAIM_SPEC, OVERLAY_SPEC}
+    assert set(RULES) == {TERMS, TAGS, BUDGETS, CLAIM_SPEC, OVERLAY_SPEC, POOL_SPEC}
     for rules in RULES.values():
         for rule in rules:
             ENV.compile(rule["rule"])  # a syntax error raises
@@ -125,6 +128,41 @@ def test_an_overlay_sets_a_price_or_adjusts_it_never_both():
     assert passes(*OVERLAY_SPEC, {"requirements": [], "price": "0.42"})
     assert passes(*OVERLAY_SPEC, {"requirements": [], "priceAdjustment": "-10%"})
     assert not passes(*OVERLAY_SPEC, {"requirements": [], "price": "0.42", "priceAdjustment": "-10%"})
+
+
+STATIC = "Cannot transition NodePool between static"
+ONLY_NODES = "only 'limits.nodes' is supported on static NodePools"
+NO_WEIGHT = "'weight' is not supported on static NodePools"
+
+
+def pool_spec(**fields):
+    return {"template": {"spec": {"nodeClassRef": {"name": "default"}, "requirements": []}}, **fields}
+
+
+def failed_rules(value, old=None) -> set[str]:
+    return {message.split(" (")[0] if message.startswith(STATIC) else message
+            for message, ok in verdicts(*POOL_SPEC, value, old).items() if not ok}
+
+
+@pytest.mark.parametrize("spec, failing", [
+    (pool_spec(replicas=3), set()),
+    (pool_spec(replicas=3, limits={"nodes": "5"}), set()),
+    (pool_spec(replicas=0, limits={}), set()),
+    (pool_spec(weight=10, limits={"cpu": "100"}), set()),  # a dynamic pool: any limit, a weight
+    (pool_spec(replicas=3, limits={"cpu": "100"}), {ONLY_NODES}),
+    (pool_spec(replicas=3, limits={"nodes": "5", "memory": "10Gi"}), {ONLY_NODES}),
+    (pool_spec(replicas=3, weight=10), {NO_WEIGHT}),
+])
+def test_static_nodepool_rules(spec, failing):
+    assert failed_rules(spec) == failing
+
+
+def test_a_nodepool_never_switches_between_static_and_dynamic():
+    static, dynamic = pool_spec(replicas=3), pool_spec()
+    assert failed_rules(pool_spec(replicas=5), old=static) == set()  # scaling is an update like any other
+    assert failed_rules(dynamic, old=dynamic) == set()
+    assert failed_rules(dynamic, old=static) == {STATIC}
+    assert failed_rules(static, old=dynamic) == {STATIC}
 
 
 def test_nodeclaim_spec_is_immutable():
