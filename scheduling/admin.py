@@ -84,7 +84,7 @@ class NodePoolAdmin(MirroredAdmin):
     # nodeClassRef follows the EC2NodeClass chosen (NodePoolAdminForm): the two never disagree.
     mirrored = ("uid", "resource_version", "node_class_ref", "conditions", "status_resources", "registration_health",
                 "created_at", "synced_at")
-    spec = ("name", "weight", "node_class", "requirements", "taints", "startup_taints", "labels", "limits",
+    spec = ("name", "weight", "replicas", "node_class", "requirements", "taints", "startup_taints", "labels", "limits",
             "consolidation_policy", "consolidate_after", "budgets", "expire_after")
 
     def get_fieldsets(self, request, obj=None):

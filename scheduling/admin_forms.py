@@ -59,6 +59,7 @@ NODEPOOL_PATHS = {
     "spec.disruption.budgets": "budgets",
     "spec.limits": "limits",
     "spec.weight": "weight",
+    "spec.replicas": "replicas",
     "metadata.name": "name",
 }
 JSON_SHAPES = {"node_class_ref": dict, "requirements": list, "taints": list, "startup_taints": list,

@@ -110,6 +110,9 @@ class NodePool(ConditionsMixin, models.Model):
     uid = models.CharField(max_length=64, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
     weight = models.PositiveIntegerField(default=0, help_text="Higher weight is tried first (0-100).")
+    replicas = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="spec.replicas (alpha): a static NodePool keeps this many nodes whatever the pods; blank: dynamic.")
     node_class = models.ForeignKey(
         EC2NodeClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_pools"
     )
@@ -368,6 +371,7 @@ class Decision(models.Model):
         TERMINATE = "terminate", "termination"
         EXPIRE = "expire", "expiration"
         REPAIR = "repair", "node repair"
+        SCALE_DOWN = "scale-down", "static NodePool: scale down"
 
     class Outcome(models.TextChoices):
         RECOMMENDED = "recommended", "recommended (observe mode)"

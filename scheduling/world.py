@@ -214,7 +214,8 @@ def node_pool_object(p: NodePool) -> dict:
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": _metadata(p.name, uid=p.uid, annotations=annotations, created=p.created_at),
         "spec": {
-            "weight": p.weight,
+            # A static NodePool has replicas and no weight (its CRD refuses both together).
+            **({"weight": p.weight} if p.replicas is None else {"replicas": p.replicas}),
             "limits": p.limits or {},
             "disruption": {
                 "consolidationPolicy": p.consolidation_policy,

@@ -74,6 +74,8 @@ class NodePoolSerializer(serializers.ModelSerializer):
     resourceVersion = ro("resource_version")
     nodeClass = serializers.SlugRelatedField(source="node_class", slug_field="name", read_only=True, allow_null=True)
     nodeClassRef = ObjectField(source="node_class_ref", read_only=True)
+    replicas = serializers.IntegerField(read_only=True, allow_null=True,
+                                        help_text="spec.replicas (alpha): a static NodePool's node count; null: dynamic.")
     requirements = RequirementsField(read_only=True)
     taints = TaintsField(read_only=True)
     startupTaints = TaintsField(source="startup_taints", read_only=True)
@@ -96,7 +98,7 @@ class NodePoolSerializer(serializers.ModelSerializer):
     class Meta:
         model = NodePool
         fields = [
-            "url", "name", "uid", "resourceVersion", "weight", "nodeClass", "nodeClassRef", "requirements", "taints",
+            "url", "name", "uid", "resourceVersion", "weight", "replicas", "nodeClass", "nodeClassRef", "requirements", "taints",
             "startupTaints", "labels", "limits", "consolidationPolicy", "consolidateAfter", "budgets", "expireAfter",
             "keepIdleReservedNodes", "mode", "effectiveMode", "nodeCount", "conditions", "statusResources",
             "createdAt", "syncedAt",

@@ -15,13 +15,14 @@ from scheduling.loop.nodes import disrupt
 from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
 from scheduling.loop.refresh import drifted_claim_objects
 from scheduling.loop.recording import PendingDecision, nodes_subject, record
-from scheduling.models import Decision, Mode, Node, NodePool
+from scheduling.models import Decision, Mode, Node, NodeClaim, NodePool
 from scheduling.modes import control_refusal, effective_mode
 from scheduling.world import current_world
 
 EXPIRY = "capacity-block-expiring"
 CONSOLIDATION = "consolidation"
 DRIFT = "drift"
+STATIC = "static"  # a static NodePool's nodes above its spec.replicas (engine/static.py)
 
 
 def engine_decisions(cloud, now, world_at=None) -> dict:
@@ -70,7 +71,7 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
     for disruption in wanted:
         counts["planned"] += 1
         members = [nodes[name] for name in disruption["nodes"] if name in nodes]
-        pool = members[0].node_pool if members else None
+        pool = members[0].node_pool if members else pools.get(disruption.get("nodePool"))
         decision = PendingDecision(
             kind=_kind(disruption), subject=nodes_subject(disruption["nodes"]),
             reason=disruption_reason(disruption, members, now), mode=effective_mode(pool, refusal), node_pool=pool,
@@ -107,6 +108,8 @@ def _kind(disruption: dict) -> str:
         return Decision.Kind.DRAIN
     if disruption["reason"] == DRIFT:
         return Decision.Kind.DRIFT
+    if disruption["reason"] == STATIC:
+        return Decision.Kind.SCALE_DOWN
     return Decision.Kind.CONSOLIDATE_REPLACE if disruption["action"] == "replace" else Decision.Kind.CONSOLIDATE_DELETE
 
 
@@ -121,6 +124,8 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
     if disruption["reason"] == DRIFT:
         action = "replace" if disruption["action"] == "replace" else "delete"
         return f"drift ({disruption.get('driftReason', '')}): {action} {names}: {disruption.get('message', '')}"
+    if disruption["reason"] == STATIC:
+        return f"static NodePool scale-down: delete {names}: {disruption.get('message', '')}"
     savings = disruption.get("savingsPerHour")
     # At the margin: what stops being paid (a reserved unit is paid for whether a node runs in it or not).
     saved = f", saving ${savings:.4f}/h at the margin" if savings else ""
@@ -135,7 +140,7 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
 
 def _disrupt(cloud, cluster, disruption: dict, members: list, pools: dict, now=None) -> tuple[str, str]:
     holder = leases.holder_id()
-    locks = [f"node:{node.name}" for node in members]
+    locks = [f"node:{node.name}" for node in members] + [f"node:{claim.name}" for claim in _unregistered(disruption, members)]
     taken = [lock for lock in locks if leases.acquire(lock, holder)]
     try:
         if len(taken) != len(locks):
@@ -174,7 +179,18 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
                 return Decision.Outcome.FAILED, f"replacement launch failed: {launched.error_code}: {launched.error_message}"
     # Disrupting a node = deleting its NodeClaim; termination drains it (scheduling/loop/nodes.py).
     problems = [problem for node in members if (problem := disrupt(cloud, cluster, node))]
+    problems += [problem for claim in _unregistered(disruption, members) if (problem := disrupt(cloud, cluster, None, claim))]
     return (Decision.Outcome.FAILED, "; ".join(problems)) if problems else (Decision.Outcome.ACTED, "")
+
+
+def _unregistered(disruption: dict, members: list) -> list[NodeClaim]:
+    """A static scale-down's NodeClaims whose Node has not registered: the world names their node by
+    the claim (scheduling/world.py in_flight_nodes), and upstream deletes these first."""
+    if disruption["reason"] != STATIC:
+        return []
+    registered = {node.name for node in members}
+    names = [name for name in disruption["nodes"] if name not in registered]
+    return list(NodeClaim.objects.filter(name__in=names, deleting_since__isnull=True).order_by("name")) if names else []
 
 
 def demote(cloud, cluster, now=None, decisions: dict | None = None) -> dict:

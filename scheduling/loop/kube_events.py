@@ -106,7 +106,10 @@ def _refs(node) -> tuple[E.ObjectRef, E.ObjectRef | None]:
 
 def disruption_events(disruption: dict, members: list) -> list[E.Event]:
     """Nodes karpweb is disrupting: upstream's DisruptionTerminating, or, for a Capacity Block about to
-    end, karpweb's CapacityBlockDraining."""
+    end, karpweb's CapacityBlockDraining. A static NodePool's scale-down writes none (upstream's static
+    deprovisioning deletes the NodeClaims without a disruption event)."""
+    if disruption["reason"] == "static":
+        return []
     found = []
     for node in members:
         node_ref, claim_ref = _refs(node)

@@ -42,7 +42,7 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     now = now or timezone.now()
     pending, launched, failed, held_elsewhere = [], 0, 0, False
     relaunched = relaunch_unlaunched_claims(cloud, cluster, pending, now)
-    if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists():
+    if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists() and not static_pools_short():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
         return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
     # The plan only: the lifecycle pass decides disruptions (its own engine run).
@@ -106,6 +106,26 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     return counts
 
 
+def static_pools_short() -> bool:
+    """Whether a static NodePool (spec.replicas) has fewer nodes than it keeps, within limits.nodes:
+    its NodeClaims not being deleted, and its Nodes without a claim of karpweb's (the engine's count)."""
+    for pool in NodePool.objects.filter(replicas__isnull=False):
+        wanted = min(pool.replicas, _node_limit(pool.limits))
+        claims = NodeClaim.objects.filter(node_pool=pool, deleting_since__isnull=True).count()
+        bare = Node.objects.filter(node_pool=pool, node_claim__isnull=True, deleting_since__isnull=True).count()
+        if claims + bare < wanted:
+            return True
+    return False
+
+
+def _node_limit(limits) -> float:
+    value = (limits or {}).get("nodes")
+    try:
+        return int(value) if value is not None else float("inf")
+    except (TypeError, ValueError):
+        return float("inf")  # the engine names the bad quantity; here it only means "look"
+
+
 def controlled_bindings(bindings: list[dict], refusal: str) -> list[dict]:
     """The plan's placements on nodes whose NodePool karpweb controls (the pods it nominates)."""
     if not bindings:
@@ -127,6 +147,8 @@ def _counts(decisions: dict, launched: int, failed: int, relaunched: int, record
 
 
 def claim_subject(claim: dict) -> str:
+    if claim.get("static"):
+        return f"a node of static NodePool {claim['nodePool']}"
     pods = [key.split("/", 1)[-1] for key in claim["pods"]]
     shown = ", ".join(pods[:MAX_PODS_IN_SUBJECT]) + (f" and {len(pods) - MAX_PODS_IN_SUBJECT} more" if len(pods) > MAX_PODS_IN_SUBJECT else "")
     return f"pod{'s' if len(pods) > 1 else ''} {shown}"[:255]

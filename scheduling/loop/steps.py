@@ -169,6 +169,10 @@ def sync_kubernetes(now=None) -> dict:
     return counts
 
 
+# What the lifecycle pass acts on after expiry: consolidation, drift, static NodePools above their replicas.
+DISRUPTION_REASONS = frozenset({disruption.CONSOLIDATION, disruption.DRIFT, disruption.STATIC})
+
+
 def provision(now=None, world_at=None) -> dict:
     if configured_mode() == Mode.CONTROL and (refusal := control_refusal()):
         log.warning("control mode refused, recommending only: %s", refusal)
@@ -180,9 +184,9 @@ def provision(now=None, world_at=None) -> dict:
 
 
 def consolidate(now=None) -> dict:
-    """Consolidation and drift (a reserved node whose reservation its EC2NodeClass no longer selects)."""
-    return disruption.act_on_disruptions(backends.cloud(), backends.cluster(),
-                                         {disruption.CONSOLIDATION, disruption.DRIFT}, now)
+    """Consolidation, drift (a reserved node whose reservation its EC2NodeClass no longer selects) and
+    static NodePools' scale-down."""
+    return disruption.act_on_disruptions(backends.cloud(), backends.cluster(), DISRUPTION_REASONS, now)
 
 
 def expire_capacity_blocks(now=None) -> dict:
@@ -211,8 +215,7 @@ def lifecycle(now=None, world_at=None) -> dict:
     parts |= {
         "expiry": disruption.act_on_disruptions(cloud, cluster, {disruption.EXPIRY}, now, decisions),
         "demote": disruption.demote(cloud, cluster, now, decisions),
-        "consolidate": disruption.act_on_disruptions(cloud, cluster, {disruption.CONSOLIDATION, disruption.DRIFT}, now,
-                                                     decisions),
+        "consolidate": disruption.act_on_disruptions(cloud, cluster, DISRUPTION_REASONS, now, decisions),
         "status": status(now, decisions),
         "standing": {"opportunities": record_standing_opportunities(decisions, now)},
     }

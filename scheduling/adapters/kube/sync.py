@@ -95,6 +95,11 @@ def _meta(obj: dict) -> dict:
 
 
 
+def _replicas(value) -> int | None:
+    """A NodePool's spec.replicas (its CRD admits integers from 0 only); None: a dynamic NodePool."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _clip(value, length: int) -> str:
     return str(value or "")[:length]
 
@@ -448,7 +453,7 @@ class ClusterSync:
         return {
             "name": meta.get("name", ""), "uid": _clip(meta.get("uid"), 64),
             "resource_version": _clip(meta.get("resourceVersion"), 64),
-            "weight": int(spec.get("weight") or 0),
+            "weight": int(spec.get("weight") or 0), "replicas": _replicas(spec.get("replicas")),
             "node_class_ref": ref, "node_class_id": links.node_classes().get(ref.get("name")),
             "requirements": template_spec.get("requirements") or [],
             "taints": template_spec.get("taints") or [], "startup_taints": template_spec.get("startupTaints") or [],
