@@ -93,6 +93,25 @@ def test_sync_once_mirrors_every_kind_with_its_links(adapter, rest, unique):
     assert not Pod.objects.filter(namespace=ns, name="finished").exists()  # finished pods are not mirrored
 
 
+def test_a_static_nodepool_is_mirrored_and_planned_with_its_replicas(adapter, rest, unique):
+    """spec.replicas survives the CRD's schema (pruning), the scale subresource sets it as
+    `kubectl scale` does, and the world the loop plans from carries it (without a weight)."""
+    from scheduling.engine.world import parse_world
+    from scheduling.world import current_world
+
+    h.ec2nodeclass(rest, f"nc-{unique}")
+    h.nodepool(rest, f"fixed-{unique}", node_class=f"nc-{unique}", replicas=3, limits={"nodes": "5"})
+    rest.patch(h.NODEPOOL, f"fixed-{unique}", {"spec": {"replicas": 2}}, subresource="scale")
+    ClusterSync(adapter).sync_once()
+    pool = NodePool.objects.get(name=f"fixed-{unique}")
+    assert (pool.replicas, pool.limits) == (2, {"nodes": "5"})
+    world = current_world()
+    [written] = [p for p in world["nodePools"] if p["metadata"]["name"] == pool.name]
+    assert written["spec"]["replicas"] == 2 and "weight" not in written["spec"]
+    [parsed] = [p for p in parse_world(world).node_pools if p.name == pool.name]
+    assert parsed.replicas == 2
+
+
 def test_sync_deletes_what_disappeared(adapter, rest, unique):
     ns = _world(rest, unique)
     sync = ClusterSync(adapter)
