@@ -86,8 +86,8 @@ from .pdbs import eviction_blocked
 from .planning import Plan
 from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
-from .static import dynamic_templates
-from .scheduler import PoolLimits, Results, Scheduler
+from .static import dynamic_templates, may_replace_drifted, static_claim
+from .scheduler import ClaimNamer, PoolLimits, Results, Scheduler
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 INITIALIZED = "karpenter.sh/initialized"
@@ -303,6 +303,7 @@ class ClusterState:
         self.world = plan.world
         self.now = plan.world.now
         self.templates = dynamic_templates(plan.templates)  # moved pods never open a static NodePool's claim
+        self.static_templates = {t.name: t for t in plan.templates if t.pool.static}
         self.ledger = plan.results.ledger.copy()
         self.world_pools = {p.name: p for p in self.world.node_pools}
         self.world_types = {it.name: it for it in self.world.instance_types}
@@ -682,6 +683,9 @@ class Consolidator:
         for c, rid, message, kind in entries:
             if not self.budgets.allows(c.pool, REASON_DRIFTED):
                 continue
+            if c.pool.static:
+                self._static_drift(c, rid, message, kind)
+                continue
             simulation = self.state.simulate(c.pods, [c.sim])
             results = simulation.results
             if results.failures:
@@ -693,6 +697,26 @@ class Consolidator:
                 moves.update({p.key: final.name for p in final.claim.pods})
             command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
             self.accept(command, simulation)
+
+    def _static_drift(self, c: Candidate, rid: str | None, message: str, kind: str) -> None:
+        """A static pool's drifted node: replaced by a new claim of its pool (static.py); its pods
+        go where they fit, else wait for the replacement."""
+        state = self.state
+        template = state.static_templates.get(c.pool.name)
+        if template is None or not may_replace_drifted(state.world, c.pool):
+            return
+        namer = ClaimNamer(state.taken)
+        claim = static_claim(template, state.ledger, namer.next, lambda: 0)
+        if claim is None:
+            return
+        simulation = state.simulate(c.pods, [c.sim], moved=False)
+        if simulation.results.failures or simulation.results.claims:
+            simulation.undo()  # no new claim for them here: they wait, as upstream's, for the replacement
+            simulation = None
+        moves = dict(simulation.results.bindings) if simulation is not None else {}
+        final = finalize(claim)
+        self.accept(Command(DRIFT, [c], [final], 0.0, moves, drift_reason=message, reservation_id=rid,
+                            drift_kind=kind), simulation)
 
     def emptiness(self) -> None:
         empty = [c for c in self.candidates() if not c.pods]

@@ -10,7 +10,9 @@ whatever the pods (kubernetes-sigs/karpenter pkg/controllers/static/{provisionin
   offering, as any finalised claim does.
 - A pool above `replicas` deletes the surplus: claims not launched yet first, then empty nodes,
   then the nodes whose pods cost least to disrupt (nodes with do-not-disrupt pods last).
-- Consolidation never takes a static pool's nodes; drift still does.
+- Consolidation never takes a static pool's nodes. Drift replaces a drifted one with a new claim
+  of the pool (no pod simulation decides it: its pods go wherever they fit, upstream's StaticDrift),
+  once the pool is not above its replicas and while `limits.nodes` leaves room for the replacement.
 """
 
 from __future__ import annotations
@@ -49,18 +51,38 @@ def static_claims(world: World, templates: list[PoolTemplate], ledger: Reservati
     """Claims without pods for each static pool short of its replicas."""
     claims = []
     for template in templates:
-        if not template.pool.static or template.problem is not None or template.catalog is None:
-            continue
-        mask = template.mask & template.catalog.fits_mask(template.daemon_overhead)
-        if not mask:
-            continue  # no instance type holds its DaemonSets: nothing to launch
-        for _ in range(shortfall(world, template.pool)):
-            claim = NodeClaim(template, mask, next_seq())
-            claim.name = name(template.name)
-            if template.allows_reserved():
-                claim.take(claim.free_reservation(ledger), ledger)
-            claims.append(claim)
+        if template.pool.static:
+            for _ in range(shortfall(world, template.pool)):
+                claim = static_claim(template, ledger, name, next_seq)
+                if claim is None:
+                    break
+                claims.append(claim)
     return claims
+
+
+def static_claim(template: PoolTemplate, ledger: ReservationLedger, name: Callable[[str], str],
+                 next_seq: Callable[[], int]) -> NodeClaim | None:
+    """One claim without pods from a static pool's template, holding a free reserved unit if it can;
+    None when the pool cannot launch (its class is missing or not ready, no type holds its DaemonSets)."""
+    if template.problem is not None or template.catalog is None:
+        return None
+    mask = template.mask & template.catalog.fits_mask(template.daemon_overhead)
+    if not mask:
+        return None
+    claim = NodeClaim(template, mask, next_seq())
+    claim.name = name(template.name)
+    if template.allows_reserved():
+        claim.take(claim.free_reservation(ledger), ledger)
+    return claim
+
+
+def may_replace_drifted(world: World, pool: NodePool) -> bool:
+    """Upstream's static drift: not while the pool is above its replicas (the scale-down comes
+    first), and only while one more node stays within `limits.nodes` (the replacement launches
+    before the drifted node goes)."""
+    running = len(pool_nodes(world, pool))
+    limit = pool.limits.get("nodes") if pool.limits is not None else None
+    return running <= pool.replicas and (limit is None or running + 1 <= limit)
 
 
 def surplus(world: World, pool: NodePool, bound: dict[str, list[Pod]], cost: Callable[[Node, list[Pod]], float],

@@ -98,11 +98,30 @@ def test_static_nodes_are_never_consolidated_but_drift_still_replaces_them():
     pools = [static_pool(replicas=2, budgets=[{"nodes": "100%"}], policy="WhenEmptyOrUnderutilized")]
     decisions = run(pools, nodes=nodes)  # both empty, one oversized: a dynamic pool would lose both
     assert decisions["disruptions"] == []
-    drifted = world(instance_types=[M5L, M5XL], node_classes=CLASSES, node_pools=pools, nodes=nodes)
-    drifted["nodeClaims"] = [{"metadata": {"name": "s1"}, "status": {"nodeName": "s1", "conditions": [
+    [drift] = simulate(drifted_world(pools, nodes, pods=[bound("web", "s1", "1")]))["disruptions"]
+    assert (drift["reason"], drift["action"], drift["nodes"], drift["evictedPods"]) == (
+        "drift", "replace", ["s1"], ["default/web"])
+    # Upstream's StaticDrift: a new claim of the static pool, whatever the pods (they fit on s2 here).
+    replacement = drift["replacement"]
+    assert (replacement["nodePool"], replacement["pods"], replacement["static"]) == ("static", [], True)
+
+
+def drifted_world(pools, nodes, pods=(), drifted="s1"):
+    doc = world(instance_types=[M5L, M5XL], node_classes=CLASSES, node_pools=pools, nodes=nodes, pods=list(pods))
+    doc["nodeClaims"] = [{"metadata": {"name": drifted}, "status": {"nodeName": drifted, "conditions": [
         {"type": "Drifted", "status": "True", "reason": "AMIDrift", "message": "AMI changed"}]}}]
-    reasons = [(d["reason"], d["nodes"]) for d in simulate(drifted)["disruptions"]]
-    assert reasons == [("drift", ["s1"])]
+    return doc
+
+
+@pytest.mark.parametrize("replicas, limits, why", [
+    (1, None, "the pool is above its replicas: the scale-down comes first"),
+    (2, {"nodes": "2"}, "limits.nodes leaves no room for the replacement"),
+])
+def test_a_drifted_static_node_waits(replicas, limits, why):
+    nodes = [knode("s1", "m5.large", pool="static"), knode("s2", "m5.large", pool="static")]
+    pools = [static_pool(replicas=replicas, limits=limits, budgets=[{"nodes": "100%"}])]
+    decisions = simulate(drifted_world(pools, nodes, drifted="s2"))  # s1 goes first if one must
+    assert [d["reason"] for d in decisions["disruptions"] if d["reason"] == "drift"] == [], why
 
 
 @pytest.mark.parametrize("spec, path, message", [
