@@ -214,8 +214,10 @@ def node_pool_object(p: NodePool) -> dict:
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": _metadata(p.name, uid=p.uid, annotations=annotations, created=p.created_at),
         "spec": {
-            # A static NodePool has replicas and no weight (its CRD refuses both together).
-            **({"weight": p.weight} if p.replicas is None else {"replicas": p.replicas}),
+            # A static NodePool has replicas and no weight (0 is karpweb's "unset"): the engine refuses
+            # both together, as the CRD does, so the admin's check names a weight set on a static pool.
+            **({"weight": p.weight} if p.replicas is None or p.weight else {}),
+            **({"replicas": p.replicas} if p.replicas is not None else {}),
             "limits": p.limits or {},
             "disruption": {
                 "consolidationPolicy": p.consolidation_policy,

@@ -100,6 +100,19 @@ def test_nodepool_plain_fields(admin_user_client, pool_url, unchanged):
     unchanged()
 
 
+def test_a_static_nodepool_refuses_a_weight_and_limits_but_nodes(admin_user_client, pool_url, small_world, unchanged):
+    """spec.replicas as the CRD's rules have it: with it, no weight and no limit but limits.nodes."""
+    data = {**form_data(admin_user_client, pool_url), "replicas": "2"}
+    for change, field in [({"weight": "10"}, "weight"), ({"weight": "0", "limits": json.dumps({"cpu": "8"})}, "limits"),
+                          ({"weight": "0", "replicas": "-1"}, "replicas")]:
+        errors = post(admin_user_client, pool_url, {**data, **change})
+        assert field in errors, (change, errors)
+    unchanged()
+    saved = admin_user_client.post(pool_url, {**data, "weight": "0", "limits": json.dumps({"nodes": "3"})})
+    assert saved.status_code == 302
+    assert NodePool.objects.get(pk=small_world["pool"].pk).replicas == 2
+
+
 def test_nodepool_node_class_ref_cannot_be_posted(admin_user_client, pool_url, small_world):
     """Read-only: whatever is posted for it is ignored, never a 500, and the ref stays the class's."""
     data = form_data(admin_user_client, pool_url)
