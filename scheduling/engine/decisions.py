@@ -19,9 +19,10 @@ from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, format_resource
 
 def decisions(plan: Plan) -> dict:
     results = plan.results
-    pool_count = len(plan.templates)
+    static = tuple(sorted(t.name for t in plan.templates if t.pool.static))
+    pool_count = len(plan.templates) - len(static)  # the NodePools pending pods may get claims from
     empty = not plan.world.instance_types
-    failures = [(f.pod.key, failure_reason(f, pool_count, empty), f.deferred) for f in results.failures]
+    failures = [(f.pod.key, failure_reason(f, pool_count, empty, static), f.deferred) for f in results.failures]
     by_id = {r.id: r for r in plan.world.reservations} if plan.world.reservation_groups else {}
     return {
         "nodeClaims": [node_claim(claim, launch_group(claim, plan, by_id)) for claim in plan.claims],

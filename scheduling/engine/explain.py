@@ -27,7 +27,10 @@ EMPTY_CATALOGUE = ("no instance type is known: the instance-type catalogue is em
                    "EC2 sync has not run or failed, or karpweb runs with a simulated EC2 that holds no catalogue)")
 
 
-def failure_reason(failure: Failure, pool_count: int, catalogue_empty: bool = False) -> str:
+def failure_reason(failure: Failure, pool_count: int, catalogue_empty: bool = False,
+                   static_pools: tuple[str, ...] = ()) -> str:
+    """Why a pod got no place; `pool_count` counts the NodePools that launch for pods, `static_pools`
+    names those that launch only for their replicas."""
     pod = failure.pod
     if pod.volume_problem:
         return pod.volume_problem
@@ -40,6 +43,9 @@ def failure_reason(failure: Failure, pool_count: int, catalogue_empty: bool = Fa
     if failure.deferred:
         rejections = [(t, r) for t, r in rejections if r.reserved_held]
     if not rejections:
+        if static_pools and not failure.deferred:
+            return (f"no existing node has room for it and no NodePool launches for pods: static NodePool(s) "
+                    f"{', '.join(static_pools)} launch only for their spec.replicas")
         return "no existing node has room for it and there is no NodePool to launch one"
     parts = [(template.name, EMPTY_CATALOGUE if catalogue_empty and rejection.kind == NO_INSTANCE_TYPE
               else pool_reason(template, pod, rejection)) for template, rejection in rejections]

@@ -76,7 +76,9 @@ def test_pending_pods_get_no_claim_from_a_static_pool_but_bind_to_its_nodes_with
 def test_a_pod_that_only_a_static_pool_would_take_stays_unschedulable():
     decisions = run([static_pool(replicas=0)], pods=[pod("web", "1")])
     assert decisions["nodeClaims"] == []
-    assert [u["pod"] for u in decisions["unschedulable"]] == ["default/web"]
+    [why] = decisions["unschedulable"]
+    assert why["pod"] == "default/web"
+    assert "static NodePool(s) static launch only for their spec.replicas" in why["reason"]
 
 
 def test_scale_down_deletes_unlaunched_claims_then_empty_nodes_then_the_cheapest_to_disrupt():
