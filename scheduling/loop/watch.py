@@ -27,6 +27,7 @@ from scheduling.engine.batching import BatchWindow
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.loop import leases
 from scheduling.loop.keptworld import KeptWorld
+from scheduling.loop.provisioning import static_pools_short
 from scheduling.models import Pod, WatchState
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ class WatchLoop:
                         checked = now
                 if (stats.created["Pod"] or stats.updated["Pod"] or stats.deleted["Node"]) and pending_pods():
                     self.window.trigger(now)
+                elif static_change(stats) and static_pools_short():  # upstream's static provisioning reconciles then
+                    self.window.trigger(now)
                 if (stats.created["Node"] or stats.updated["Node"]) and self.after_launch is not None:
                     self.after_launch()
                 if self.window.due(now):
@@ -179,6 +182,12 @@ class Heartbeat:
 
     def stop(self) -> None:
         self.write(holder="", kept_objects=0)
+
+
+def static_change(stats) -> bool:
+    """A NodePool created or changed (its replicas), or a NodeClaim or Node gone: a static NodePool may be short."""
+    return bool(stats.created["NodePool"] or stats.updated["NodePool"] or stats.deleted["NodeClaim"]
+                or stats.deleted["Node"])
 
 
 def pending_pods() -> bool:

@@ -19,7 +19,9 @@ def test_crds_are_established_and_install_is_idempotent(kube_api_client):
         crd = rest.get(CRD, name)
         established = [c for c in crd["status"]["conditions"] if c["type"] == "Established"]
         assert established and established[0]["status"] == "True"
-        assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+        # NodePools also have upstream's scale subresource (`kubectl scale nodepool`: spec.replicas).
+        scale = {"scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}}
+        assert crd["spec"]["versions"][0]["subresources"] == {"status": {}, **(scale if name == "nodepools.karpenter.sh" else {})}
 
 
 def _nodepool(name, **spec):
@@ -46,6 +48,8 @@ def test_nodepool_defaults_match_upstream(kube_api_client, unique):
     ({"disruption": {"consolidationPolicy": "Sometimes"}}, "spec.disruption.consolidationPolicy"),
     ({"disruption": {"budgets": [{"nodes": "ten"}]}}, "spec.disruption.budgets"),
     ({"limits": {"cpu": "lots"}}, "spec.limits.cpu"),
+    ({"replicas": -1}, "spec.replicas"),
+    ({"replicas": "three"}, "spec.replicas"),
 ])
 def test_nodepool_schema_rejects_invalid_fields(kube_api_client, unique, spec, field):
     rest = KubeRest(kube_api_client)

@@ -101,8 +101,11 @@ def test_a_static_nodepool_is_mirrored_and_planned_with_its_replicas(adapter, re
 
     h.ec2nodeclass(rest, f"nc-{unique}")
     h.nodepool(rest, f"fixed-{unique}", node_class=f"nc-{unique}", replicas=3, limits={"nodes": "5"})
-    rest.patch(h.NODEPOOL, f"fixed-{unique}", {"spec": {"replicas": 2}}, subresource="scale")
-    ClusterSync(adapter).sync_once()
+    try:
+        rest.patch(h.NODEPOOL, f"fixed-{unique}", {"spec": {"replicas": 2}}, subresource="scale")
+        ClusterSync(adapter).sync_once()
+    finally:  # the server is shared: a static pool left short would open other tests' watch batches
+        rest.delete(h.NODEPOOL, f"fixed-{unique}")
     pool = NodePool.objects.get(name=f"fixed-{unique}")
     assert (pool.replicas, pool.limits) == (2, {"nodes": "5"})
     world = current_world()

@@ -2,12 +2,14 @@
 provisioning batch, run once the window has been quiet for its idle time; a second replica waits
 for the lease and provisions nothing; without a Kubernetes cluster the command says why."""
 
+import contextlib
 import threading
 import time
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from kubernetes.client.exceptions import ApiException
 
 from scheduling.loop import leases
 from scheduling.loop.watch import LEASE, WatchLoop
@@ -78,6 +80,30 @@ def test_a_burst_of_pending_pods_is_one_batch_after_the_quiet(rest, adapter, uni
     reaction = batches[0] - created[-1]
     print(f"reaction: one batch {reaction:.2f} s after the last of 3 pending pods (idle window 0.8 s)")
     assert 0.8 <= reaction < 3.0, reaction  # the idle time after the last pod, not a 10 s beat or a 30 s poll
+
+
+def test_a_static_nodepool_short_of_its_replicas_opens_a_batch(rest, adapter, unique, settings, kube_server):
+    """No pod waits: a NodePool created with spec.replicas is what opens the batch (upstream's static
+    provisioning reconciles on a NodePool's creation and on a change of its replicas)."""
+    use_kube_server(kube_server)
+    batches = []
+    loop = WatchLoop(adapter, provision=lambda: batches.append(time.monotonic()), idle_seconds=0.5, max_seconds=5)
+    worker, stop = start(loop)
+    try:
+        time.sleep(2.0)  # the initial list (and any batch its pending pods open) is done
+        batches.clear()
+        h.ec2nodeclass(rest, f"nc-{unique}")
+        h.nodepool(rest, f"dynamic-{unique}", node_class=f"nc-{unique}")  # no replicas: nothing to launch
+        time.sleep(1.5)
+        assert batches == []
+        h.nodepool(rest, f"fixed-{unique}", node_class=f"nc-{unique}", replicas=2)
+        wait_for(lambda: batches, 10)
+    finally:
+        stop.set()
+        worker.join(10)
+        for name in (f"fixed-{unique}", f"dynamic-{unique}"):  # the server is shared with later tests
+            with contextlib.suppress(ApiException):  # not created: the test failed before it
+                rest.delete(h.NODEPOOL, name)
 
 
 def test_a_second_replica_waits_for_the_lease(adapter, settings, kube_server):
