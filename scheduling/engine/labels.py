@@ -54,5 +54,15 @@ INSTANCE_LABELS = frozenset({INSTANCE_TYPE, ARCH, OS, REGION, WINDOWS_BUILD}) | 
 # (upstream `WellKnownLabels`, with the AWS additions).
 WELL_KNOWN_LABELS = INSTANCE_LABELS | OFFERING_LABELS | {NODEPOOL}
 
+# Deprecated keys a requirement may still name, read as their current names (upstream
+# `NormalizedLabels`, applied to every requirement: pods', NodePools', template labels).
+NORMALIZED_LABELS = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+}
+
 DEFAULT_ARCH = "amd64"
 DEFAULT_OS = "linux"
