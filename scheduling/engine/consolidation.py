@@ -65,7 +65,7 @@ from .budgets import (
 from .cluster import Node, NodePool, Pod
 from .instancetypes import RESERVED_PRICE_DIVISOR, InstanceType, Offering
 from .labels import (
-    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
+    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INITIALIZED, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
     ZONE,
 )
 from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
@@ -77,7 +77,6 @@ from .requirements import Requirement, Requirements
 from .scheduler import PoolLimits, Results, Scheduler
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-INITIALIZED = "karpenter.sh/initialized"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 MAX_MULTI_NODE_CANDIDATES = 100
 MIN_SPOT_TO_SPOT_OPTIONS = 15

@@ -14,11 +14,12 @@ from .catalog import Catalog
 from .gcpause import cyclic_gc_paused
 from .cluster import NodePool, Pod, World
 from .instancetypes import reserved_offering
-from .labels import INSTANCE_LABELS
+from .labels import INITIALIZED, INSTANCE_LABELS, REGISTERED
 from .launch import FinalClaim, finalize
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, PoolTemplate, sum_requests
 from .quantities import ResourceList
+from .requirements import Requirement
 from .scheduler import PoolLimits, Results, Scheduler
 from .selectors import NodeClassReservations, resolve_node_class, selects_once_active
 from .taints import untolerated
@@ -100,12 +101,17 @@ def _pool_problem(pool: NodePool, resolved: dict[str, NodeClassReservations]) ->
 
 def daemon_overhead(world: World, template: PoolTemplate) -> ResourceList:
     """Requests of the DaemonSets that would run on this NodePool's nodes (upstream: those that
-    tolerate its taints and whose node selection is compatible with its requirements)."""
+    tolerate its taints and whose node selection is compatible with its requirements). A new node
+    will carry `karpenter.sh/registered` and `karpenter.sh/initialized`, so a DaemonSet selecting
+    them counts (upstream adds both to the NodeClaimTemplate's requirements for this check only:
+    they never reach a claim)."""
     if template.catalog is None:
         return ResourceList()
+    requirements = template.requirements.intersect([Requirement.single(REGISTERED, "true"),
+                                                    Requirement.single(INITIALIZED, "true")])
     pods = [ds.pod for ds in world.daemon_sets
             if untolerated(template.taints, ds.pod.tolerations) is None
-            and any(template.requirements.compatible(alt, template.catalog.well_known) is None
+            and any(requirements.compatible(alt, template.catalog.well_known) is None
                     for alt in ds.pod.alternatives)]
     return sum_requests(pods)
 

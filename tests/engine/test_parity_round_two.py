@@ -51,3 +51,28 @@ def test_deprecated_label_selects_an_existing_node_by_its_current_label():
                                   "topology.kubernetes.io/zone": "us-east-1a"})
     where = placement(plan([pod("p", selector={"beta.kubernetes.io/instance-type": "large-type"})], nodes=[existing]))
     assert where["default/p"] == ("node", "n1")
+
+
+# 2. DaemonSets selecting karpenter.sh/initialized or karpenter.sh/registered (suite_test "Should
+#    properly handle DaemonSet resources with Node Affinity for `karpenter.sh/initialized` and
+#    `karpenter.sh/registered`") ----------------------------------------------------------------------
+
+
+def daemon_set(name, cpu, key):
+    template = pod(name, cpu=cpu, terms=[{"matchExpressions": [{"key": key, "operator": "In", "values": ["true"]}]}])
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"template": {"metadata": {"labels": {"app": name}}, "spec": template["spec"]}}}
+
+
+def test_daemon_sets_selecting_lifecycle_labels_count_on_new_nodes():
+    its = [instance_type("two-cpu", "2", "8Gi", zones=ZONES, od=0.1),
+           instance_type("four-cpu", "4", "16Gi", zones=ZONES, od=0.2)]
+    daemons = [daemon_set("agent", "1", "karpenter.sh/initialized"),
+               daemon_set("logger", "1", "karpenter.sh/registered")]
+    decisions = plan([pod("app", cpu="2")], instance_types=its, daemon_sets=daemons)
+    claim = placement(decisions)["default/app"][1]
+    # 2 CPU for the pod and 1 for each DaemonSet: only the 4-CPU type holds all three.
+    assert claim["launch"]["instanceType"] == "four-cpu"
+    # The lifecycle labels are for this check only: they never reach the claim.
+    assert not {"karpenter.sh/initialized", "karpenter.sh/registered"} & set(claim["labels"])
+    assert claim["resources"]["cpu"] == "4"  # the DaemonSets' 2 CPU are in the claim's requests
