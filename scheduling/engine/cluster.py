@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from .budgets import DisruptionSpec
+from .hostports import HostPort
 from .instances import Instance
 from .instancetypes import InstanceType
 from .labels import NODEPOOL
@@ -63,6 +64,7 @@ class Pod:
     volume_terms: tuple[Requirements, ...] | None = None
     volume_problem: str = ""
     volume_usage: tuple[tuple[str, frozenset[str]], ...] = ()
+    host_ports: tuple[HostPort, ...] = ()  # its containers' hostPorts (hostports.py)
     # Required node affinity alone (nodeSelector AND each required term); `alternatives` also ANDs
     # the preferred node affinity terms still in force.
     strict_alternatives: tuple[Requirements, ...] = field(init=False)
@@ -152,6 +154,7 @@ class Pod:
             self.active_anti_affinity,
             self.active_affinity,
             self.active_spread,
+            self.host_ports,
         )
 
     def sort_key(self) -> tuple:

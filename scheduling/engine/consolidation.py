@@ -355,7 +355,7 @@ class ClusterState:
                 self._by_cpu = ([n.available.get(CPU, 0) for n in ready], ready)
             spare, ready = self._by_cpu
             roomy = ready[bisect_left(spare, pod.requests.get(CPU, 0)):]
-            if not pod.anti_affinity and all(not len(alt) for alt in pod.alternatives):
+            if not pod.anti_affinity and not pod.host_ports and all(not len(alt) for alt in pod.alternatives):
                 # Nothing but room can stop such a pod on an untainted node none of whose pods
                 # repel others: skip the full check there.
                 requests = pod.requests

@@ -417,7 +417,8 @@ class Topology:
                    tuple((g.index, selfish) for g, selfish in owned_entries), tuple(g.index for g in inverse),
                    tuple(sorted(pin_keys)),
                    # hostname affinity seeds and spread domains depend on the pod's own node requirements
-                   pod.strict_alternatives if owned_entries else ())
+                   pod.strict_alternatives if owned_entries else (),
+                   pod.host_ports)  # a refusal for a host port holds only for pods asking for it
         found = self._infos[pod.signature] = PodInfo(owned_entries, inverse, selected_by, owner_of, pin_keys, fit_key)
         return found
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from .budgets import parse_disruption
 from .cluster import DaemonSet, Node, NodeClass, NodePool, Pod, World
+from .hostports import parse_host_ports
 from .groups import GROUPS_ANNOTATION, merge_terms, parse_annotation
 from .instances import parse_instances
 from .ec2types import (
@@ -647,6 +648,7 @@ class _Reader:
             spread=self.spread_constraints(spec.get("topologySpreadConstraints"), labels,
                                            f"{path}.spec.topologySpreadConstraints"),
             volume_claims=claim_names(name or "", spec.get("volumes")),
+            host_ports=parse_host_ports(self.items(spec.get("containers"), f"{path}.spec.containers"), self.problem),
         )
         return Pod(namespace, name, **pod) if name else None
 

@@ -76,3 +76,74 @@ def test_daemon_sets_selecting_lifecycle_labels_count_on_new_nodes():
     # The lifecycle labels are for this check only: they never reach the claim.
     assert not {"karpenter.sh/initialized", "karpenter.sh/registered"} & set(claim["labels"])
     assert claim["resources"]["cpu"] == "4"  # the DaemonSets' 2 CPU are in the claim's requests
+
+
+# 3. host ports (suite_test Describe "Host Ports" / "should not schedule pods with conflicting host
+#    ports on the same node"; consolidation_test: a pod is not moved onto a node whose pod holds
+#    its host port) -----------------------------------------------------------------------------------
+
+
+def with_port(item, port=8080, protocol=None, ip=None):
+    entry = {"containerPort": port, "hostPort": port}
+    if protocol:
+        entry["protocol"] = protocol
+    if ip:
+        entry["hostIP"] = ip
+    item["spec"]["containers"][0].setdefault("ports", []).append(entry)
+    return item
+
+
+def claim_of(decisions, key):
+    kind, where = placement(decisions)[key]
+    assert kind == "claim", (key, kind, where)
+    return where["name"]
+
+
+def test_pods_with_the_same_host_port_get_separate_claims():
+    decisions = plan([with_port(pod("a")), with_port(pod("b"))])
+    assert claim_of(decisions, "default/a") != claim_of(decisions, "default/b")
+
+
+def test_host_ports_share_a_claim_when_protocol_or_address_differ():
+    decisions = plan([with_port(pod("tcp")), with_port(pod("udp"), protocol="UDP"),
+                      with_port(pod("one"), port=9090, ip="10.0.0.1"), with_port(pod("two"), port=9090, ip="10.0.0.2")])
+    assert len(decisions["nodeClaims"]) == 1
+
+
+def test_host_port_on_every_address_conflicts_with_one_address():
+    decisions = plan([with_port(pod("any"), ip="0.0.0.0"), with_port(pod("one"), ip="10.0.0.1")])
+    assert len(decisions["nodeClaims"]) == 2
+
+
+def test_host_port_taken_on_an_existing_node_sends_the_pod_elsewhere():
+    labels = {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "large-type",
+              "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand"}
+    existing = node("n1", labels=labels)
+    decisions = plan([with_port(pod("running", node="n1")), with_port(pod("new")), pod("plain")], nodes=[existing])
+    where = placement(decisions)
+    assert where["default/plain"] == ("node", "n1")
+    assert where["default/new"][0] == "claim"
+
+
+def test_bad_host_port_is_named():
+    import pytest
+    from scheduling.engine import WorldError
+    with pytest.raises(WorldError) as raised:
+        plan([with_port(pod("bad"), port=70000)])
+    assert "pods[0].spec.containers[0].ports[0].hostPort" in str(raised.value)
+
+
+def test_consolidation_does_not_move_a_pod_onto_a_node_holding_its_host_port():
+    labels = {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "large-type",
+              "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand",
+              "karpenter.sh/initialized": "true"}
+    nodes = [node(name, labels={**labels, "kubernetes.io/hostname": name}) for name in ("n1", "n2")]
+    created = "2026-11-21T10:00:00Z"
+    pods = [with_port(pod("a", node="n1", created=created)), with_port(pod("b", node="n2", created=created))]
+    # One size only: replacing a node is never cheaper, so each node either goes or stays.
+    doc = world(instance_types=catalogue()[1:], node_classes=[node_class("default")], nodes=nodes, pods=pods)
+    assert simulate(doc)["disruptions"] == []
+    # Without the host ports one node takes both pods and the other goes.
+    for item in pods:
+        item["spec"]["containers"][0].pop("ports")
+    assert [d["nodes"] for d in simulate(doc)["disruptions"]] in ([["n1"]], [["n2"]])
