@@ -147,3 +147,33 @@ def test_consolidation_does_not_move_a_pod_onto_a_node_holding_its_host_port():
     for item in pods:
         item["spec"]["containers"][0].pop("ports")
     assert [d["nodes"] for d in simulate(doc)["disruptions"]] in ([["n1"]], [["n2"]])
+
+
+# 4. nodeTaintsPolicy for domains a NodePool brings (topology_test "should balance pods across a
+#    label when discovered from the nodepool (NodeTaintsPolicy=ignore)" and "(...=honor)") ---------
+
+
+def spread_over_pools(policy):
+    pools = [node_pool("default", requirements=[{"key": "example.com/rack", "operator": "In", "values": ["foo"]}]),
+             node_pool("tainted", requirements=[{"key": "example.com/rack", "operator": "In", "values": ["bar"]}],
+                       taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])]
+    pods = []
+    for index in range(2):
+        item = pod(f"web-{index}", labels={"app": "web"})
+        item["spec"]["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "example.com/rack", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}}, "nodeTaintsPolicy": policy}]
+        pods.append(item)
+    return placement(plan(pods, node_pools=pools))
+
+
+def test_node_taints_policy_ignore_counts_a_tainted_node_pools_domain():
+    where = spread_over_pools("Ignore")
+    kinds = sorted(kind for kind, _ in where.values())
+    # One pod in rack foo; the other would make the skew 2 against the empty rack bar it cannot use.
+    assert kinds == ["claim", "unschedulable"], where
+
+
+def test_node_taints_policy_honor_leaves_a_tainted_node_pools_domain_out():
+    where = spread_over_pools("Honor")
+    assert [kind for kind, _ in where.values()] == ["claim", "claim"], where
