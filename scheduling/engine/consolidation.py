@@ -62,7 +62,7 @@ from typing import Iterable
 from .budgets import (
     REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED, DisruptionSpec,
 )
-from .cluster import Node, NodePool, Pod
+from .cluster import DO_NOT_DISRUPT, Node, NodePool, Pod
 from .instancetypes import RESERVED_PRICE_DIVISOR, InstanceType, Offering
 from .labels import (
     CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INITIALIZED, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
@@ -76,7 +76,6 @@ from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
 from .scheduler import PoolLimits, Results, Scheduler
 
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 MAX_MULTI_NODE_CANDIDATES = 100
 MIN_SPOT_TO_SPOT_OPTIONS = 15
@@ -248,6 +247,7 @@ def _topology_terms(pod: Pod) -> bool:
 
 
 def do_not_disrupt(annotations: dict[str, str]) -> bool:
+    """A node's `karpenter.sh/do-not-disrupt` (only "true" counts on a node, as upstream)."""
     return annotations.get(DO_NOT_DISRUPT) == "true"
 
 
@@ -564,9 +564,9 @@ class Consolidator:
         if price is None:
             return None
         bound = state.bound.get(sim.name, [])
-        if any(do_not_disrupt(p.annotations) for p in bound):
+        if any(p.blocks_disruption(state.now) for p in bound):
             return None
-        pods = [p for p in bound if not p.daemon]
+        pods = [p for p in bound if p.reschedulable]
         spec = pool.disruption
         if consolidation:
             if spec.consolidate_after is None:

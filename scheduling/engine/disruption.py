@@ -63,7 +63,7 @@ def lifecycle(plan: Plan) -> Lifecycle:
     for name in upcoming:
         state.by_name[name].receives = False
     leaving = {n.name for n in world.nodes if n.deleting} | due
-    displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
+    displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if p.reschedulable]
     displaced += state.orphans + [f.pod for f in plan.results.failures]
     if displaced:
         baseline = state.simulate(displaced, moved=False)

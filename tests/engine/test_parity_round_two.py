@@ -177,3 +177,87 @@ def test_node_taints_policy_ignore_counts_a_tainted_node_pools_domain():
 def test_node_taints_policy_honor_leaves_a_tainted_node_pools_domain_out():
     where = spread_over_pools("Honor")
     assert [kind for kind, _ in where.values()] == ["claim", "claim"], where
+
+
+# 5. terminating pods (emptiness_test "should ignore ... pods that are terminating" / suite_test: a
+#    terminating do-not-disrupt pod does not block its node) ------------------------------------------
+
+LONG_AGO = "2026-11-21T08:00:00Z"
+NODE_LABELS = {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "large-type",
+               "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": "on-demand",
+               "karpenter.sh/initialized": "true"}
+
+
+def cluster_node(name):
+    item = node(name, labels={**NODE_LABELS, "kubernetes.io/hostname": name})
+    item["metadata"]["creationTimestamp"] = LONG_AGO
+    return item
+
+
+def bound(name, node_name, *, annotations=None, terminating=False, started=None, owner=None, cpu="100m"):
+    item = pod(name, cpu=cpu, node=node_name, created=LONG_AGO)
+    if annotations:
+        item["metadata"]["annotations"] = annotations
+    if terminating:
+        item["metadata"]["deletionTimestamp"] = NOW
+    if started:
+        item["status"] = {"phase": "Running", "startTime": started}
+    if owner:
+        item["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "web", "controller": True}]
+    return item
+
+
+def disrupt(nodes, pods, now=NOW, **kwargs):
+    doc = world(instance_types=catalogue()[1:], node_classes=[node_class("default")], nodes=nodes, pods=pods, now=now,
+                **kwargs)
+    return simulate(doc)["disruptions"]
+
+
+def test_a_node_whose_only_pod_is_terminating_is_empty():
+    found = disrupt([cluster_node("n1")], [bound("leaving", "n1", terminating=True)])
+    assert [(d["nodes"], d["consolidationType"]) for d in found] == [(["n1"], "empty")]
+
+
+def test_a_terminating_stateful_set_pod_keeps_its_node_from_being_empty():
+    found = disrupt([cluster_node("n1")], [bound("db-0", "n1", terminating=True, owner="StatefulSet")])
+    assert all(d.get("consolidationType") != "empty" for d in found)
+
+
+def test_a_terminating_do_not_disrupt_pod_does_not_block_its_node():
+    blocker = {"karpenter.sh/do-not-disrupt": "true"}
+    nodes = [cluster_node("n1"), cluster_node("n2")]
+    held = disrupt(nodes, [bound("a", "n1", annotations=blocker), bound("b", "n2", annotations=blocker)])
+    assert held == []
+    going = disrupt(nodes, [bound("a", "n1", annotations=blocker, terminating=True), bound("b", "n2", annotations=blocker)])
+    assert [d["nodes"] for d in going] == [["n1"]]
+
+
+# 6. do-not-disrupt durations (suite_test "should allow disruption of nodes with pods that have
+#    do-not-disrupt set to a duration that has elapsed" and the one that has not) ---------------------
+
+
+def blocked_for(value, started):
+    nodes = [cluster_node("n1"), cluster_node("n2")]
+    pods = [bound("a", "n1", annotations={"karpenter.sh/do-not-disrupt": value}, started=started),
+            bound("b", "n2", annotations={"karpenter.sh/do-not-disrupt": "true"})]
+    return [d["nodes"] for d in disrupt(nodes, pods)]
+
+
+def test_do_not_disrupt_duration_blocks_until_it_elapses():
+    assert blocked_for("2m", "2026-11-21T11:59:00Z") == []  # started a minute ago
+    assert blocked_for("1h", "2026-11-21T11:30:00Z") == []
+
+
+def test_do_not_disrupt_duration_that_has_elapsed_no_longer_blocks():
+    assert blocked_for("2m", "2026-11-21T11:50:00Z") == [["n1"]]
+    assert blocked_for("1h30m", "2026-11-21T10:00:00Z") == [["n1"]]
+
+
+def test_do_not_disrupt_duration_without_a_start_time_blocks():
+    assert blocked_for("2m", None) == []
+
+
+def test_do_not_disrupt_value_that_is_no_duration_counts_as_absent():
+    assert blocked_for("soon", None) == [["n1"]]
+    assert blocked_for("-5m", None) == [["n1"]]
+
