@@ -126,6 +126,16 @@ def build_existing(world: World, pods: list[Pod] | None = None) -> list[Existing
             for seq, node in enumerate(world.nodes) if not node.deleting]
 
 
+def displaced_by_deletion(world: World) -> list[Pod]:
+    """The pods of nodes being deleted that need a place again: upstream's provisioner schedules
+    them with the pending pods (StatefulSet pods too, while they terminate), so their replacement
+    capacity is planned at once rather than after they are evicted."""
+    deleting = {node.name for node in world.nodes if node.deleting}
+    if not deleting:
+        return []
+    return [pod for pod in world.pods if pod.node_name in deleting and pod.reschedulable]
+
+
 def build_ledger(templates: list[PoolTemplate]) -> ReservationLedger:
     offerings = (o for t in templates if t.catalog is not None and t.problem is None
                  for it in t.catalog.instance_types for o in it.offerings if o.reserved)
@@ -159,5 +169,5 @@ def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
         templates = build_templates(world, catalogs, resolved)
         scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
                               build_limits(world, templates), namespaces=world.namespaces)
-        results = scheduler.solve(world.pending_pods())
+        results = scheduler.solve(world.pending_pods() + displaced_by_deletion(world))
         return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims])

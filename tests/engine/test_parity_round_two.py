@@ -261,3 +261,32 @@ def test_do_not_disrupt_value_that_is_no_duration_counts_as_absent():
     assert blocked_for("soon", None) == [["n1"]]
     assert blocked_for("-5m", None) == [["n1"]]
 
+
+# 7. pods of a deleting node (suite_test "should schedule pods on a node that is being deleted" /
+#    "... including StatefulSet pods that are terminating"; disruption suite_test: replacement
+#    capacity is planned for the pods of a node marked for deletion) -----------------------------------
+
+
+def deleting_node(name):
+    item = cluster_node(name)
+    item["metadata"]["deletionTimestamp"] = NOW
+    return item
+
+
+def test_pods_of_a_deleting_node_get_capacity_planned_at_once():
+    decisions = plan([bound("web", "gone", cpu="2"), bound("db-0", "gone", cpu="2", terminating=True, owner="StatefulSet"),
+                      bound("done", "gone", terminating=True), bound("agent", "gone", owner="DaemonSet")],
+                     nodes=[deleting_node("gone")])
+    where = placement(decisions)
+    assert where["default/web"][0] == "claim" and where["default/db-0"][0] == "claim"
+    assert "default/done" not in where and "default/agent" not in where  # terminating, DaemonSet: nothing to place
+    # Planned once: consolidation's pass does not plan them a second time.
+    planned = [key for claim in decisions["nodeClaims"] for key in claim["pods"]]
+    assert sorted(planned) == ["default/db-0", "default/web"]
+    assert all(d.get("replacement") is None for d in decisions["disruptions"])
+
+
+def test_pods_of_a_deleting_node_move_to_an_existing_node_with_room():
+    decisions = plan([bound("web", "gone")], nodes=[deleting_node("gone"), cluster_node("stays")])
+    assert placement(decisions)["default/web"] == ("node", "stays")
+    assert decisions["nodeClaims"] == []
