@@ -19,7 +19,8 @@ Upstream (kubernetes-sigs/karpenter `pkg/controllers/disruption/`):
     for the longest prefix of up to 100 candidates ordered by disruption cost that can go at once,
     reason Underutilized), single-node (candidates by savings per unit of disruption cost,
     interleaved across NodePools; the first that works, reason Underutilized). Drift (reason
-    Drifted) comes first of all. NodePool disruption budgets bound every method.
+    Drifted) comes first of all: every empty drifted node, or else the first non-empty one whose
+    pods all find a place (one per pass, as upstream). NodePool disruption budgets bound every method.
   * Disruption cost: per pod 1 + pod-deletion-cost / 2^27 + priority / 2^25 (each clamped to
     [-10, 10]), times the fraction of the node's `expireAfter` lifetime that remains.
 
@@ -619,8 +620,9 @@ class Consolidator:
     # methods ------------------------------------------------------------------------------------
 
     def drift(self, drifted: list[tuple[str, str | None, str, str]]) -> None:
-        """Delete or replace each drifted node (name, reservation id, message, drift reason) whose
-        pods all find a place (budget: Drifted)."""
+        """Drifted nodes (name, reservation id, message, drift reason), cheapest to disrupt first,
+        within the Drifted budget, as upstream's drift method per pass: every empty one (no
+        simulation needed), or else the first non-empty one whose pods all find a place."""
         entries = []
         for name, rid, message, kind in drifted:
             sim = self.state.by_name.get(name)
@@ -628,20 +630,30 @@ class Consolidator:
             if c is not None:
                 entries.append((c, rid, message, kind))
         entries.sort(key=lambda e: (e[0].cost, e[0].name))
+        took_empty = False
         for c, rid, message, kind in entries:
-            if not self.budgets.allows(c.pool, REASON_DRIFTED):
-                continue
-            simulation = self.state.simulate(c.pods, [c.sim])
-            results = simulation.results
-            if results.failures:
-                simulation.undo()
-                continue
-            finals = [finalize(claim) for claim in results.claims]
-            moves = dict(results.bindings)
-            for final in finals:
-                moves.update({p.key: final.name for p in final.claim.pods})
-            command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
-            self.accept(command, simulation)
+            if not c.pods and self.budgets.allows(c.pool, REASON_DRIFTED):
+                self.accept(Command(DRIFT, [c], [], 0.0, {}, drift_reason=message, reservation_id=rid, drift_kind=kind), None)
+                took_empty = True
+        if took_empty:
+            return
+        for c, rid, message, kind in entries:
+            if c.pods and self.budgets.allows(c.pool, REASON_DRIFTED) and self._replace_drifted(c, rid, message, kind):
+                return
+
+    def _replace_drifted(self, c: Candidate, rid: str | None, message: str, kind: str) -> bool:
+        simulation = self.state.simulate(c.pods, [c.sim])
+        results = simulation.results
+        if results.failures:
+            simulation.undo()
+            return False
+        finals = [finalize(claim) for claim in results.claims]
+        moves = dict(results.bindings)
+        for final in finals:
+            moves.update({p.key: final.name for p in final.claim.pods})
+        command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
+        self.accept(command, simulation)
+        return True
 
     def emptiness(self) -> None:
         empty = [c for c in self.candidates() if not c.pods]

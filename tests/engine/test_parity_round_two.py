@@ -290,3 +290,31 @@ def test_pods_of_a_deleting_node_move_to_an_existing_node_with_room():
     decisions = plan([bound("web", "gone")], nodes=[deleting_node("gone"), cluster_node("stays")])
     assert placement(decisions)["default/web"] == ("node", "stays")
     assert decisions["nodeClaims"] == []
+
+
+# 8. drift per pass (drift_test "should disrupt all empty drifted nodes in parallel" and "should
+#    disrupt one non-empty drifted node at a time") ------------------------------------------------------
+
+
+def drifted(nodes, pods):
+    doc = world(instance_types=catalogue()[1:], node_classes=[node_class("default")], nodes=nodes, pods=pods,
+                node_pools=[{**node_pool(), "spec": {**node_pool()["spec"], "disruption": {
+                    "consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}}}])
+    doc["nodeClaims"] = [{"metadata": {"name": f"claim-{n['metadata']['name']}"}, "status": {
+        "nodeName": n["metadata"]["name"], "conditions": [
+            {"type": "Drifted", "status": "True", "reason": "NodePoolDrifted", "message": "template changed"}]}}
+        for n in nodes]
+    return [d for d in simulate(doc)["disruptions"] if d["reason"] == "drift"]
+
+
+def test_all_empty_drifted_nodes_go_in_one_pass_and_no_non_empty_one_with_them():
+    nodes = [cluster_node(f"n{i}") for i in range(4)]
+    found = drifted(nodes, [bound("a", "n2"), bound("b", "n3")])
+    assert sorted(n for d in found for n in d["nodes"]) == ["n0", "n1"]
+    assert all(d["action"] == "delete" for d in found)
+
+
+def test_one_non_empty_drifted_node_per_pass():
+    nodes = [cluster_node(f"n{i}") for i in range(3)]
+    found = drifted(nodes, [bound(f"p{i}", f"n{i}") for i in range(3)])
+    assert len(found) == 1 and len(found[0]["nodes"]) == 1
