@@ -146,7 +146,7 @@ def reservation_item(r: CapacityReservation, held_elsewhere: int = 0) -> dict:
     return item
 
 
-def _metadata(name, *, uid="", labels=None, annotations=None, created=None, namespace=None) -> dict:
+def _metadata(name, *, uid="", labels=None, annotations=None, created=None, namespace=None, deleting=None) -> dict:
     meta = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -158,6 +158,8 @@ def _metadata(name, *, uid="", labels=None, annotations=None, created=None, name
         meta["annotations"] = annotations
     if created:
         meta["creationTimestamp"] = format_time(created)
+    if deleting:
+        meta["deletionTimestamp"] = format_time(deleting)
     return meta
 
 
@@ -225,7 +227,8 @@ def node_object(n: Node, type_resources: dict[str, int] | None = None) -> dict:
     allocatable.update({name: str(amount) for name, amount in sorted(extended.items())})
     return {
         "apiVersion": "v1", "kind": "Node",
-        "metadata": _metadata(n.name, uid=n.uid, labels=n.labels, annotations=n.annotations, created=n.created_at),
+        "metadata": _metadata(n.name, uid=n.uid, labels=n.labels, annotations=n.annotations, created=n.created_at,
+                              deleting=n.deleting_since),
         "spec": {"providerID": n.provider_id, "taints": n.taints or [], "unschedulable": n.unschedulable},
         "status": {
             "allocatable": allocatable,
@@ -311,7 +314,7 @@ def _zero(amount) -> bool:
 
 # What pod_object reads: rows of these instead of model instances (a world can hold 50,000 pods).
 POD_FIELDS = ("namespace", "name", "uid", "node_name", "phase", "labels", "annotations", "spec", "owner_kind",
-              "owner_name", "priority", "created_at")
+              "owner_name", "priority", "created_at", "started_at", "deleting_since")
 
 
 def pods(keys=None) -> list[dict]:
@@ -335,8 +338,11 @@ def pod_object(p) -> dict:
     if p.priority:
         spec["priority"] = p.priority
     metadata = _metadata(p.name, namespace=p.namespace, uid=p.uid, labels=p.labels, annotations=p.annotations,
-                         created=p.created_at)
+                         created=p.created_at, deleting=p.deleting_since)
     if p.owner_kind:
         # DaemonSet pods never move and do not keep a node from being empty.
         metadata["ownerReferences"] = [{"kind": p.owner_kind, "name": p.owner_name, "controller": True}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": p.phase}}
+    status = {"phase": p.phase}
+    if p.started_at:
+        status["startTime"] = format_time(p.started_at)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
