@@ -7,7 +7,7 @@ as it reads a pasted `kubectl get -o json`."""
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db.models import Prefetch, Q
+from django.db.models import Max, Prefetch, Q
 from django.utils import timezone
 
 from fleet.scope import working_cluster_id_or_none
@@ -41,6 +41,7 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
         "nodePools": [node_pool_object(p) for p in NodePool.objects.select_related("node_class").order_by("name")],
         "nodes": nodes() if include_nodes else in_flight_nodes(),
         "pods": pods() if include_pods else [],
+        "daemonSets": daemon_sets(),
     }
     if instances is not None:
         world["instances"] = instances
@@ -325,6 +326,35 @@ def pods(keys=None) -> list[dict]:
         rows = rows.filter(name__in={name for _, name in keys})
     found = (row for row in rows.values(*POD_FIELDS) if keys is None or (row["namespace"], row["name"]) in keys)
     return [pod_object(SimpleNamespace(**row)) for row in sorted(found, key=lambda r: (r["namespace"], r["name"]))]
+
+
+def daemon_sets() -> list[dict]:
+    """Each DaemonSet as its newest pod shows it (upstream's provisioner, too, prefers a DaemonSet's
+    pod to its template: admission webhooks may have changed the requests), so DaemonSet overhead
+    on new nodes counts in the loop as in `simulate`. The DaemonSet controller pins each pod to its
+    node with a `matchFields metadata.name` term; that term is taken out again (upstream puts the
+    template's node affinity back). A DaemonSet with no pod yet is not known here."""
+    newest = (Pod.objects.filter(owner_kind="DaemonSet").values("namespace", "owner_name")
+              .annotate(newest=Max("id")).values_list("newest", flat=True))
+    rows = Pod.objects.filter(id__in=list(newest)).values("namespace", "owner_name", "labels", "spec")
+    return [daemon_set_object(row) for row in sorted(rows, key=lambda r: (r["namespace"], r["owner_name"]))]
+
+
+def daemon_set_object(row: dict) -> dict:
+    spec = {key: value for key, value in (row["spec"] or {}).items() if key != "nodeName"}
+    spec.setdefault("containers", [])
+    affinity = spec.get("affinity") or {}
+    required = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required:
+        terms = [{k: v for k, v in term.items() if k != "matchFields"} for term in required.get("nodeSelectorTerms") or []]
+        terms = [term for term in terms if term.get("matchExpressions")]
+        node_affinity = {k: v for k, v in affinity["nodeAffinity"].items() if k != "requiredDuringSchedulingIgnoredDuringExecution"}
+        if terms:
+            node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+        spec["affinity"] = {**affinity, "nodeAffinity": node_affinity}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": row["owner_name"], "namespace": row["namespace"]},
+            "spec": {"template": {"metadata": {"labels": row["labels"] or {}}, "spec": spec}}}
 
 
 def pod_object(p) -> dict:
