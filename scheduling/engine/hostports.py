@@ -57,7 +57,7 @@ def _host_port(entry: dict, path: str, problem: Callable[[str, str], None]) -> H
     return HostPort(UNSPECIFIED if ip is None or ip.is_unspecified else str(ip), number, protocol)
 
 
-def host_port_conflict(wanted: tuple[HostPort, ...], used: list[HostPort]) -> str | None:
+def host_port_conflict(wanted: tuple[HostPort, ...], used: tuple[HostPort, ...]) -> str | None:
     """Why a pod asking for `wanted` cannot join pods already using `used`, or None."""
     for port in wanted:
         for taken in used:

@@ -70,7 +70,7 @@ class ExistingNode:
         self.hostname = node.labels.get(HOSTNAME) or node.name  # its hostname topology domain
         self.pods = list(bound)
         self.anti_pods = [p for p in self.pods if p.anti_affinity]
-        self.ports = [port for p in self.pods for port in p.host_ports]  # host ports its pods use
+        self.ports = tuple(port for p in self.pods for port in p.host_ports)  # host ports its pods use
         self.available = node.allocatable.sub(sum_requests(self.pods))
         taints = node.taints
         if node.unschedulable:
@@ -111,7 +111,7 @@ class ExistingNode:
         if pod.anti_affinity:
             self.anti_pods.append(pod)
         if pod.host_ports:
-            self.ports.extend(pod.host_ports)
+            self.ports += pod.host_ports
         self.available = self.available.sub(pod.requests)
         if self.node.volume_limits:
             self._attach(pod)
@@ -198,7 +198,7 @@ class NodeClaim:
             self.mask = template.catalog.mask_of(instance_types)
         self.pods: list[Pod] = []
         self.anti_pods: list[Pod] = []
-        self.ports: list = []  # host ports its pods use (hostports.py)
+        self.ports: tuple = ()  # host ports its pods use (hostports.py)
         self.hold: Offering | None = None
         self._price: float | None = None  # cheapest on-demand/spot launch, computed when asked
         self._steady: int | None = None  # see could_stay_put, computed when asked
@@ -409,7 +409,7 @@ class NodeClaim:
         if pod.anti_affinity:
             self.anti_pods.append(pod)
         if pod.host_ports:
-            self.ports.extend(pod.host_ports)
+            self.ports += pod.host_ports
 
     def type_names(self) -> frozenset[str]:
         return frozenset(it.name for it in self.instance_types)
