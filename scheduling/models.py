@@ -285,6 +285,8 @@ class Pod(models.Model):
     owner_name = models.CharField(max_length=253, blank=True)
     priority = models.IntegerField(default=0)
     created_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="status.startTime (do-not-disrupt durations count from it)")
+    deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
     synced_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterScopedManager()

@@ -3,9 +3,9 @@ consolidation (consolidation.py) on top of a provisioning plan.
 
 Order of work, each step on the cluster the previous ones leave:
   1. Demotions (relabelling only). Demoted nodes count as on-demand from here on.
-  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods, the pods of
-     nodes being deleted, and the pending pods the provisioning plan could not place are
-     simulated once, before anything else uses the room. Nodes whose drain is less than an hour
+  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods and the pods
+     the provisioning plan could not place (pending ones, and those of nodes being deleted, which
+     the plan places with the pending ones) are simulated once, before anything else uses the room. Nodes whose drain is less than an hour
      away stay, but are neither candidates nor destinations for moved pods.
   3. Nodes in a reservation excluded from planning are kept out of everything below.
   4. Drift (reason Drifted): reservation drift found here, and the nodes whose NodeClaim carries
@@ -64,8 +64,8 @@ def lifecycle(plan: Plan) -> Lifecycle:
     state = ClusterState(plan, nodes)
     for name in upcoming:
         state.by_name[name].receives = False
-    leaving = {n.name for n in world.nodes if n.deleting} | due
-    displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
+    # The pods of nodes being deleted were planned with the pending ones (planning.displaced_by_deletion).
+    displaced = [p for name in sorted(due) for p in state.bound.get(name, ()) if p.reschedulable]
     displaced += state.orphans + [f.pod for f in plan.results.failures]
     if displaced:
         baseline = state.simulate(displaced, moved=False)

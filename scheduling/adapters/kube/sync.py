@@ -161,7 +161,8 @@ def _pod_spec(spec: dict) -> dict:
         if spec.get(key):
             kept[key] = [
                 {"name": c.get("name", ""), "resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
-                 **({"restartPolicy": c["restartPolicy"]} if c.get("restartPolicy") else {})}
+                 **({"restartPolicy": c["restartPolicy"]} if c.get("restartPolicy") else {}),
+                 **({"ports": ports} if (ports := _host_ports(c)) else {})}
                 for c in spec[key]
             ]
     return kept
@@ -184,6 +185,12 @@ def _claim_volumes(volumes: list) -> list[dict]:
 def storage_listed(kinds) -> bool:
     """Whether every storage kind has been listed (until then a plan reads no pod's volumes)."""
     return set(STORAGE_KINDS) <= set(kinds)
+
+
+def _host_ports(container: dict) -> list[dict]:
+    """The container's ports that take a host port (the engine keeps pods whose host ports clash apart)."""
+    return [{k: p[k] for k in ("containerPort", "hostPort", "protocol", "hostIP") if k in p}
+            for p in container.get("ports") or [] if isinstance(p, dict) and p.get("hostPort")]
 
 
 def _controller(meta: dict) -> tuple[str, str]:
@@ -530,7 +537,9 @@ class ClusterSync:
             "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
             "spec": _pod_spec(spec), "owner_kind": owner_kind, "owner_name": owner_name,
             "priority": int(spec.get("priority") or 0),
-            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")),
+            "started_at": parse_optional_time(status.get("startTime")),
+            "deleting_since": parse_optional_time(meta.get("deletionTimestamp")), "synced_at": now,
         }
 
     # --- links ---------------------------------------------------------------------------------
