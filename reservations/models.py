@@ -317,6 +317,7 @@ class ReservationVisibility(models.Model):
     first_seen = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name_plural = "reservation visibilities"
         ordering = ["reservation", "account"]
         constraints = [models.UniqueConstraint(fields=["reservation", "account"], name="one_visibility_per_account")]
 
