@@ -121,3 +121,24 @@ def test_the_saved_class_page_shows_no_finding_the_edit_fixed(operator_client, d
     assert "selects nothing" not in after and "The doctor finds nothing stopping it." in after
     assert DoctorFinding.objects.get(cluster=research.cluster, code="selector-matches-nothing").cleared_at is not None
     assert set(DoctorFinding.objects.exclude(cluster=research.cluster).values_list("pk", "cleared_at")) == others
+
+
+def test_the_preview_links_to_the_plan_its_terms_make(operator_client, demo_world):
+    """The preview's link opens the what-if page, in the class's cluster, with the class's terms replaced by
+    the previewed ones and both plans run."""
+    import json
+    from html import unescape
+
+    node_class = EC2NodeClass.objects.get(name="default")
+    terms = [{"tags": {"team": "web"}}, {"id": "cr-0a1b2c3d4e5f60009"}]
+    page = operator_client.post(node_class.get_edit_url(), {
+        "resource_version": node_class.resource_version, "term-0-tag-0-key": "team", "term-0-tag-0-value": "web",
+        "term-1-id": "cr-0a1b2c3d4e5f60009", "action": "preview"}).content.decode()
+    link = unescape(page.split('id="preview-plan" href="')[1].split('"')[0])
+    assert link.startswith(reverse("scheduling:whatif") + "?") and f"cluster={node_class.cluster.name}" in link
+    plan = operator_client.get(link)
+    assert plan.status_code == 200
+    form = plan.context["form"]
+    assert form["node_class"].value() == "default" and json.loads(form["node_class_terms"].value()) == terms
+    assert plan.context["result"]["after"] is not None and plan.context["result"]["problems"] == []
+    assert EC2NodeClass.objects.get(pk=node_class.pk).capacity_reservation_selector_terms != terms  # nothing saved
