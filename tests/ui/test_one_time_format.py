@@ -3,19 +3,15 @@ scheduling/templatetags/karpweb.py), never as an ISO timestamp ("2026-11-28T01:5
 console page of the URLconf is rendered over the seeded demo: the pages without arguments, and each page
 with arguments for every object of the demo that has a page (and the pages under it: edit, mode)."""
 
-import re
-from html.parser import HTMLParser
-
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 from django.utils import timezone
 
 from reservations.models import CapacityReservation
+from tests.support.page_text import RAW_TIME, visible_text
 
 pytestmark = pytest.mark.django_db
 
-# A time as an API or an object writes it: a "T" between date and time, or fractional seconds.
-RAW_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}|[ T]\d{2}:\d{2}:\d{2}\.\d+)")
 # Not pages of the console: the admin has its own tests, the API answers JSON, the rest are not pages.
 NOT_PAGES = ("admin", "api", "metrics", "healthz", "favicon.ico", "oidc", "logout")
 # Pages with arguments no demo object gives, each for a reason.
@@ -23,32 +19,6 @@ NOT_FROM_OBJECTS = {
     "reservations:open_trap_yaml",  # a YAML file to apply, not a page
     "reservations:recommendation_apply",  # answers a POST from the recommendation's page
 }
-
-
-class VisibleText(HTMLParser):
-    """The text a reader sees: not scripts, styles or attributes (a chart's data, a <time datetime>)."""
-
-    HIDDEN = {"script", "style"}
-
-    def __init__(self):
-        super().__init__()
-        self.parts, self.hidden = [], 0
-
-    def handle_starttag(self, tag, attrs):
-        self.hidden += tag in self.HIDDEN
-
-    def handle_endtag(self, tag):
-        self.hidden -= tag in self.HIDDEN
-
-    def handle_data(self, data):
-        if not self.hidden:
-            self.parts.append(data)
-
-
-def visible_text(html: str) -> str:
-    parser = VisibleText()
-    parser.feed(html)
-    return " ".join(parser.parts)
 
 
 def url_patterns(resolver=None, prefix="", namespace=""):

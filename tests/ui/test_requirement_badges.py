@@ -7,7 +7,7 @@ from reservations.models import EC2NodeClass
 from scheduling.simulated_network import resolve
 from scheduling.models import NodePool
 from scheduling.templatetags.karpweb import requirement
-from tests.ui.test_one_time_format import visible_text
+from tests.support.page_text import visible_text
 
 pytestmark = pytest.mark.django_db
 GPU = "karpenter.k8s.aws/instance-gpu-count"
