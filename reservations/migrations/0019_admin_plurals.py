@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reservations', '0017_hourly_use_by_cluster'),
+        ('reservations', '0018_capacity_block_fee'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0024_taskrun_cluster_health_index'),
+        ('scheduling', '0025_kube_objects'),
     ]
 
     operations = [
