@@ -7,6 +7,8 @@ from django.db.models import Count, Prefetch, Sum
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
@@ -333,9 +335,17 @@ class NodeClassEditView(OperatorRequiredMixin, TemplateView):
             added=sorted({r.id for r in result.reservations} - current) if result else [],
             removed=sorted(current - {r.id for r in result.reservations}) if result else [],
             terms_diff=terms_diff(node_class.capacity_reservation_selector_terms or [], terms) if show_preview else "",
+            plan_url=plan_url(node_class, terms) if result else "",
             match_criteria=["", "open", "targeted"],
         )
         return self.render_to_response(context)
+
+
+def plan_url(node_class: EC2NodeClass, terms: list) -> str:
+    """The what-if page with the class's selector terms replaced by these: the plan the change makes, in the
+    class's own cluster (a what-if plans one cluster)."""
+    query = {"cluster": node_class.cluster.name, "nodeclass": node_class.name, "terms": json.dumps(terms)}
+    return f"{reverse('scheduling:whatif')}?{urlencode(query)}"
 
 
 def unselected_reservations(now):

@@ -443,6 +443,8 @@ class KarpenterLaunch(models.Model):
     objects = ClusterScopedManager()
 
     class Meta:
+        verbose_name = "Karpenter launch"
+        verbose_name_plural = "Karpenter launches"
         ordering = ["-launched_at", "-id"]
         indexes = [models.Index(fields=["outcome", "-launched_at"])]
         constraints = [models.UniqueConstraint(fields=["cluster", "claim_name"], name="one_launch_audit_per_claim")]

@@ -57,6 +57,15 @@ def kube_time(value) -> str:
 
 
 @register.filter
+def requirement(term: dict) -> str:
+    """A node selector requirement read once: "kubernetes.io/arch In amd64, arm64", "...instance-gpu-count
+    Exists". A filter, because a template's `r.values` on a requirement without values is the dict's own
+    values() (its key and operator again)."""
+    values = term.get("values") or []
+    return " ".join([str(term.get("key", "")), str(term.get("operator", ""))] + ([", ".join(map(str, values))] if values else []))
+
+
+@register.filter
 def is_past(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> bool:
     return moment is not None and moment <= (now or timezone.now())
 
