@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0025_kube_objects'),
+        ('scheduling', '0026_pod_deletion_and_start'),
     ]
 
     operations = [
