@@ -294,9 +294,7 @@ class CapacityReservation(models.Model):
     @property
     def planning_exclusion_on_pages(self) -> str:
         """planning_exclusion with the time as every page writes one ("2026-11-25 19:40 UTC")."""
-        from scheduling.templatetags.karpweb import kube_time
-
-        return self.planning_exclusion_written(kube_time)
+        return self.planning_exclusion_written(lambda moment: f"{moment.astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
 
     def planning_exclusion_written(self, write_time) -> str:
         if not self.planning_excluded:
