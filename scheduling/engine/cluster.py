@@ -72,6 +72,7 @@ class Pod:
     terminating: bool = False
     started: datetime | None = None
     stateful: bool = False
+    owner: tuple[str, str] | None = None  # (kind, name) of its controller (buying.py groups gangs by it)
     # Pod affinity and topology spread (enforced by topology.py). Preferred terms and ScheduleAnyway
     # spread constraints are preferences, which the scheduler drops one at a time (`relax`).
     affinity: tuple[AffinityTerm, ...] = ()  # required pod affinity terms

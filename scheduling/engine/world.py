@@ -625,6 +625,9 @@ class _Reader:
         kinds = {o.get("kind") for o in owners if isinstance(o, dict)}
         pod.daemon = "DaemonSet" in kinds or MIRROR_ANNOTATION in pod.annotations
         pod.stateful = "StatefulSet" in kinds
+        controller = next((o for o in owners if isinstance(o, dict) and o.get("controller")), None)
+        if controller is not None and isinstance(controller.get("kind"), str) and isinstance(controller.get("name"), str):
+            pod.owner = (controller["kind"], controller["name"])
         pod.terminating = self.deleting(meta, path)
         pod.started = self.time(status, "startTime", f"{path}.status")
 
