@@ -28,6 +28,7 @@ from scheduling.totals import cluster_counts, freshness
 
 class AwsAccountListView(ObjectListView):
     title = "AWS accounts"
+    fleet_wide = True  # the fleet's own rows: "AWS accounts in all clusters" reads wrong
     filterset_class = AwsAccountFilterSet
     table_class = AwsAccountTable
 
@@ -37,6 +38,7 @@ class AwsAccountListView(ObjectListView):
 
 class ClusterListView(ObjectListView):
     title = "Clusters"
+    fleet_wide = True  # "Clusters in all clusters" reads wrong
     filterset_class = ClusterFilterSet
     table_class = ClusterTable
     def get_queryset(self):

@@ -21,6 +21,16 @@ def _span(seconds: int) -> str:
 
 
 @register.filter
+def cluster_of(row):
+    """The Cluster a Kubernetes-side row belongs to, from the process's kept list (no query; None for
+    a row without one): what a detail page's heading names."""
+    from fleet.scope import fleet_clusters
+
+    cluster_id = getattr(row, "cluster_id", None)
+    return next((cluster for cluster in fleet_clusters() if cluster.pk == cluster_id), None)
+
+
+@register.filter
 def countdown(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> str:
     """'in 1h 02m 05s' or '4m 10s ago'."""
     if moment is None:
