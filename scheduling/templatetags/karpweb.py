@@ -24,10 +24,10 @@ def _span(seconds: int) -> str:
 def cluster_of(row):
     """The Cluster a Kubernetes-side row belongs to, from the process's kept list (no query; None for
     a row without one): what a detail page's heading names."""
-    from fleet.scope import fleet_clusters
+    from fleet.scope import kept_cluster
 
     cluster_id = getattr(row, "cluster_id", None)
-    return next((cluster for cluster in fleet_clusters() if cluster.pk == cluster_id), None)
+    return None if cluster_id is None else kept_cluster(cluster_id)
 
 
 @register.filter
