@@ -99,10 +99,9 @@ class ClusterColumn(tables.Column):
     Read from the row's cluster_id and the kept list of clusters: no join, no query a row."""
 
     def __init__(self, **kwargs):
-        # Hidden unless asked for (ObjectListView.show_cluster_column): a table shown elsewhere keeps its columns.
+        # Hidden unless shown (ObjectListView, in the all-clusters view): a table used elsewhere keeps its columns.
         kwargs = {"verbose_name": "Cluster", "accessor": "cluster_id", "order_by": ("cluster__name",), "visible": False,
-                  "empty_values": (),
-                  **kwargs}
+                  "empty_values": (), **kwargs}
         super().__init__(**kwargs)
 
     def render(self, record):
