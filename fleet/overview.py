@@ -22,7 +22,8 @@ from reservations.views import upcoming_capacity_blocks
 from scheduling.loop.health import failing_steps, health_annotations, loop_health
 from scheduling.models import ControllerGuard, KarpenterLaunch, WatchState
 from scheduling.modes import configured_mode
-from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
+from reservations.block_fees import idle_value
+from scheduling.queries import capacity_totals, on_demand_prices
 from scheduling.templatetags.karpweb import freshness_note, utc_minute
 from scheduling.totals import cluster_counts, nodes_by_reservation
 
@@ -107,11 +108,12 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
 
         usable = list(CapacityReservation.objects.usable(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "end_date", "reservation_type", "owner_id", "region").order_by("reservation_id"))
+            "state", "start_date", "end_date", "reservation_type", "owner_id", "region").order_by("reservation_id"))
         prices = on_demand_prices({r.instance_type for r in usable})
         totals = capacity_totals(usable, prices, now)
         for reservation in usable:
-            reservation.idle_cost = idle_cost_per_hour(reservation, prices, now)
+            reservation.idle = idle_value(reservation, prices, now)
+            reservation.idle_cost = reservation.idle.cost
         reservations = sorted(usable, key=lambda r: -(r.idle_cost or 0.0))[:RESERVATIONS_SHOWN]
         seen_by = defaultdict(list)
         for visibility in ReservationVisibility.objects.filter(reservation__in=[r.pk for r in reservations]) \
@@ -137,7 +139,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
             totals_note=freshness_note("Nodes and pending pods", {"oldest": min(counted, default=None),
                                                                   "uncounted": len(clusters) - len(counted)}, now), reservations=reservations,
             more_reservations=len(usable) - len(reservations),
-            used=totals["used"], idle=totals["idle"], total=totals["total"], idle_cost=totals["idle_cost"],
+            used=totals["used"], idle=totals["idle"], total=totals["total"], idle_cost=totals["idle_cost"], idle_sources=totals["idle_sources"],
             unpriced=totals["unpriced"],
             blocks=upcoming_capacity_blocks(now, with_nodes=False)[:BLOCKS_SHOWN],
             failing_steps=failing,

@@ -4,6 +4,7 @@ A bad value stops start-up with ImproperlyConfigured naming the variable, so a t
 deployment never silently turns into a default.
 """
 
+import json
 import os
 import re
 from urllib.parse import urlparse
@@ -197,3 +198,21 @@ def env_networks(name: str) -> list:
         except ValueError as exc:
             raise ImproperlyConfigured(f"{name}: {entry!r} is not a CIDR block: {exc}") from None
     return networks
+
+
+def env_spread_defaults(name: str) -> list[dict]:
+    """kube-scheduler's PodTopologySpread `defaultConstraints` as JSON (a list of constraints without
+    labelSelector), checked as the engine checks them; unset or empty: none."""
+    from scheduling.engine.defaultspread import default_constraint_problems
+
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return []
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON ({exc})") from None
+    problems = default_constraint_problems(parsed)
+    if problems:
+        raise ImproperlyConfigured(f"{name}: " + "; ".join(problems))
+    return parsed

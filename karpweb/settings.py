@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from fleet.endpoints import endpoint_problem
 from karpweb.env import (
+    env_spread_defaults,
     env_bindings,
     env_networks,
     database_from_url,
@@ -107,7 +108,7 @@ MIDDLEWARE = [
 # How many reverse proxies (ingress controller, load balancer) stand between the clients and karpweb
 # and append to X-Forwarded-For: the sign-in lock-out, the API's limiters and the audit log take the
 # client's address from there (karpweb/clientaddr.py), and X-Forwarded-Proto is believed only then.
-# 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Hardening: behind a proxy".
+# 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Behind a proxy: KARPWEB_TRUSTED_PROXY_HOPS".
 KARPWEB_TRUSTED_PROXY_HOPS = env_int("KARPWEB_TRUSTED_PROXY_HOPS", 0, minimum=0)
 # ... and the networks those proxies send from (the ingress controller's pods, e.g. 10.0.0.0/8): a
 # request from any other address is taken as from that address, whatever X-Forwarded-For says.
@@ -333,6 +334,10 @@ KARPWEB_PAGE_REFRESH_SECONDS = env_int("KARPWEB_PAGE_REFRESH_SECONDS", 30, minim
 # How long before karpweb drains a Capacity Block that still runs instances the alert
 # KarpwebCapacityBlockDrainingSoon fires (exported as karpweb_capacity_block_drain_warning_seconds).
 KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS = env_int("KARPWEB_CAPACITY_BLOCK_DRAIN_WARNING_HOURS", 6, minimum=1)
+# kube-scheduler's PodTopologySpread defaultConstraints, if the cluster's scheduler is configured with some (JSON list,
+# e.g. [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}]): pending
+# pods without constraints of their own are planned with them, as kube-scheduler will place them (docs/simulate.md).
+KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS = env_spread_defaults("KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS")
 # Upstream's registrationTTL: how long a launched NodeClaim may wait for its node to register.
 KARPWEB_REGISTRATION_TTL_MINUTES = env_int("KARPWEB_REGISTRATION_TTL_MINUTES", 15, minimum=1)
 # Upstream's NodeRepair feature gate (off by default): replace a node unhealthy past its toleration

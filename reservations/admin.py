@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from reservations.models import (
+    CapacityBlockFee,
     DoctorFinding,
     Recommendation,
     CapacityReservation, CapacityReservationGroup, ClusterLaunchTemplate, EC2NodeClass, OpenReservationInstance,
@@ -97,6 +98,9 @@ class CapacityReservationAdmin(MirroredAdmin):
     def has_add_permission(self, request):
         return False  # reservations come from EC2 (or the simulated world's seed), never from this form
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # EC2's: the next sync brings it back (and its samples and hours are not deleted here)
+
     def save_model(self, request, obj, form, change):
         if "planning_excluded" in form.changed_data:
             obj.planning_excluded_by = request.user.get_username() if obj.planning_excluded else ""
@@ -161,10 +165,6 @@ class ReservationVisibilityAdmin(ReadOnlyAdmin):
     list_filter = ("shared", "account")
     search_fields = ("reservation__reservation_id", "account__name", "account__account_id")
     list_select_related = ("reservation", "account")
-
-    def has_delete_permission(self, request, obj=None):
-        # Deleting a reservation deletes its visibilities with it (the next sync records them again).
-        return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 
 @admin.register(UtilizationSample)
@@ -324,6 +324,18 @@ class CapacityReservationGroupAdmin(AuditedAdmin):
         if ids != obj.reservation_ids:
             obj.reservation_ids = ids
             obj.save(update_fields=["reservation_ids"])
+
+
+@admin.register(CapacityBlockFee)
+class CapacityBlockFeeAdmin(AuditedAdmin):
+    """What a Capacity Block cost up front (EC2 reports no block's fee): the `block fee` entered here prices its
+    idle units at the block's own price per unit-hour (reservations/block_fees.py) when no paid fee is known."""
+
+    list_display = ("reservation_id", "paid_fee", "block_fee", "extensions_paid", "estimated_fee", "estimated_hours",
+                    "updated_at")
+    search_fields = ("reservation_id",)
+    fields = ("reservation_id", "block_fee", "paid_fee", "extensions_paid", "estimated_fee", "estimated_hours", "estimated_at")
+    readonly_fields = ("paid_fee", "extensions_paid", "estimated_fee", "estimated_hours", "estimated_at")  # karpweb's and EC2's
 
 
 @admin.register(OpenReservationInstance)

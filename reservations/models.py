@@ -287,10 +287,21 @@ class CapacityReservation(models.Model):
 
     @property
     def planning_exclusion(self) -> str:
-        """Who kept karpweb from planning into it, since when and why, in words; empty when nobody did."""
+        """Who kept karpweb from planning into it, since when (as Kubernetes writes a time: the WORLD
+        annotation) and why, in words; empty when nobody did."""
+        return self.planning_exclusion_written(format_time)
+
+    @property
+    def planning_exclusion_on_pages(self) -> str:
+        """planning_exclusion with the time as every page writes one ("2026-11-25 19:40 UTC")."""
+        from scheduling.templatetags.karpweb import kube_time
+
+        return self.planning_exclusion_written(kube_time)
+
+    def planning_exclusion_written(self, write_time) -> str:
         if not self.planning_excluded:
             return ""
-        since = f" since {format_time(self.planning_excluded_at)}" if self.planning_excluded_at else ""
+        since = f" since {write_time(self.planning_excluded_at)}" if self.planning_excluded_at else ""
         return f"by {self.planning_excluded_by or 'an operator'}{since}: {self.planning_excluded_reason or 'no reason given'}"
 
 
@@ -306,6 +317,7 @@ class ReservationVisibility(models.Model):
     first_seen = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name_plural = "reservation visibilities"
         ordering = ["reservation", "account"]
         constraints = [models.UniqueConstraint(fields=["reservation", "account"], name="one_visibility_per_account")]
 
@@ -803,3 +815,52 @@ class DoctorFinding(models.Model):
     def node_class_url(self) -> str:
         """The page of the EC2NodeClass it concerns, in its own cluster ("" when it concerns none)."""
         return cluster_detail_url("reservations:nodeclass", self.cluster_id, self.node_class_name) if self.node_class_name else ""
+
+
+class CapacityBlockFee(models.Model):
+    """What a Capacity Block cost up front, keyed by its reservation id: karpweb's own record (EC2's
+    DescribeCapacityReservations says nothing of a block's fee). An idle unit of the block is worth
+    fee / (units x the block's hours) (scheduling/engine/block_price.py), from the first of: the fee karpweb
+    saw paid, the `block_fee` an administrator entered, EC2's offerings estimate (the EC2 sync writes it)."""
+
+    reservation_id = models.CharField(
+        "reservation", max_length=64, unique=True,
+        help_text="The Capacity Block's reservation ID (cr-...), as EC2 reports it.")
+    paid_fee = models.DecimalField(
+        "fee paid", max_digits=12, decimal_places=2, null=True, blank=True,
+        help_text="The upfront fee karpweb saw paid for the block ($), when it knows it.")
+    block_fee = models.DecimalField(
+        "block fee", max_digits=12, decimal_places=2, null=True, blank=True,
+        help_text="The upfront fee the block cost when bought ($, from its purchase confirmation or the bill; without "
+                  "the extensions karpweb bought, which it adds); used when no paid fee is known, before EC2's estimate.")
+    extensions_paid = models.DecimalField(
+        "extensions paid", max_digits=12, decimal_places=2, default=0,
+        help_text="What karpweb paid EC2 to extend the block (PurchaseCapacityBlockExtension), $: added to the paid or "
+                  "entered fee, since the block's hours include the extensions.")
+    estimated_fee = models.DecimalField(
+        "EC2 offerings estimate", max_digits=12, decimal_places=2, null=True, blank=True,
+        help_text="The lowest upfront fee DescribeCapacityBlockOfferings asks for the same type, count and hours ($).")
+    estimated_hours = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The block duration the estimate was asked for (a new end date asks again).")
+    estimated_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["reservation_id"]
+
+    def __str__(self):
+        return f"fee of {self.reservation_id}"
+
+    def clean(self):
+        from django.core.exceptions import ValidationError
+
+        if self.block_fee is not None and self.block_fee <= 0:
+            raise ValidationError({"block_fee": f"{self.block_fee} is not a fee: enter the dollars the block cost "
+                                                "up front (more than 0), or leave it empty."})
+        reservation = CapacityReservation._base_manager.filter(reservation_id=self.reservation_id).first()
+        if reservation is None:
+            raise ValidationError({"reservation_id": f"No reservation {self.reservation_id!r} is known: "
+                                                     "enter the ID of a Capacity Block EC2 reported."})
+        if not reservation.is_capacity_block:
+            raise ValidationError({"reservation_id": f"{self.reservation_id} is an ODCR, not a Capacity Block: "
+                                                     "its idle units are worth their on-demand rate, not a fee."})

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from fleet.access import check_may_change_reservation
 from fleet.scope import several_clusters
+from reservations.block_fees import record_extension_paid
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from reservations.selector_terms import InvalidSelectorTerms, SelectorTermConflict, save_selector_terms
 from scheduling.adapters.ec2.interface import CloudAPIError
@@ -299,7 +300,8 @@ def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_
         _resize(cloud, reservation.reservation_id, -count)
         _resize(cloud, rec.details["destination"], count)
     else:
-        cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
+        bought = cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
+        record_extension_paid(reservation.reservation_id, bought.get("UpfrontFee"))  # the block's price includes it
 
 
 def _client_token(rec: Recommendation) -> str:

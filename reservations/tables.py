@@ -8,7 +8,9 @@ from django.utils.safestring import SafeString, mark_safe
 
 from karpweb.tables import BLANK, ClusterColumn, PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
-from scheduling.queries import capacity_totals, idle_cost_per_hour, on_demand_prices
+from reservations.block_fees import fees_by_reservation, idle_value
+from scheduling.queries import capacity_totals, on_demand_prices
+from scheduling.templatetags.karpweb import idle_value as idle_value_html
 from scheduling.templatetags.karpweb import countdown, per_hour, utc_minute
 
 
@@ -41,7 +43,7 @@ class CapacityReservationTable(PlainRowsTable):
                             "".join(f" ({table.totals[key]} {words}, not counted)" for key, words in
                                     (("unusable", "ended"), ("upcoming", "not started")) if table.totals.get(key))))
     utilization = tables.Column(empty_values=(), order_by=("available_instance_count",), verbose_name="Utilization")
-    idle_cost = tables.Column(empty_values=(), orderable=False, verbose_name="Idle (prepaid, list $/h)",
+    idle_cost = tables.Column(empty_values=(), orderable=False, verbose_name="Idle (prepaid $/h, source)",
                               footer=lambda table: format_html(
                                   '<span class="nowrap" id="idle-cost-total">{}</span>{}', per_hour(table.totals["idle_cost"]),
                                   f" ({table.totals['unpriced']} without a known price)" if table.totals["unpriced"] else ""))
@@ -56,14 +58,14 @@ class CapacityReservationTable(PlainRowsTable):
 
     @cached_property
     def _summary(self):
-        """The filtered reservations' totals and the list prices the rows need: two queries whatever the
-        number of rows (the page's rows are among the filtered ones)."""
+        """The filtered reservations' totals, and the list prices and Capacity Block fees the rows need: the same
+        queries whatever the number of rows (the page's rows are among the filtered ones)."""
         now = timezone.now()
         rows = list(CapacityReservation.objects.filter(pk__in=self.data.data.values("pk")).only(
-            "instance_type", "availability_zone", "total_instance_count", "available_instance_count", "state", "end_date",
-            "start_date"))
+            "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
+            "state", "reservation_type", "end_date", "start_date"))
         prices = on_demand_prices({r.instance_type for r in rows})
-        return now, prices, capacity_totals(rows, prices, now)
+        return now, prices, capacity_totals(rows, prices, now), fees_by_reservation(rows)
 
     @property
     def totals(self) -> dict:
@@ -99,12 +101,12 @@ class CapacityReservationTable(PlainRowsTable):
         return record.state
 
     def render_idle_cost(self, record):
-        now, prices, _totals = self._summary
+        now, prices, _totals, fees = self._summary
         if record.is_upcoming(now):
             return mark_safe('<span class="muted">not started</span>')
         if not record.is_usable(now):
             return mark_safe('<span class="muted">ended</span>')
-        return per_hour(idle_cost_per_hour(record, prices, now))
+        return idle_value_html(idle_value(record, prices, now, fees))
 
     def render_flags(self, record):
         flags = []

@@ -7,6 +7,8 @@ from django.db.models import Count, Prefetch, Sum
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
@@ -48,6 +50,7 @@ from scheduling.engine.groups import group_arns
 from scheduling.engine.instances import instance_id
 from scheduling.models import AuditEntry, Mode, Node
 from scheduling.modes import control_refusal, global_mode
+from reservations.block_fees import attach_fees, idle_value
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 CHART_DAYS = datetime.timedelta(days=7)  # hourly means
@@ -100,7 +103,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             chart=chart,
             chart_span=chart_span,
             low_utilization=reservation.is_low_utilization(now),
-            idle_cost=idle_cost_per_hour(reservation, prices),
+            idle=idle_value(reservation, prices, now),
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
             fleet_use=reservation.uses.order_by("-sampled_at").first(),  # the fleet ledger (reservations/ledger.py)
             contentions=reservation.contentions.select_related("cluster")[:20],
@@ -335,9 +338,17 @@ class NodeClassEditView(OperatorRequiredMixin, TemplateView):
             added=sorted({r.id for r in result.reservations} - current) if result else [],
             removed=sorted(current - {r.id for r in result.reservations}) if result else [],
             terms_diff=terms_diff(node_class.capacity_reservation_selector_terms or [], terms) if show_preview else "",
+            plan_url=plan_url(node_class, terms) if result else "",
             match_criteria=["", "open", "targeted"],
         )
         return self.render_to_response(context)
+
+
+def plan_url(node_class: EC2NodeClass, terms: list) -> str:
+    """The what-if page with the class's selector terms replaced by these: the plan the change makes, in the
+    class's own cluster (a what-if plans one cluster)."""
+    query = {"cluster": node_class.cluster.name, "nodeclass": node_class.name, "terms": json.dumps(terms)}
+    return f"{reverse('scheduling:whatif')}?{urlencode(query)}"
 
 
 def unselected_reservations(now):
@@ -349,6 +360,7 @@ def unselected_reservations(now):
         .order_by("-instance_match_criteria", "reservation_id")
     )
     prices = on_demand_prices({r.instance_type for r in reservations})
+    attach_fees(reservations)  # the blocks' fees, one query
     pools = {(r.instance_type, r.availability_zone) for r in reservations}
     on_demand = (
         Node.objects.filter(capacity_type="on-demand", instance_type__in={t for t, _ in pools}, zone__in={z for _, z in pools})

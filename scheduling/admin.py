@@ -20,6 +20,7 @@ from scheduling.models import (
     Decision,
     EventCount,
     InstanceType,
+    KubeObject,
     KarpenterLaunch,
     Lease,
     WatchState,
@@ -149,6 +150,16 @@ class NodeClaimAdmin(PlacementColumnsMixin, FullyMirroredAdmin):
     list_select_related = ("node_pool",)
     raw_id_fields = ("node_pool", "node_class", "reservation")
     date_hierarchy = "created_at"
+
+
+@admin.register(KubeObject)
+class KubeObjectAdmin(FullyMirroredAdmin):
+    """The storage objects the scheduler's volume rules read, as the API server wrote them."""
+
+    list_display = ("kind", "namespace", "name", "cluster", "synced_at")
+    list_filter = ("kind", "cluster")
+    search_fields = ("name", "namespace")
+    list_select_related = ("cluster",)
 
 
 @admin.register(Node)

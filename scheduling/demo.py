@@ -17,6 +17,7 @@ seeding twice gives the same world.
 """
 
 import datetime
+from decimal import Decimal
 import json
 import random
 from pathlib import Path
@@ -27,7 +28,7 @@ from fleet.defaults import DEFAULT_NAME, UNKNOWN_ACCOUNT_ID
 from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_scope, default_cluster, unscoped
 from reservations import doctor
-from reservations.models import (CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
+from reservations.models import (CapacityBlockFee, CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
                                  UtilizationSample, record_visibility, used_allocations)
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
@@ -347,6 +348,11 @@ def _upsert_reserved_offerings(now, reservations: dict, types: dict, available) 
         for r in reservations.values()], ["instance_type", "capacity_type", "zone", "zone_id", "price", "available", "updated_at"])
 
 
+# What the trn2 Capacity Block cost up front (4 units for its 53 hours: $30.00 per unit-hour, against the
+# $44.70 on-demand list price): its idle units are valued at that (reservations/block_fees.py).
+BLOCK_FEES = {"0007": Decimal("6360.00")}
+
+
 def _seed_reservations(now, types: dict):
     rows = []
     for suffix, itype, zone, kind, match, total, used, end, tags, ultraserver, state in _reservations(now):
@@ -362,6 +368,8 @@ def _seed_reservations(now, types: dict):
             capacity_allocations=used_allocations(used), last_seen=now,
         ))
     reservations = _upsert_reservations(rows)
+    for suffix, fee in BLOCK_FEES.items():  # EC2 reports no block's fee: an administrator entered it
+        CapacityBlockFee.objects.update_or_create(reservation_id=reservation_id(suffix), defaults={"block_fee": fee})
     _upsert_reserved_offerings(now, reservations, types, lambda r: r.is_usable(now) and r.total_instance_count > r.used_instance_count)
     reservations.update(_seed_future_reservation(now, types))
     # Seen by the first cluster's account (their owner): what its EC2 sync records.

@@ -26,6 +26,7 @@ from scheduling.loop.keptworld import MISMATCH
 from scheduling.loop.watch import DRIFT
 from scheduling.models import (ControllerGuard, Decision, EventCount, KarpenterLaunch, StandingOpportunity, TaskRun,
                                WatchState)
+from reservations.block_fees import attach_fees
 from scheduling.queries import idle_cost_per_hour, on_demand_prices
 
 SYNC_TASKS = ("sync_ec2", "sync_kubernetes")
@@ -148,6 +149,7 @@ class KarpwebCollector:
                                 "1 when the reservation averaged under 20 % used over a full 24 hours.", labels=labels)
         reservations = list(with_running_nodes(CapacityReservation.objects.usable(now).with_recent_utilization(now)))
         prices = on_demand_prices({r.instance_type for r in reservations})
+        attach_fees(reservations)  # the blocks' fees, one query
         for r in reservations:
             values = [r.reservation_id, r.instance_type, r.availability_zone, r.reservation_type, r.owner_id]
             used.add_metric(values, r.used_instance_count)

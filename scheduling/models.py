@@ -285,6 +285,8 @@ class Pod(models.Model):
     owner_name = models.CharField(max_length=253, blank=True)
     priority = models.IntegerField(default=0)
     created_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="status.startTime (do-not-disrupt durations count from it)")
+    deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
     synced_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterScopedManager()
@@ -308,6 +310,43 @@ class Pod(models.Model):
     @property
     def is_pending(self) -> bool:
         return not self.node_name
+
+
+class KubeObject(models.Model):
+    """A Kubernetes object mirrored whole for the engine (the storage kinds its volume rules read:
+    StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode; NodeOverlays; PodDisruptionBudgets; and the
+    selectors of Services, ReplicaSets, StatefulSets and ReplicationControllers for default spread), as the API
+    server wrote it less its managedFields. The world hands them to the engine as WORLD.json's lists."""
+
+    class Kind(models.TextChoices):
+        STORAGE_CLASS = "StorageClass"
+        PERSISTENT_VOLUME = "PersistentVolume"
+        PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+        CSI_NODE = "CSINode"
+        NODE_OVERLAY = "NodeOverlay"
+        POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
+        SERVICE = "Service"
+        REPLICA_SET = "ReplicaSet"
+        STATEFUL_SET = "StatefulSet"
+        REPLICATION_CONTROLLER = "ReplicationController"
+
+    cluster = cluster_field("kube_objects")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    namespace = models.CharField(max_length=253, blank=True, help_text="Blank for a cluster-scoped kind.")
+    name = models.CharField(max_length=253)
+    body = models.JSONField(default=dict, help_text="The object as the API server wrote it (no managedFields).")
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        verbose_name = "mirrored Kubernetes object"
+        ordering = ["kind", "namespace", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "kind", "namespace", "name"],
+                                               name="unique_kube_object_per_cluster")]
+
+    def __str__(self):
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
 
 
 class Decision(models.Model):
@@ -404,6 +443,8 @@ class KarpenterLaunch(models.Model):
     objects = ClusterScopedManager()
 
     class Meta:
+        verbose_name = "Karpenter launch"
+        verbose_name_plural = "Karpenter launches"
         ordering = ["-launched_at", "-id"]
         indexes = [models.Index(fields=["outcome", "-launched_at"])]
         constraints = [models.UniqueConstraint(fields=["cluster", "claim_name"], name="one_launch_audit_per_claim")]
@@ -592,6 +633,9 @@ class WatchState(models.Model):
                                        help_text="When the models last took in the cluster's state.")
     kept_objects = models.PositiveIntegerField(default=0, help_text="Pods and nodes the watch process keeps parsed "
                                                                     "in memory (0 until it has loaded them).")
+    storage_listed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the storage kinds (StorageClasses, PersistentVolumes and their claims, "
+                                         "CSINodes) were last listed: until then the plan reads no pod's volumes.")
 
     objects = ClusterScopedManager()
 

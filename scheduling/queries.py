@@ -9,6 +9,7 @@ from django.db.models.functions import Coalesce
 from scheduling.engine.world import TERMINAL_PHASES  # pods that hold no resources on their node
 from fleet.connection import is_aws, is_kubernetes
 from scheduling.models import CapacityType, InstanceType, Node, Offering, Pod
+from reservations.block_fees import attach_fees, idle_by_source, idle_value
 
 
 def on_demand_prices(instance_types=None) -> dict[tuple[str, str], float]:
@@ -20,30 +21,27 @@ def on_demand_prices(instance_types=None) -> dict[tuple[str, str], float]:
 
 
 def idle_cost_per_hour(reservation, prices: dict[tuple[str, str], float], now=None) -> float | None:
-    """List price of a reservation's idle instances, per hour (prepaid: billed used or not); None when the
-    price is unknown; 0 once it is no longer usable (expired, cancelled, ended: it bills nothing more)."""
-    if not reservation.is_usable(now):
-        return 0.0
-    price = prices.get((reservation.instance_type, reservation.availability_zone))
-    if price is None:
-        same_type = [p for (name, _zone), p in prices.items() if name == reservation.instance_type]
-        price = min(same_type) if same_type else None
-    return None if price is None else price * reservation.available_instance_count
+    """What a reservation's idle units are worth an hour (prepaid: billed used or not): an ODCR's at the on-demand
+    list price, a Capacity Block's at its own price per unit-hour (reservations/block_fees.py says which source);
+    None when unknown; 0 once it is no longer usable (expired, cancelled, ended: it bills nothing more)."""
+    return idle_value(reservation, prices, now).cost
 
 
 def capacity_totals(reservations, prices: dict[tuple[str, str], float], now=None) -> dict:
     """What the usable ones among these reservations hold: instances used, idle and in all, and the idle
-    ones' list price per hour (prepaid: billed used or not), with how many have no known price.
-    Expired, cancelled or ended reservations are counted apart (`unusable`): they bill nothing more; so are
-    those that have not started (`upcoming`)."""
+    ones' worth per hour (prepaid: billed used or not; by source in `idle_sources`), with how many have no
+    known price. Expired, cancelled or ended reservations are counted apart (`unusable`): they bill nothing
+    more; so are those that have not started (`upcoming`)."""
     usable = [r for r in reservations if r.is_usable(now)]
     upcoming = sum(1 for r in reservations if r.is_upcoming(now))  # not started: bills nothing yet either
-    costs = [idle_cost_per_hour(r, prices, now) for r in usable]
+    attach_fees(usable)
+    values = [idle_value(r, prices, now) for r in usable]
     return {
         "reservations": len(usable), "unusable": len(reservations) - len(usable) - upcoming, "upcoming": upcoming,
         "used": sum(r.used_instance_count for r in usable), "idle": sum(r.available_instance_count for r in usable),
         "total": sum(r.total_instance_count for r in usable),
-        "idle_cost": sum(cost for cost in costs if cost), "unpriced": sum(1 for cost in costs if cost is None),
+        "idle_cost": sum(v.cost for v in values if v.cost), "unpriced": sum(1 for v in values if v.cost is None),
+        "idle_sources": idle_by_source(values),
     }
 
 

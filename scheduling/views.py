@@ -65,7 +65,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         # Every usable reservation, but only the columns the totals, idle cost and alarms read.
         reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "end_date",
+            "state", "reservation_type", "start_date", "end_date",
         ).order_by("reservation_id"))
         totals = capacity_totals(reservations, on_demand_prices({r.instance_type for r in reservations}), now)
         pool_healths = pools_with_health()
@@ -75,7 +75,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         context.update(
             now=now, catalogue_notice=catalogue_notice(), refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
             used=totals["used"], idle=totals["idle"], total=totals["total"],
-            idle_cost=totals["idle_cost"], unpriced=totals["unpriced"],
+            idle_cost=totals["idle_cost"], idle_sources=totals["idle_sources"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],
             block_alarms=[block for block, _timing in drains if block.block_alarm(block.node_count, now)],
@@ -417,7 +417,8 @@ class KarpenterAuditView(ObjectListView):
 class WhatIfView(ViewerRequiredMixin, TemplateView):
     """What-if: changes to the current world in a form (the default tab), the plans before and after
     side by side; or a WORLD.json pasted or uploaded (`?tab=paste`; `?from=current` fills it with the
-    current world) and its decisions. `?recommendation=ID` opens the form with that change filled in."""
+    current world) and its decisions. `?recommendation=ID` opens the form with that change filled in, and
+    `?nodeclass=NAME&terms=JSON` with an EC2NodeClass's selector terms replaced (the selector editor's link)."""
 
     template_name = "scheduling/whatif.html"
     extra_context = {"max_world_bytes": MAX_WORLD_BYTES}
@@ -503,6 +504,8 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
                 initial = {"count_id": rec.reservation.reservation_id, "count": rec.target_count}
             elif rec is not None and rec.kind == Recommendation.Kind.CANCEL:
                 initial = {"remove_id": rec.reservation.reservation_id}
+        elif request.GET.get("nodeclass"):  # the selector-term editor's preview: the plan its terms make
+            initial = {"node_class": request.GET["nodeclass"], "node_class_terms": request.GET.get("terms", "")}
         form = WorldEditForm(initial=initial)
         result = None
         if initial:

@@ -16,7 +16,8 @@ from reservations.selector_terms import validation_problems
 from scheduling.api.base import (AccountOfClusterField, ClusterHyperlinkedIdentityField, ClusterNameField,
                                  StrictInputMixin)
 from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
-from scheduling.queries import idle_cost_per_hour, on_demand_prices
+from reservations.block_fees import attach_fees, idle_value
+from scheduling.queries import on_demand_prices
 
 STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
@@ -146,6 +147,7 @@ class CapacityReservationListSerializer(serializers.ListSerializer):
     def to_representation(self, data):
         rows = list(data.all() if isinstance(data, models.manager.BaseManager) else data)
         self.context["prices"] = on_demand_prices({row.instance_type for row in rows})
+        attach_fees(rows)  # the Capacity Blocks' fees, one query
         return [self.child.to_representation(row) for row in rows]
 
 
@@ -174,9 +176,15 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     lowUtilization = serializers.SerializerMethodField(help_text="Under 20 % for a full 24 hours, and still usable.")
     usable = serializers.SerializerMethodField(help_text="Active and not past its end date.")
     idleCostPerHour = serializers.SerializerMethodField(
-        help_text=("Idle instances times the on-demand list price, dollars per hour; null when the price is unknown, "
-                   "0 once the reservation has ended (it bills nothing more).")
+        help_text=("What the idle instances are worth, dollars per hour: an ODCR's at the on-demand list price, a "
+                   "Capacity Block's at its own price per unit-hour (upfront fee / (units x hours)) when its fee is known; "
+                   "null when the price is unknown, 0 once the reservation has ended (it bills nothing more).")
     )
+    idleCostSource = serializers.SerializerMethodField(
+        help_text=("Where idleCostPerHour's unit price comes from: `fee paid`, `block fee entered`, `EC2 offerings "
+                   "estimate` or `on-demand list price`."))
+    idleCostBasis = serializers.SerializerMethodField(
+        help_text="A Capacity Block's unit price in words (\"$6,360.00 / (4 units x 53 h)\"); empty at the list price.")
     timing = serializers.SerializerMethodField(help_text="Capacity blocks only: when draining and termination start.")
     createDate = when("create_date")
     startDate = when("start_date")
@@ -221,7 +229,7 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
             "region", "instanceType", "instancePlatform", "availabilityZone",
             "availabilityZoneID", "tenancy", "state", "instanceMatchCriteria", "reservationType", "interruptible",
             "ultraserverType", "totalInstanceCount", "availableInstanceCount", "usedInstanceCount", "utilization",
-            "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "timing", "createDate", "startDate",
+            "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "idleCostSource", "idleCostBasis", "timing", "createDate", "startDate",
             "endDate", "endDateType", "tags", "nodeClasses", "lastSeen", "alarms", "openInstances",
             "capacityReservationGroups", "excludedFromPlanning", "excludedFromPlanningReason", "excludedFromPlanningBy",
             "excludedFromPlanningSince", "upcoming", "secondsUntilStart", "committedInstanceCount", "commitmentEndDate",
@@ -259,12 +267,23 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     def get_usable(self, obj) -> bool:
         return obj.is_usable(self._now())
 
-    @extend_schema_field({"type": "number", "format": "double", "nullable": True})
-    def get_idleCostPerHour(self, obj):
+    def _idle(self, obj):
         prices = self.context.get("prices")
         if prices is None:
             prices = on_demand_prices([obj.instance_type])
-        return idle_cost_per_hour(obj, prices)
+        return idle_value(obj, prices, self._now())
+
+    @extend_schema_field({"type": "number", "format": "double", "nullable": True})
+    def get_idleCostPerHour(self, obj):
+        return self._idle(obj).cost
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_idleCostSource(self, obj) -> str:
+        return self._idle(obj).source
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_idleCostBasis(self, obj) -> str:
+        return self._idle(obj).unit.basis
 
     @extend_schema_field(CapacityBlockTimingSerializer(allow_null=True))
     def get_timing(self, obj):

@@ -19,7 +19,8 @@ Upstream (kubernetes-sigs/karpenter `pkg/controllers/disruption/`):
     for the longest prefix of up to 100 candidates ordered by disruption cost that can go at once,
     reason Underutilized), single-node (candidates by savings per unit of disruption cost,
     interleaved across NodePools; the first that works, reason Underutilized). Drift (reason
-    Drifted) comes first of all. NodePool disruption budgets bound every method.
+    Drifted) comes first of all: every empty drifted node, or else the first non-empty one whose
+    pods all find a place (one per pass, as upstream). NodePool disruption budgets bound every method.
   * Disruption cost: per pod 1 + pod-deletion-cost / 2^27 + priority / 2^25 (each clamped to
     [-10, 10]), times the fraction of the node's `expireAfter` lifetime that remains.
 
@@ -42,6 +43,17 @@ Where karpweb decides what upstream leaves to timing:
     counted nor disrupting, so one stuck node does not freeze a `nodes: "1"` budget.
   * Empty nodes are left to emptiness (reason Empty), so a budget for Empty is not bypassed by
     Underutilized; multi-node consolidation takes only nodes with pods.
+  * Savings are counted at the margin: what the cluster stops paying. A node in a reservation or
+    Capacity Block costs nothing at the margin (the reservation is paid whether a node runs in it or
+    not), nor does a replacement launched into a free unit; nor does an on-demand node whose
+    instance EC2 runs in an open ODCR (DescribeInstances, the world's `instances`). So deleting a reserved node, or moving
+    its pods into another reservation, saves nothing: a reserved node with pods is never a
+    consolidation candidate (upstream's "can consolidate from one reserved offering to another"
+    moves them to save od/10^7 an hour; docs/simulate.md), and a command that evicts pods is made
+    only when it saves strictly more than nothing. Empty reserved nodes are still deleted (no pod
+    is disrupted; the keep-idle-reserved opt-in below keeps them).
+  * Nodes of a reservation excluded from planning (karpweb's override) stay: no method takes them
+    (drift and consolidation alike); only capacity-block expiry, which EC2 enforces, still applies.
   * Opt-in, per NodePool: the annotation `karpweb.io/keep-idle-reserved-nodes: "true"` keeps every
     node of the NodePool that sits in a reservation (capacity-type `reserved` after demotion): it
     is never deleted or replaced by consolidation, even when empty. The reservation is paid for
@@ -62,22 +74,21 @@ from typing import Iterable
 from .budgets import (
     REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED, DisruptionSpec,
 )
-from .cluster import Node, NodePool, Pod
+from .cluster import DO_NOT_DISRUPT, Node, NodePool, Pod
 from .instancetypes import RESERVED_PRICE_DIVISOR, InstanceType, Offering
 from .labels import (
-    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
+    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INITIALIZED, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
     ZONE,
 )
 from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, NodeClaim, Proposal
+from .pdbs import eviction_blocked
 from .planning import Plan
 from .quantities import CPU, ResourceList
 from .requirements import Requirement, Requirements
 from .scheduler import PoolLimits, Results, Scheduler
 
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-INITIALIZED = "karpenter.sh/initialized"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 MAX_MULTI_NODE_CANDIDATES = 100
 MIN_SPOT_TO_SPOT_OPTIONS = 15
@@ -171,6 +182,7 @@ class Candidate:
     price: float
     pods: list[Pod]  # the pods that would move (not DaemonSet or static pods)
     cost: float  # disruption cost
+    prepaid: bool = False  # labelled on-demand, but EC2 runs its instance in an open reservation
 
     @property
     def name(self) -> str:
@@ -184,6 +196,13 @@ class Candidate:
     def reserved(self) -> bool:
         return self.capacity_type == RESERVED
 
+    @property
+    def marginal_price(self) -> float:
+        """What removing the node saves an hour: nothing for a node in a reservation (reserved, or
+        on-demand in an open ODCR: the reservation is paid whether the node runs or not), else its
+        offering's price."""
+        return 0.0 if self.reserved or self.prepaid else self.price
+
 
 @dataclass(slots=True)
 class Command:
@@ -195,6 +214,11 @@ class Command:
     drift_reason: str = ""  # the message
     reservation_id: str | None = None
     drift_kind: str = ""  # the Drifted condition's reason: CapacityReservationDrift, AMIDrift, ...
+
+    @property
+    def evicted_pods(self) -> list[str]:
+        """The pods this command evicts (DaemonSet and static pods go with their node), by key."""
+        return sorted(p.key for c in self.candidates for p in c.pods)
 
     @property
     def action(self) -> str:
@@ -211,6 +235,13 @@ def node_price(it: InstanceType, capacity_type: str | None, zone: str | None) ->
         return it.on_demand_price(zone) / RESERVED_PRICE_DIVISOR
     prices = [o.price for o in it.offerings if o.capacity_type == capacity_type and o.zone == zone]
     return min(prices) if prices else None
+
+
+def marginal_savings(candidates: list[Candidate], replacement: FinalClaim | None = None) -> float:
+    """What the cluster stops paying an hour: the candidates' marginal prices less the
+    replacement's (a launch into a free reservation unit costs nothing more)."""
+    launched = 0.0 if replacement is None or replacement.offering.reserved else replacement.offering.price
+    return sum(c.marginal_price for c in candidates) - launched
 
 
 def eviction_cost(pod: Pod) -> float:
@@ -249,6 +280,7 @@ def _topology_terms(pod: Pod) -> bool:
 
 
 def do_not_disrupt(annotations: dict[str, str]) -> bool:
+    """A node's `karpenter.sh/do-not-disrupt` (only "true" counts on a node, as upstream)."""
     return annotations.get(DO_NOT_DISRUPT) == "true"
 
 
@@ -268,6 +300,8 @@ class ClusterState:
         self.ledger = plan.results.ledger.copy()
         self.world_pools = {p.name: p for p in self.world.node_pools}
         self.world_types = {it.name: it for it in self.world.instance_types}
+        # Each NodePool's types as its catalog prices them (NodeOverlays change prices per pool).
+        self.pool_types = {t.name: t.catalog.by_name for t in plan.templates if t.catalog is not None}
         bound: dict[str, list[Pod]] = {}
         for pod in self.world.pods:
             if pod.node_name:
@@ -356,7 +390,7 @@ class ClusterState:
                 self._by_cpu = ([n.available.get(CPU, 0) for n in ready], ready)
             spare, ready = self._by_cpu
             roomy = ready[bisect_left(spare, pod.requests.get(CPU, 0)):]
-            if not pod.anti_affinity and all(not len(alt) for alt in pod.alternatives):
+            if not pod.anti_affinity and not pod.host_ports and all(not len(alt) for alt in pod.alternatives):
                 # Nothing but room can stop such a pod on an untainted node none of whose pods
                 # repel others: skip the full check there.
                 requests = pod.requests
@@ -542,10 +576,11 @@ def _not_same_type(options: list[tuple[InstanceType, list[Offering]]], candidate
 
 
 class Consolidator:
-    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str]):
+    def __init__(self, state: ClusterState, budgets: "Budgets", protected: set[str], prepaid: set[str] = frozenset()):
         self.state = state
         self.budgets = budgets
         self.protected = protected  # nodes no method may take (expiring, drifting, ...)
+        self.prepaid = prepaid  # on-demand nodes whose instances EC2 runs in an open reservation
         self.commands: list[Command] = []
 
     # candidates ---------------------------------------------------------------------------------
@@ -558,16 +593,19 @@ class Consolidator:
         pool = state.world_pools.get(node.nodepool or "")
         if pool is None or do_not_disrupt(node.annotations):
             return None
-        it = state.world_types.get(node.labels.get(INSTANCE_TYPE, ""))
+        type_name = node.labels.get(INSTANCE_TYPE, "")
+        it = state.pool_types.get(pool.name, {}).get(type_name) or state.world_types.get(type_name)
         capacity_type = node.labels.get(CAPACITY_TYPE)
         zone = node.labels.get(ZONE)
         price = node_price(it, capacity_type, zone) if it is not None else None
         if price is None:
             return None
         bound = state.bound.get(sim.name, [])
-        if any(do_not_disrupt(p.annotations) for p in bound):
+        if any(p.blocks_disruption(state.now) for p in bound):
             return None
-        pods = [p for p in bound if not p.daemon]
+        pods = [p for p in bound if p.reschedulable]
+        if eviction_blocked(pods, state.world.pod_disruption_budgets):
+            return None  # upstream's CanEvictPods: a budget allows none of its pods to go now
         spec = pool.disruption
         if consolidation:
             if spec.consolidate_after is None:
@@ -579,7 +617,7 @@ class Consolidator:
                 if last is None or state.now - last < spec.consolidate_after:
                     return None
         cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, spec, state.now)
-        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost)
+        return Candidate(sim, pool, it, capacity_type, zone, price, pods, cost, prepaid=sim.name in self.prepaid)
 
     def candidates(self) -> list[Candidate]:
         found = (self.candidate(sim) for sim in list(self.state.nodes))
@@ -598,7 +636,9 @@ class Consolidator:
         if results.failures:
             return None, simulation
         if not results.claims:
-            savings = sum(c.price for c in candidates)
+            savings = marginal_savings(candidates)
+            if savings <= 0:
+                return None, simulation  # evicting pods for nothing is no consolidation
             return Command(kind, candidates, [], savings, dict(results.bindings)), simulation
         if len(results.claims) > 1:
             return None, simulation
@@ -606,7 +646,9 @@ class Consolidator:
                                   spot_to_spot=self.state.world.spot_to_spot)
         if final is None:
             return None, simulation
-        savings = sum(c.price for c in candidates) - final.offering.price
+        savings = marginal_savings(candidates, final)
+        if savings <= 0:
+            return None, simulation
         moves = dict(results.bindings)
         moves.update({p.key: final.name for p in final.claim.pods})
         return Command(kind, candidates, [final], savings, moves), simulation
@@ -620,8 +662,9 @@ class Consolidator:
     # methods ------------------------------------------------------------------------------------
 
     def drift(self, drifted: list[tuple[str, str | None, str, str]]) -> None:
-        """Delete or replace each drifted node (name, reservation id, message, drift reason) whose
-        pods all find a place (budget: Drifted)."""
+        """Drifted nodes (name, reservation id, message, drift reason), cheapest to disrupt first,
+        within the Drifted budget, as upstream's drift method per pass: every empty one (no
+        simulation needed), or else the first non-empty one whose pods all find a place."""
         entries = []
         for name, rid, message, kind in drifted:
             sim = self.state.by_name.get(name)
@@ -629,31 +672,42 @@ class Consolidator:
             if c is not None:
                 entries.append((c, rid, message, kind))
         entries.sort(key=lambda e: (e[0].cost, e[0].name))
+        took_empty = False
         for c, rid, message, kind in entries:
-            if not self.budgets.allows(c.pool, REASON_DRIFTED):
-                continue
-            simulation = self.state.simulate(c.pods, [c.sim])
-            results = simulation.results
-            if results.failures:
-                simulation.undo()
-                continue
-            finals = [finalize(claim) for claim in results.claims]
-            moves = dict(results.bindings)
-            for final in finals:
-                moves.update({p.key: final.name for p in final.claim.pods})
-            command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
-            self.accept(command, simulation)
+            if not c.pods and self.budgets.allows(c.pool, REASON_DRIFTED):
+                self.accept(Command(DRIFT, [c], [], 0.0, {}, drift_reason=message, reservation_id=rid, drift_kind=kind), None)
+                took_empty = True
+        if took_empty:
+            return
+        for c, rid, message, kind in entries:
+            if c.pods and self.budgets.allows(c.pool, REASON_DRIFTED) and self._replace_drifted(c, rid, message, kind):
+                return
+
+    def _replace_drifted(self, c: Candidate, rid: str | None, message: str, kind: str) -> bool:
+        simulation = self.state.simulate(c.pods, [c.sim])
+        results = simulation.results
+        if results.failures:
+            simulation.undo()
+            return False
+        finals = [finalize(claim) for claim in results.claims]
+        moves = dict(results.bindings)
+        for final in finals:
+            moves.update({p.key: final.name for p in final.claim.pods})
+        command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
+        self.accept(command, simulation)
+        return True
 
     def emptiness(self) -> None:
         empty = [c for c in self.candidates() if not c.pods]
         empty.sort(key=lambda c: (c.cost, c.name))
         for c in empty:
             if self.budgets.allows(c.pool, REASON_EMPTY):
-                self.accept(Command(EMPTY, [c], [], c.price), None)
+                self.accept(Command(EMPTY, [c], [], c.marginal_price), None)
 
     def _underutilized(self) -> list[Candidate]:
-        return [c for c in self.candidates()
-                if c.pods and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
+        """Nodes with pods whose removal could save something: a node in a reservation saves nothing."""
+        return [c for c in self.candidates() if c.pods and c.marginal_price > 0
+                and c.spec.consolidation_policy == WHEN_EMPTY_OR_UNDERUTILIZED]
 
     def multi_node(self) -> None:
         ordered = sorted(self._underutilized(), key=lambda c: (c.cost, c.name))

@@ -32,6 +32,7 @@ def decisions(plan: Plan) -> dict:
         "demotions": [],
         "nodeClasses": [plan.node_classes[nc.name].status(plan.world.now) for nc in sorted(plan.world.node_classes, key=lambda n: n.name)],
         "nodePools": [node_pool(t, plan) for t in sorted(plan.templates, key=lambda t: t.name)],
+        **({"nodeOverlays": [s.as_json() for s in sorted(plan.overlays, key=lambda s: s.name)]} if plan.overlays else {}),
     }
 
 

@@ -3,13 +3,15 @@ consolidation (consolidation.py) on top of a provisioning plan.
 
 Order of work, each step on the cluster the previous ones leave:
   1. Demotions (relabelling only). Demoted nodes count as on-demand from here on.
-  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods, the pods of
-     nodes being deleted, and the pending pods the provisioning plan could not place are
-     simulated once, before anything else uses the room. Nodes whose drain is less than an hour
+  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods and the pods
+     the provisioning plan could not place (pending ones, and those of nodes being deleted, which
+     the plan places with the pending ones) are simulated once, before anything else uses the room. Nodes whose drain is less than an hour
      away stay, but are neither candidates nor destinations for moved pods.
-  3. Drift (reason Drifted): reservation drift found here, and the nodes whose NodeClaim carries
-     `Drifted=True` (world `nodeClaims`; the loop marks them: engine/refresh.py), 4. emptiness (Empty), 5. multi-node and 6. single-node
-     consolidation (Underutilized), within the NodePool budgets.
+  3. Nodes in a reservation excluded from planning are kept out of everything below.
+  4. Drift (reason Drifted): reservation drift found here, and the nodes whose NodeClaim carries
+     `Drifted=True` (world `nodeClaims`; the loop marks them: engine/refresh.py), 5. emptiness
+     (Empty), 6. multi-node and 7. single-node consolidation (Underutilized), within the NodePool
+     budgets.
 
 Output order: expiry (by drainAt, then node), then drift and consolidation in the order decided.
 Demotions are sorted by node name.
@@ -62,15 +64,16 @@ def lifecycle(plan: Plan) -> Lifecycle:
     state = ClusterState(plan, nodes)
     for name in upcoming:
         state.by_name[name].receives = False
-    leaving = {n.name for n in world.nodes if n.deleting} | due
-    displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
+    # The pods of nodes being deleted were planned with the pending ones (planning.displaced_by_deletion).
+    displaced = [p for name in sorted(due) for p in state.bound.get(name, ()) if p.reschedulable]
     displaced += state.orphans + [f.pod for f in plan.results.failures]
     if displaced:
         baseline = state.simulate(displaced, moved=False)
         state.accept(baseline, [], [finalize(claim) for claim in baseline.results.claims])
 
     budgets = Budgets(world.node_pools, world.nodes, now, disrupted=[e.node for e in expiring if e.node.name in due])
-    consolidator = Consolidator(state, budgets, protected=due | upcoming)
+    consolidator = Consolidator(state, budgets, protected=due | upcoming | kept_by_exclusion(world, known),
+                                prepaid=in_open_reservations(world, known))
     marked = [(name, None, d.message, d.reason) for name, d in sorted(world.drifted.items())
               if name not in due and name not in {r.node.name for r in drifted}]
     consolidator.drift([(d.node.name, d.reservation_id, d.message, CAPACITY_RESERVATION_DRIFT) for d in drifted] + marked)
@@ -80,9 +83,28 @@ def lifecycle(plan: Plan) -> Lifecycle:
     return Lifecycle(expiring, demoted, consolidator.commands, state)
 
 
+def kept_by_exclusion(world, known: NodeReservations) -> set[str]:
+    """Nodes in a reservation excluded from planning: the override's promise is that they stay."""
+    return {n.name for n in world.nodes
+            if (reservation := known.reservation(n)) is not None and reservation.excluded_from_planning}
+
+
+def in_open_reservations(world, known: NodeReservations) -> set[str]:
+    """On-demand nodes whose instances EC2 runs in an active reservation (an open ODCR takes any
+    matching on-demand launch): paid for whether they run or not, like reserved nodes."""
+    found = set()
+    for node in world.nodes:
+        instance = known.instance(node)
+        reservation = known.reservations.get(instance.reservation_id) if instance and instance.reservation_id else None
+        if reservation is not None and reservation.state_at(world.now) == "active":
+            found.add(node.name)
+    return found
+
+
 def command_dict(command: Command) -> dict:
     drift = command.kind == DRIFT
-    result = {"action": command.action, "reason": DRIFT_REASON if drift else CONSOLIDATION, "nodes": command.nodes}
+    result = {"action": command.action, "reason": DRIFT_REASON if drift else CONSOLIDATION, "nodes": command.nodes,
+              "evictedPods": command.evicted_pods}
     if drift:
         result["driftReason"] = command.drift_kind or CAPACITY_RESERVATION_DRIFT
         if command.reservation_id:

@@ -14,11 +14,13 @@ from .catalog import Catalog
 from .gcpause import cyclic_gc_paused
 from .cluster import NodePool, Pod, World
 from .instancetypes import reserved_offering
-from .labels import INSTANCE_LABELS
+from .labels import INITIALIZED, INSTANCE_LABELS, REGISTERED
 from .launch import FinalClaim, finalize
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, PoolTemplate, sum_requests
+from .overlays import OverlayStatus, overlay_catalogs
 from .quantities import ResourceList
+from .requirements import Requirement
 from .scheduler import PoolLimits, Results, Scheduler
 from .selectors import NodeClassReservations, resolve_node_class, selects_once_active
 from .taints import untolerated
@@ -31,6 +33,7 @@ class Plan:
     templates: list[PoolTemplate]
     results: Results
     claims: list[FinalClaim] = field(default_factory=list)
+    overlays: list[OverlayStatus] = field(default_factory=list)  # each NodeOverlay's status
 
 
 def resolve_node_classes(world: World) -> dict[str, NodeClassReservations]:
@@ -76,17 +79,19 @@ def upcoming_for(world: World, nc) -> list:
 
 
 def build_templates(world: World, catalogs: dict[str, Catalog],
-                    resolved: dict[str, NodeClassReservations]) -> list[PoolTemplate]:
+                    resolved: dict[str, NodeClassReservations]) -> tuple[list[PoolTemplate], list[OverlayStatus]]:
+    """The NodePools' templates, each with its class's catalog as the NodeOverlays leave it for the
+    pool, and each overlay's status."""
     templates = []
     not_ready = {nc.name: nc.not_ready for nc in world.node_classes if nc.not_ready}
+    pool_catalogs, statuses = overlay_catalogs(world.node_pools, catalogs, world.node_overlays)
     for pool in world.node_pools:
         problem = _pool_problem(pool, resolved) or (
             f"EC2NodeClass {pool.node_class} is not ready ({not_ready[pool.node_class]})" if pool.node_class in not_ready else None)
-        catalog = catalogs.get(pool.node_class)
-        template = PoolTemplate(pool, catalog, ResourceList(), problem)
+        template = PoolTemplate(pool, pool_catalogs.get(pool.name), ResourceList(), problem)
         template.daemon_overhead = daemon_overhead(world, template)
         templates.append(template)
-    return templates
+    return templates, statuses
 
 
 def _pool_problem(pool: NodePool, resolved: dict[str, NodeClassReservations]) -> str | None:
@@ -100,12 +105,17 @@ def _pool_problem(pool: NodePool, resolved: dict[str, NodeClassReservations]) ->
 
 def daemon_overhead(world: World, template: PoolTemplate) -> ResourceList:
     """Requests of the DaemonSets that would run on this NodePool's nodes (upstream: those that
-    tolerate its taints and whose node selection is compatible with its requirements)."""
+    tolerate its taints and whose node selection is compatible with its requirements). A new node
+    will carry `karpenter.sh/registered` and `karpenter.sh/initialized`, so a DaemonSet selecting
+    them counts (upstream adds both to the NodeClaimTemplate's requirements for this check only:
+    they never reach a claim)."""
     if template.catalog is None:
         return ResourceList()
+    requirements = template.requirements.intersect([Requirement.single(REGISTERED, "true"),
+                                                    Requirement.single(INITIALIZED, "true")])
     pods = [ds.pod for ds in world.daemon_sets
             if untolerated(template.taints, ds.pod.tolerations) is None
-            and any(template.requirements.compatible(alt, template.catalog.well_known) is None
+            and any(requirements.compatible(alt, template.catalog.well_known) is None
                     for alt in ds.pod.alternatives)]
     return sum_requests(pods)
 
@@ -118,6 +128,16 @@ def build_existing(world: World, pods: list[Pod] | None = None) -> list[Existing
             bound.setdefault(pod.node_name, []).append(pod)
     return [ExistingNode(node, bound.get(node.name, ()), seq)
             for seq, node in enumerate(world.nodes) if not node.deleting]
+
+
+def displaced_by_deletion(world: World) -> list[Pod]:
+    """The pods of nodes being deleted that need a place again: upstream's provisioner schedules
+    them with the pending pods (StatefulSet pods too, while they terminate), so their replacement
+    capacity is planned at once rather than after they are evicted."""
+    deleting = {node.name for node in world.nodes if node.deleting}
+    if not deleting:
+        return []
+    return [pod for pod in world.pods if pod.node_name in deleting and pod.reschedulable]
 
 
 def build_ledger(templates: list[PoolTemplate]) -> ReservationLedger:
@@ -150,8 +170,8 @@ def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
     with cyclic_gc_paused():  # a plan makes no cycles: the collector would only walk the world
         resolved = resolve_node_classes(world)
         catalogs = build_catalogs(world, resolved)
-        templates = build_templates(world, catalogs, resolved)
+        templates, overlays = build_templates(world, catalogs, resolved)
         scheduler = Scheduler(templates, build_existing(world), build_ledger(templates), mode,
                               build_limits(world, templates), namespaces=world.namespaces)
-        results = scheduler.solve(world.pending_pods())
-        return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims])
+        results = scheduler.solve(world.pending_pods() + displaced_by_deletion(world))
+        return Plan(world, resolved, templates, results, [finalize(claim) for claim in results.claims], overlays)

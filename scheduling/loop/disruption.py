@@ -75,7 +75,7 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
             kind=_kind(disruption), subject=nodes_subject(disruption["nodes"]),
             reason=disruption_reason(disruption, members, now), mode=effective_mode(pool, refusal), node_pool=pool,
             reservation=members[0].reservation if members else None, details=disruption,
-            objects_involved={"nodes": disruption["nodes"]},
+            objects_involved=involved(disruption),
         )
         drain_at = parse_time(disruption["drainAt"]) if disruption.get("drainAt") else None
         if decision.mode == Mode.CONTROL and (drain_at is None or drain_at <= now):
@@ -94,6 +94,12 @@ def act_on_disruptions(cloud, cluster, reasons: set[str], now=None, decisions: d
         events += kube_events.blocked_and_unconsolidatable()
     counts["events_written"] = kube_events.publish(cluster, events)
     return counts
+
+
+def involved(disruption: dict) -> dict:
+    """The nodes a disruption takes and the pods it evicts (the pod page lists the decision)."""
+    pods = disruption.get("evictedPods") or []
+    return {"nodes": disruption["nodes"], **({"pods": pods} if pods else {})}
 
 
 def _kind(disruption: dict) -> str:
@@ -116,11 +122,14 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
         action = "replace" if disruption["action"] == "replace" else "delete"
         return f"drift ({disruption.get('driftReason', '')}): {action} {names}: {disruption.get('message', '')}"
     savings = disruption.get("savingsPerHour")
-    saved = f", saving ${savings:.4f}/h at list price" if savings else ""
+    # At the margin: what stops being paid (a reserved unit is paid for whether a node runs in it or not).
+    saved = f", saving ${savings:.4f}/h at the margin" if savings else ""
     if disruption["action"] == "replace":
         launch = disruption["replacement"]["launch"]
         where = f"{launch['instanceType']} {launch['capacityType']}" + (f" in reservation {launch['reservationID']}" if launch.get("reservationID") else "")
         return f"consolidation: replace {names} with one {where}{saved}"
+    if "evictedPods" in disruption and not disruption["evictedPods"]:
+        return f"consolidation: delete {names}, which runs no pods{saved}"
     return f"consolidation: delete {names}, its pods fit elsewhere{saved}"
 
 

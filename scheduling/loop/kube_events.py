@@ -16,9 +16,11 @@ from collections.abc import Iterable
 
 from django.core.cache import cache
 from django.db.models import Q
+from django.utils import timezone
 
 from fleet.scope import working_cluster
 from scheduling.adapters.kube import events as E
+from scheduling.engine.cluster import do_not_disrupt_active
 from scheduling.engine.consolidation import DO_NOT_DISRUPT, do_not_disrupt
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.models import Mode, Node, NodePool, Pod
@@ -133,11 +135,13 @@ def blocked_and_unconsolidatable() -> list[E.Event]:
     if not pools:
         return []
     ours = Node.objects.filter(node_pool_id__in=list(pools), node_claim__isnull=False)
-    blocking_pods = Pod.objects.filter(node__in=ours, annotations__has_key=DO_NOT_DISRUPT).exclude(
-        phase__in=TERMINAL_PHASES).order_by("namespace", "name")
+    blocking_pods = Pod.objects.filter(node__in=ours, annotations__has_key=DO_NOT_DISRUPT, deleting_since__isnull=True
+                                       ).exclude(phase__in=TERMINAL_PHASES).order_by("namespace", "name")
     blocking = {}
-    for pod in blocking_pods.only("namespace", "name", "annotations", "node_id"):
-        if do_not_disrupt(pod.annotations or {}):
+    now = timezone.now()
+    for pod in blocking_pods.only("namespace", "name", "annotations", "node_id", "started_at"):
+        # The engine's rule: "true", or a duration still running since the pod started.
+        if do_not_disrupt_active((pod.annotations or {}).get(DO_NOT_DISRUPT), pod.started_at, now):
             blocking.setdefault(pod.node_id, pod)
     restricted = [pk for pk, p in pools.items() if p.consolidate_after == NEVER or p.consolidation_policy == WHEN_EMPTY]
     busy = set(Pod.objects.filter(node__node_pool_id__in=restricted).exclude(phase__in=TERMINAL_PHASES)

@@ -11,7 +11,7 @@ from fleet.connection import is_kubernetes, is_aws
 from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.groups import sync_groups
-from reservations import doctor, ledger, utilization
+from reservations import block_fees, doctor, ledger, utilization
 from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.open_trap import sync_launch_templates
@@ -68,6 +68,9 @@ def sync_ec2(now=None) -> dict:
     counts.update(sync_open_instances(cloud, now, served))  # on-demand instances EC2 placed in open reservations
     counts.update(sync_launch_templates(cloud, now))  # Karpenter's: do they opt out of open reservations?
     counts.update(ledger.record_use(ledger_clouds(cloud), now))  # who holds which units, fleet-wide
+    estimate = getattr(cloud, "capacity_block_fee_estimate", None)  # EC2's: the simulated world sells no blocks
+    if estimate is not None:
+        counts.update(block_fees.refresh_estimates(estimate, now))  # what a block whose fee nobody entered cost
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
     counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date
@@ -141,7 +144,7 @@ def sync_catalogue(now=None) -> dict:
 def sync_kubernetes(now=None) -> dict:
     now = now or timezone.now()
     if is_kubernetes():
-        from scheduling.adapters.kube.sync import ClusterSync
+        from scheduling.adapters.kube.sync import ClusterSync, storage_listed
 
         cluster = backends.cluster()
         # First: whether this sync may be followed by acting at all (scheduling.modes reads it).
@@ -152,7 +155,7 @@ def sync_kubernetes(now=None) -> dict:
                 raise ClusterUnreachable(f"the cluster's API server answered none of its lists: {stats.errors[-1].message}")
             counts.update(lists=stats.lists, errors=len(getattr(stats, "errors", []) or []))
             counts["drift_repaired"] = count_drift(stats, now)  # what the watch process missed, if one runs
-            WatchState.record(world_as_of=now)
+            WatchState.record(world_as_of=now, **({"storage_listed_at": now} if storage_listed(stats.listed) else {}))
         else:
             counts["lists"] = 0  # the watch process keeps the models current: no full list this time
         counts.update(nodes.after_launch(backends.cloud(), cluster, now))  # registration, initialization, TTL

@@ -22,7 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from fleet.scope import current_cluster
-from scheduling.adapters.kube.sync import ClusterSync
+from scheduling.adapters.kube.sync import ClusterSync, storage_listed
 from scheduling.engine.batching import BatchWindow
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.loop import leases
@@ -86,10 +86,14 @@ class WatchLoop:
         heartbeat = Heartbeat(self.holder)
         checked = self.clock()
         lifecycle_at = None  # the first pass runs once the kept world is loaded
+        storage_recorded = False
         try:
             while not done():
                 stats = sync.pump(timeout=0.1)
                 now = self.clock()
+                if not storage_recorded and storage_listed(sync.resource_versions):
+                    WatchState.record(storage_listed_at=timezone.now())  # the plan reads pods' volumes from now
+                    storage_recorded = True
                 heartbeat.add(stats, now, kept_objects=self.kept.size() if self.kept is not None else 0)
                 if self.kept is not None:
                     self.kept.apply(stats)

@@ -67,6 +67,15 @@ def kube_time(value) -> str:
 
 
 @register.filter
+def requirement(term: dict) -> str:
+    """A node selector requirement read once: "kubernetes.io/arch In amd64, arm64", "...instance-gpu-count
+    Exists". A filter, because a template's `r.values` on a requirement without values is the dict's own
+    values() (its key and operator again)."""
+    values = term.get("values") or []
+    return " ".join([str(term.get("key", "")), str(term.get("operator", ""))] + ([", ".join(map(str, values))] if values else []))
+
+
+@register.filter
 def is_past(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> bool:
     return moment is not None and moment <= (now or timezone.now())
 
@@ -94,6 +103,24 @@ def per_hour(value: float | None) -> str:
     if 0 < abs(value) < 0.0001:
         return "< $0.0001/h" if value > 0 else "> -$0.0001/h"
     return f"${value:.4f}/h" if 0 < abs(value) < 1 else f"{dollars(value)}/h"
+
+
+@register.filter
+def idle_value(value) -> str:
+    """An idle figure and where it comes from (reservations.block_fees.IdleValue): "$60.00/h (block fee entered:
+    $6,360.00 / (4 units x 53 h))", "$0.7680/h (on-demand list price)"."""
+    from django.utils.html import format_html
+
+    if value is None:
+        return "—"
+    basis = f": {value.unit.basis}" if value.unit.basis else ""
+    return format_html('{} <span class="muted idle-source">({}{})</span>', per_hour(value.cost), value.source, basis)
+
+
+@register.filter
+def idle_sources(parts) -> str:
+    """The idle total's parts by source (capacity_totals' `idle_sources`): "$60.00/h block fee entered, ..."."""
+    return "; ".join(f"{per_hour(cost)} {source}" for source, cost in parts or [])
 
 
 @register.filter

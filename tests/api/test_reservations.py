@@ -2,13 +2,14 @@
 ordering, pagination and the utilization samples sub-route."""
 
 import datetime
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from reservations.models import CapacityReservation
+from reservations.models import CapacityBlockFee, CapacityReservation
 from reservations.utilization import roll_up
 from scheduling.api.pagination import BoundedLimitOffsetPagination
 from scheduling.models import CapacityType
@@ -53,6 +54,23 @@ def test_idle_cost_falls_back_to_the_cheapest_zone_of_the_type(as_viewer):
     OfferingFactory(instance_type=m5, zone="us-east-1c", price=0.09)
     CapacityReservationFactory(reservation_id="cr-0aaa", total_instance_count=4, available_instance_count=3)
     assert results(as_viewer.get(URL))[0]["idleCostPerHour"] == pytest.approx(0.27)
+
+
+def test_an_idle_block_unit_is_worth_the_blocks_own_price_with_its_source(as_viewer):
+    """#47 (13): a Capacity Block's idle units at its entered fee over its unit-hours, not the on-demand price."""
+    trn2 = InstanceTypeFactory(name="trn2.48xlarge")
+    OfferingFactory(instance_type=trn2, zone="us-east-1a", price=44.70)
+    now = timezone.now()
+    CapacityReservationFactory(reservation_id="cr-0blk", instance_type="trn2.48xlarge", reservation_type="capacity-block",
+                               total_instance_count=4, available_instance_count=2, start_date=now - datetime.timedelta(hours=48),
+                               end_date=now + datetime.timedelta(hours=24))
+    CapacityBlockFee.objects.create(reservation_id="cr-0blk", block_fee=Decimal("5760"))
+    row = results(as_viewer.get(URL))[0]
+    assert row["idleCostPerHour"] == pytest.approx(2 * 5760 / (4 * 72))  # $20 a unit-hour, not $44.70
+    assert (row["idleCostSource"], row["idleCostBasis"]) == ("block fee entered", "$5,760.00 / (4 units x 72 h)")
+    CapacityBlockFee.objects.all().delete()  # no fee known: the list price, said as such
+    row = results(as_viewer.get(URL))[0]
+    assert (row["idleCostPerHour"], row["idleCostSource"]) == (pytest.approx(89.40), "on-demand list price")
 
 
 def test_recent_and_low_utilization_come_from_the_last_24_hours_of_samples(as_viewer):

@@ -5,13 +5,14 @@ the CLI command; bad input gets field errors; a Capacity Block extension is boug
 offerings; the page, the API and the metric show it all."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from reservations.models import CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour
+from reservations.models import CapacityBlockFee, CapacityReservation, EC2NodeClass, Recommendation, UtilizationHour
 from reservations.recommendations import recompute
 from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
 from scheduling.models import Node, NodePool, Pod
@@ -163,6 +164,8 @@ def test_the_api_lists_applies_and_refuses_bad_input(seeded, provider, world, op
     bought = api.post(url, {"computedAt": extend.computed_at.isoformat(), "offeringID": offer["offering_id"]}, format="json")
     assert bought.status_code == 200 and bought.json()["state"] == "applied"
     assert world.reservation(seeded["block"])["EndDate"] == end_before + timedelta(hours=offer["hours"])
+    # #47 (13): what the extension cost is added to the block's fee (its hours now include the extension).
+    assert CapacityBlockFee.objects.get(reservation_id=seeded["block"]).extensions_paid == Decimal(f"{offer['upfront_fee']:.2f}")
     history = provider.ec2.describe_capacity_block_extension_history(CapacityReservationIds=[seeded["block"]])
     assert history["CapacityBlockExtensions"][0]["CapacityBlockExtensionStatus"] == "payment-pending"
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 
 from scheduling.engine import WorldError, simulate
+from tests.engine.newer_kinds import kitchen_sink
 from tests.support.properties import examples
 
 EXAMPLES = [json.loads(p.read_text()) for p in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))]
@@ -48,6 +49,30 @@ def test_mutated_worlds_never_crash(index, data, replacement):
     else:
         assert isinstance(decisions["nodeClaims"], list)
         json.dumps(decisions)
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), json_values)
+def test_the_newer_kinds_mutated_never_crash(data, replacement):
+    """Volumes, PodDisruptionBudgets, NodeOverlays and default spread (issue #49): any value anywhere in
+    them is an answer or a WorldError naming paths, never a traceback."""
+    world = kitchen_sink()
+    path = data.draw(st.sampled_from([p for p in paths(world) if p]))
+    target = world
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = replacement
+    try:
+        decisions = simulate(world)
+    except WorldError as error:
+        assert error.problems and all(isinstance(p, str) and isinstance(m, str) for p, m in error.problems)
+    else:
+        json.dumps(decisions)
+
+
+def test_the_newer_kinds_world_plans():
+    decisions = simulate(kitchen_sink())
+    assert [c["launch"]["zone"] for c in decisions["nodeClaims"]] == ["us-east-1b"]
 
 
 @given(json_values)

@@ -7,7 +7,7 @@ from scheduling.engine import parse_world, plan, simulate
 from scheduling.engine.disruption import lifecycle
 
 from .builders import instance_type, node_class, pod, reservation, world
-from .lifecycle_builders import bound, dpool, knode
+from .lifecycle_builders import bound, dpool, instance, knode
 
 M5L = instance_type("m5.large", "2", "8Gi", od=0.096, spot=0.035)
 M5XL = instance_type("m5.xlarge", "4", "16Gi", od=0.192, spot=0.07)
@@ -57,17 +57,42 @@ def test_moves_into_free_reserved_capacity_of_the_same_type(capacity):
     assert replacement["nodePool"] == "default"
     assert replacement["labels"]["karpenter.k8s.aws/capacity-reservation-id"] == "cr-1"
     price = 0.096 if capacity == "on-demand" else 0.035
-    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(price - 0.096 / 1e7)
+    # At the margin: the node's price, all of it (the free unit is paid for already).
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(price)
+    assert consolidations(decisions)[0]["evictedPods"] == ["default/web-0"]
 
 
-def test_large_reserved_node_moves_to_a_smaller_reservation_after_scale_down():
-    """A c6a.48xlarge in one reservation runs a single small pod after a scale-down: it moves to
-    a free c6a.large unit of another reservation (od_small/1e7 < od_large/1e7)."""
+def test_reserved_node_is_not_moved_to_a_smaller_reservation_for_nothing():
+    """Upstream's "can consolidate from one reserved offering to another": a c6a.48xlarge in one
+    reservation runs a single small pod after a scale-down, and upstream moves it to a free
+    c6a.large unit of another reservation (od_small/1e7 < od_large/1e7). Both reservations are
+    paid whether used or not, so the move saves nothing at the margin and only evicts the pod:
+    karpweb leaves it (a deliberate difference, docs/simulate.md)."""
     node = knode("big", "c6a.48xlarge", cpu="192", memory="384Gi", capacity="reserved", reservation="cr-big")
     decisions = run([node], [bound("api-0", "big", "500m", "1Gi")], types=[C6A_L, C6A_48XL],
                     reservations=[ml("cr-big", "c6a.48xlarge", available=0, total=1), ml("cr-small", "c6a.large")])
-    assert summary(decisions) == [("replace", ["big"], "reserved", "cr-small", "c6a.large")]
-    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx((7.344 - 0.0765) / 1e7)
+    assert summary(decisions) == []
+
+
+def test_reserved_node_with_pods_is_not_deleted_for_nothing():
+    """Two m5.large in one reservation, each with a small pod: either node's pod fits on the other,
+    and upstream deletes one to save od/1e7 an hour. The unit stays paid for: nothing is saved,
+    a pod is evicted and prepaid capacity sits idle, so karpweb keeps both."""
+    nodes = [knode(name, "m5.large", capacity="reserved", reservation="cr-1") for name in ("r1", "r2")]
+    decisions = run(nodes, [bound("web-0", "r1", "250m"), bound("web-1", "r2", "250m")],
+                    reservations=[ml("cr-1", "m5.large", available=0, total=2)])
+    assert consolidations(decisions) == []
+
+
+def test_paid_node_still_moves_into_reserved_room():
+    """The saving at the margin is the paid node's whole price when its pod moves onto a reserved
+    node with room (and the reserved node's own pods stay)."""
+    nodes = [knode("r1", "m5.large", capacity="reserved", reservation="cr-1"), knode("od", "m5.large")]
+    decisions = run(nodes, [bound("web-0", "r1", "250m"), bound("web-1", "od", "250m")],
+                    reservations=[ml("cr-1", "m5.large", available=0, total=1)])
+    assert summary(decisions) == [("delete", ["od"], None, None, None)]
+    assert consolidations(decisions)[0]["savingsPerHour"] == pytest.approx(0.096)
+    assert consolidations(decisions)[0]["evictedPods"] == ["default/web-1"]
 
 
 def test_reserved_is_never_replaced_by_paid_capacity_even_when_cheaper_on_paper():
@@ -360,3 +385,43 @@ def test_output_is_deterministic():
     first = run(nodes, pods, pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
     second = run(nodes, pods, pools=[dpool(capacity_types=["on-demand", "spot"], budgets=ALL_IN)])
     assert first["disruptions"] == second["disruptions"] and first["disruptions"]
+
+
+# a reservation excluded from planning (karpweb's override): its nodes stay --------------------------
+
+
+EXCLUDED = {"karpwebExcludedFromPlanning": "by olga since 2026-11-21T11:00:00Z: quarter-end"}
+
+
+@pytest.mark.parametrize("excluded, deleted", [(False, ["idle-reserved", "idle-od"]), (True, ["idle-od"])])
+def test_nodes_of_an_excluded_reservation_stay_even_when_empty(excluded, deleted):
+    """Issue #47 finding 7: the override says "nodes already in it stay"; emptiness took them."""
+    nodes = [knode("idle-reserved", "m5.large", capacity="reserved", reservation="cr-1"), knode("idle-od", "m5.large")]
+    kept_out = {**ml("cr-1", "m5.large", available=0, total=1), **(EXCLUDED if excluded else {})}
+    decisions = run(nodes, [], reservations=[kept_out])
+    assert sorted(n for d in consolidations(decisions) for n in d["nodes"]) == sorted(deleted)
+
+
+def test_nodes_of_an_excluded_reservation_do_not_drift_away():
+    """A class that no longer selects the excluded reservation would drift its node: it stays too."""
+    node = knode("r1", "m5.large", capacity="reserved", reservation="cr-1")
+    kept_out = {**reservation("cr-1", "m5.large", available=0, total=1, tags={"team": "other"}), **EXCLUDED}
+    decisions = run([node], [bound("web-0", "r1", "250m")], reservations=[kept_out])
+    assert decisions["disruptions"] == []
+    plain = run([node], [bound("web-0", "r1", "250m")], reservations=[{k: v for k, v in kept_out.items() if k not in EXCLUDED}])
+    assert [d["reason"] for d in plain["disruptions"]] == ["drift"]
+
+
+@pytest.mark.parametrize("in_the_odcr, deleted", [(False, ["od"]), (True, ["paid"])])
+def test_an_on_demand_node_in_an_open_odcr_saves_nothing_either(in_the_odcr, deleted):
+    """Labelled on-demand, but DescribeInstances says EC2 runs its instance in an open ODCR: the
+    reservation is paid whether it runs or not, so evicting its pods saves nothing; the paid node
+    beside it moves its pod there instead."""
+    nodes = [knode("paid", "m5.large", instance="i-paid"), knode("od", "m5.large", instance="i-od")]
+    pods = [bound("web-0", "paid", "250m"), bound("web-1", "od", "250m")]
+    odcr = ml("cr-open", "m5.large", available=0, total=1, criteria="open")
+    doc = world(instance_types=[M5L, M5XL], reservations=[odcr], node_classes=CLASSES, nodes=nodes, pods=pods,
+                node_pools=[dpool(capacity_types=["on-demand"], budgets=ALL_IN)])
+    doc["instances"] = [instance("i-paid", "m5.large"),
+                        instance("i-od", "m5.large", reservation="cr-open" if in_the_odcr else None, preference="open")]
+    assert [d["nodes"] for d in consolidations(simulate(doc))] == [deleted]

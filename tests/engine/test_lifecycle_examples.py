@@ -20,7 +20,7 @@ def test_consolidation_example():
     decisions = simulate(load("consolidation.json"))
     assert decisions["nodeClaims"] == [] and decisions["demotions"] == []
     empty, multi = decisions["disruptions"]
-    assert empty == {"action": "delete", "reason": "consolidation", "nodes": ["web-empty"],
+    assert empty == {"action": "delete", "reason": "consolidation", "nodes": ["web-empty"], "evictedPods": [],
                      "consolidationType": "empty", "savingsPerHour": 0.096}
     assert (multi["action"], multi["nodes"], multi["consolidationType"]) == (
         "replace", ["web-busy", "web-od-1", "web-od-2"], "multi")
@@ -28,7 +28,9 @@ def test_consolidation_example():
                                               "reservationID": "cr-0c0a50000000000a2", "reservationType": "default",
                                               "price": 9.6e-09}
     assert multi["replacement"]["pods"] == ["web/api-zonal-0"]
-    assert multi["savingsPerHour"] == round(0.192 + 0.096 + 0.096 - 9.6e-09, 12)
+    assert multi["evictedPods"] == ["web/api-0", "web/api-1", "web/api-zonal-0"]
+    # At the margin: the free reserved unit the replacement takes is paid for already.
+    assert multi["savingsPerHour"] == round(0.192 + 0.096 + 0.096, 12)
     # ml-idle (keep-idle-reserved), web-pinned (do-not-disrupt), web-new (consolidateAfter) and
     # steady-1 (WhenEmpty) stay; the kept reserved node takes api-1.
     touched = {n for d in decisions["disruptions"] for n in d["nodes"]}

@@ -37,7 +37,7 @@ def test_the_fleet_overview_shows_every_account_cluster_and_shared_reservation(v
     row = page.split(f'id="fleet-{shared}"', 1)[1].split("</tr>", 1)[0]
     assert "demo-prod" in row and "demo-research" in row and "4 / 6" in row
     # $/h at EC2's price precision, as on every list: two idle m5.large units at $0.096.
-    assert "research-use1: 2" in row and "staging-use1: 2" in row and "<td>$0.1920/h</td>" in row
+    assert "research-use1: 2" in row and "staging-use1: 2" in row and '<td>$0.1920/h <span class="muted idle-source">(on-demand list price)</span></td>' in row
     # The fleet's idle prepaid cost is the one money helper's, over every usable reservation.
     usable = list(CapacityReservation.objects.usable())
     totals = capacity_totals(usable, on_demand_prices({r.instance_type for r in usable}))
@@ -93,7 +93,7 @@ def test_the_reservations_most_idle_cost_first_the_rest_linked(viewer_client, de
     monkeypatch.setattr(overview, "RESERVATIONS_SHOWN", 3)
     page = viewer_client.get(URL).content.decode()
     shown = [chunk.split('"', 1)[0] for chunk in page.split('id="fleet-cr-')[1:]]
-    # trn2 (2 idle x $44.70), p5 (1 x $55.04), then the committed r6i.large ODCR (10 x $0.126)
+    # trn2 (2 idle at the block's own $30.00 a unit-hour), p5 (1 x $55.04), then the committed r6i.large ODCR (10 x $0.126)
     assert shown == ["0a1b2c3d4e5f60007", "0a1b2c3d4e5f60006", "0a1b2c3d4e5f60012"]
     more = CapacityReservation.objects.usable().count() - 3
     assert f"And {more} more" in page and "/reservations/?cluster=all" in page

@@ -75,10 +75,11 @@ TERMS = ("EC2NodeClass", ".spec.capacityReservationSelectorTerms")
 TAGS = ("EC2NodeClass", ".spec.capacityReservationSelectorTerms[].tags")
 BUDGETS = ("NodePool", ".spec.disruption.budgets")
 CLAIM_SPEC = ("NodeClaim", ".spec")
+OVERLAY_SPEC = ("NodeOverlay", ".spec")
 
 
 def test_every_rule_is_found_and_compiles():
-    assert set(RULES) == {TERMS, TAGS, BUDGETS, CLAIM_SPEC}
+    assert set(RULES) == {TERMS, TAGS, BUDGETS, CLAIM_SPEC, OVERLAY_SPEC}
     for rules in RULES.values():
         for rule in rules:
             ENV.compile(rule["rule"])  # a syntax error raises
@@ -118,6 +119,12 @@ def test_budget_rule_needs_schedule_and_duration_together():
     assert passes(*BUDGETS, [{"nodes": "10%"}, {"nodes": "0", "schedule": "@daily", "duration": "10m"}])
     assert not passes(*BUDGETS, [{"nodes": "0", "schedule": "@daily"}])
     assert not passes(*BUDGETS, [{"nodes": "0", "duration": "10m"}])
+
+
+def test_an_overlay_sets_a_price_or_adjusts_it_never_both():
+    assert passes(*OVERLAY_SPEC, {"requirements": [], "price": "0.42"})
+    assert passes(*OVERLAY_SPEC, {"requirements": [], "priceAdjustment": "-10%"})
+    assert not passes(*OVERLAY_SPEC, {"requirements": [], "price": "0.42", "priceAdjustment": "-10%"})
 
 
 def test_nodeclaim_spec_is_immutable():

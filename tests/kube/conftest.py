@@ -305,10 +305,15 @@ class KubeTestServer:
         NodeClaims, NodePools, EC2NodeClasses), so each test's cluster holds only what it makes: a
         pending pod another test left would otherwise be nominated to this test's node and keep it
         from being disrupted. No controller runs here, so finalizers are removed first."""
-        from scheduling.adapters.kube.resources import SYNCED
+        from scheduling.adapters.kube.resources import PDB, PDB_V1BETA1, SYNCED
 
         rest = self._rest()
+        policy = [v.get("groupVersion") for v in rest.request("GET", "/apis/policy").get("versions") or []]
         for resource in reversed(SYNCED):  # pods first, EC2NodeClasses last
+            if resource.kind == "Service":
+                continue  # the API server's own (default/kubernetes) and the tests' kube-dns stay
+            if resource is PDB and "policy/v1" not in policy:
+                resource = PDB_V1BETA1  # this server (v1.20) serves only policy/v1beta1
             items = rest.list(resource)["items"]
             for item in items:
                 metadata = item["metadata"]

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.kube
 def test_crds_are_established_and_install_is_idempotent(kube_api_client):
     rest = KubeRest(kube_api_client)
     names = install_crds(kube_api_client)  # the session fixture installed them already
-    assert sorted(names) == ["ec2nodeclasses.karpenter.k8s.aws", "nodeclaims.karpenter.sh", "nodepools.karpenter.sh"]
+    assert sorted(names) == ["ec2nodeclasses.karpenter.k8s.aws", "nodeclaims.karpenter.sh", "nodeoverlays.karpenter.sh",
+                             "nodepools.karpenter.sh"]
     for name in names:
         crd = rest.get(CRD, name)
         established = [c for c in crd["status"]["conditions"] if c["type"] == "Established"]
@@ -102,4 +103,4 @@ def test_status_is_a_subresource(kube_api_client, unique):
                               "lastTransitionTime": "2026-11-21T05:00:00Z"}]}
     updated = rest.patch(NODECLAIM, name, {"status": status}, subresource="status")
     assert updated["status"] == status
-    assert {crd["spec"]["names"]["kind"] for crd in load_crds()} == {"NodePool", "NodeClaim", "EC2NodeClass"}
+    assert {crd["spec"]["names"]["kind"] for crd in load_crds()} == {"NodePool", "NodeClaim", "EC2NodeClass", "NodeOverlay"}

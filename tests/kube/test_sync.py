@@ -54,7 +54,7 @@ def test_sync_once_mirrors_every_kind_with_its_links(adapter, rest, unique):
 
     stats = ClusterSync(adapter).sync_once()
 
-    assert stats.errors == [] and stats.lists == 5
+    assert stats.errors == [] and stats.lists == 11  # Karpenter's and the core kinds, the storage kinds, NodeOverlays, PDBs
     node_class = EC2NodeClass.objects.get(name=f"nc-{unique}")
     assert node_class.capacity_reservation_selector_terms == [{"id": RESERVATION}, {"tags": {"team": "ml"}}]
     assert "capacityReservationSelectorTerms" not in node_class.spec and node_class.spec["role"] == "KarpenterNodeRole"
@@ -284,7 +284,10 @@ def test_sync_reports_what_it_may_not_read(kube_server, unique):
         f'{kind}: forbidden: karpweb\'s user "karpweb-limited" may not list {plural}; '
         "grant it in karpweb's ClusterRole (docs/kubernetes.md lists the rules)"
         for kind, plural in (("EC2NodeClass", "ec2nodeclasses.karpenter.k8s.aws"), ("NodePool", "nodepools.karpenter.sh"),
-                             ("NodeClaim", "nodeclaims.karpenter.sh"), ("Node", "nodes"), ("Pod", "pods"))
+                             ("NodeClaim", "nodeclaims.karpenter.sh"), ("Node", "nodes"), ("Pod", "pods"),
+                             ("StorageClass", "storageclasses.storage.k8s.io"), ("PersistentVolume", "persistentvolumes"),
+                             ("PersistentVolumeClaim", "persistentvolumeclaims"), ("CSINode", "csinodes.storage.k8s.io"),
+                             ("NodeOverlay", "nodeoverlays.karpenter.sh"), ("PodDisruptionBudget", "poddisruptionbudgets.policy"))
     ]
     assert stats.lists == 0
     limited.close()

@@ -37,7 +37,7 @@ def test_paid_nodes_that_fit_a_free_reserved_unit(viewer_client, client):
     (row,) = StandingOpportunity.objects.all()
     assert (row.nodes, row.capacity_type, row.reservation_label, row.savings_per_hour, row.node_pool_name) == (
         ["od-1"], "on-demand", "cr-0free", 0.192, "web")
-    assert row.reason == "consolidation: replace od-1 with one m5.large reserved in reservation cr-0free, saving $0.1920/h at list price"
+    assert row.reason == "consolidation: replace od-1 with one m5.large reserved in reservation cr-0free, saving $0.1920/h at the margin"
     page = viewer_client.get(reverse("scheduling:karpenter_audit")).content.decode()
     assert "1 paid node group could move into free reserved units, saving <strong>$0.19/h</strong>" in page
     metrics = client.get("/metrics").content.decode()

@@ -908,6 +908,33 @@ class _CapacityReservationActions(EC2Response):
                 st.extension_offerings[offer_id] = (rid, hours, f"{fee:.2f}")
         return ActionResult({"CapacityBlockExtensionOfferings": offers})
 
+    def describe_capacity_block_offerings(self) -> ActionResult:
+        """Blocks for sale of a type, count and duration (required; 1-14 days, or whole weeks up to 182 days, as
+        EC2 sells them): two start dates, the later one dearer, at CAPACITY_BLOCK_HOUR_PRICE per instance-hour."""
+        self.error_on_dryrun()
+        instance_type, count = self._get_param("InstanceType"), int(self._get_param("InstanceCount") or 0)
+        hours = self._get_param("CapacityDurationHours")
+        if hours is None:
+            raise EC2ClientError("MissingParameter", "The request must contain the parameter CapacityDurationHours")
+        hours = int(hours)
+        if not (hours % 24 == 0 and 24 <= hours <= 14 * 24 or hours % 168 == 0 and 14 * 24 < hours <= 182 * 24):
+            raise EC2ClientError("InvalidParameterValue", f"The Capacity Block duration {hours} hours is not supported: "
+                                 "choose 1 to 14 days, or up to 182 days in 7-day increments")
+        if not instance_type or not 1 <= count <= 64:
+            raise EC2ClientError("InvalidParameterValue", "InstanceType and an InstanceCount of 1 to 64 are required")
+        tomorrow = CLOCK.now().replace(hour=11, minute=30, second=0, microsecond=0) + timedelta(days=1)
+        offers = []
+        for days_ahead, markup in ((0, 1.0), (7, 1.1)):
+            start = tomorrow + timedelta(days=days_ahead)
+            fee = hours * count * CAPACITY_BLOCK_HOUR_PRICE * markup
+            seed = f"{instance_type}/{count}/{hours}/{start.isoformat()}"
+            offers.append({"CapacityBlockOfferingId": f"cb-{hashlib.sha256(seed.encode()).hexdigest()[:17]}",
+                           "InstanceType": instance_type, "AvailabilityZone": f"{self.region}a", "InstanceCount": count,
+                           "StartDate": start, "EndDate": start + timedelta(hours=hours),
+                           "CapacityBlockDurationHours": hours, "UpfrontFee": f"{fee:.2f}", "CurrencyCode": "USD",
+                           "Tenancy": "default"})
+        return ActionResult({"CapacityBlockOfferings": offers})
+
     def purchase_capacity_block_extension(self) -> ActionResult:
         """The block ends later; the payment is pending for a minute of server time, then succeeds."""
         self.error_on_dryrun()
@@ -1111,6 +1138,7 @@ for _name in (
     "cancel_capacity_reservation",
     "modify_capacity_reservation",
     "describe_capacity_block_extension_offerings",
+    "describe_capacity_block_offerings",
     "purchase_capacity_block_extension",
     "describe_capacity_block_extension_history",
     "describe_capacity_blocks",

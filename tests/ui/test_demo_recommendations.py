@@ -69,7 +69,7 @@ def test_each_kind_applies_once_from_its_page_and_is_audited(demo_world, control
     assert 'id="apply-button"' in page, f"{kind}: the page offers Apply"
     before = CapacityReservation.objects.get(reservation_id=reservation_id)
     later = (timezone.now() + datetime.timedelta(days=60)).replace(second=0, microsecond=0)
-    extra = {"offering": rec.details["offerings"][0]["offering_id"]} if kind == "extend" else {}
+    extra = {"offering": rec.details["offerings"][0]["offering_id"], "confirm_not_advised": "on"} if kind == "extend" else {}
     extra.update({"end_date": later.strftime("%Y-%m-%dT%H:%M")} if kind == "end-date" else {})
     for _ in range(2):  # a double click acts once
         assert apply(operator_client, rec, **extra).status_code == 302

@@ -40,10 +40,14 @@ def price(instance_type: str, zone: str, capacity_type: str, dollars: float):
 
 def test_reservations_show_idle_prepaid_cost_per_row_and_totals(viewer_client, demo_world):
     page = viewer_client.get(reverse("reservations:list")).content.decode()
-    assert "Idle (prepaid, list $/h)" in page
-    # 4 idle m5.xlarge at $0.192 list price; 1 idle p5.48xlarge at $55.04.
-    assert "<td>$0.7680/h</td>" in row_of(page, "cr-0a1b2c3d4e5f60002")
-    assert "<td>$55.04/h</td>" in row_of(page, "cr-0a1b2c3d4e5f60006")
+    assert "Idle (prepaid $/h, source)" in page
+    # 4 idle m5.xlarge at $0.192 list price; 1 idle p5.48xlarge at $55.04 (no fee known for that block).
+    list_price = '<span class="muted idle-source">(on-demand list price)</span></td>'
+    assert f"<td>$0.7680/h {list_price}" in row_of(page, "cr-0a1b2c3d4e5f60002")
+    assert f"<td>$55.04/h {list_price}" in row_of(page, "cr-0a1b2c3d4e5f60006")
+    # The trn2 block's 2 idle units at its own price: its entered fee over its unit-hours, not 2 x $44.70.
+    assert ('<td>$60.00/h <span class="muted idle-source">(block fee entered: $6,360.00 / (4 units x 53 h))</span></td>'
+            in row_of(page, "cr-0a1b2c3d4e5f60007"))
     # The expired one bills nothing more: no idle cost, and it is left out of the totals.
     assert "ended" in row_of(page, "cr-0a1b2c3d4e5f60008") and "$" not in row_of(page, "cr-0a1b2c3d4e5f60008")
     usable = CapacityReservation.objects.usable()

@@ -79,10 +79,10 @@ def test_the_page_shows_every_kind_of_cell(viewer_client, db):
     reservations()
     shown = {cells[0]: cells for cells in rows(viewer_client.get("/reservations/", {"per_page": "100"}).content.decode())}
     idle = shown['<a class="id" href="/reservations/cr-0idle/">cr-0idle</a>']
-    assert idle[1:4] == ["m5.large", "us-east-1a", "Default"] and idle[7:9] == ["0%", "$0.3840/h"]
+    assert idle[1:4] == ["m5.large", "us-east-1a", "Default"] and idle[7:9] == ["0%", '$0.3840/h <span class="muted idle-source">(on-demand list price)</span>']
     assert '<span class="badge warn"' in idle[11] and ">low use<" in idle[11]
     full = shown['<a class="id" href="/reservations/cr-0full/">cr-0full</a>']
-    assert full[5] == "Open" and full[6].endswith("3 / 0 / 3</div>") and full[7:9] == ["100%", "$0.00/h"] \
+    assert full[5] == "Open" and full[6].endswith("3 / 0 / 3</div>") and full[7:9] == ["100%", '$0.00/h <span class="muted idle-source">(on-demand list price)</span>'] \
         and full[10:] == ["—", ""]
     block = shown['<a class="id" href="/reservations/cr-0block/">cr-0block</a>']
     assert block[3] == "Capacity Block" and ">interruptible<" in block[11] and ">UltraServer<" in block[11]
@@ -94,4 +94,5 @@ def test_the_page_shows_every_kind_of_cell(viewer_client, db):
     empty = shown['<a class="id" href="/reservations/cr-0empty/">cr-0empty</a>']
     assert empty[4] == "—" and empty[7] == "0%"
     odd = shown['<a class="id" href="/reservations/cr-0%3Cb%3E&amp;%22&#x27;/">cr-0&lt;b&gt;&amp;&quot;&#x27;</a>']
-    assert odd[1] == odd[2] == "&lt;b&gt;&amp;&quot;&#x27;" and odd[8] == "—"  # no known price
+    assert odd[1] == odd[2] == "&lt;b&gt;&amp;&quot;&#x27;" and odd[8].startswith("— ")  # no known price, said
+    assert "(on-demand list price: no on-demand price known for this type)" in odd[8]

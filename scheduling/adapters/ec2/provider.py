@@ -15,6 +15,7 @@ from . import launch as launch_mod
 from . import membership as membership_mod
 from . import doctor as doctor_mod
 from . import nodeclass as nodeclass_mod
+from .blockofferings import CapacityBlockOfferings
 from .amis import AMIProvider, bottlerocket_version, image_for
 from .client import Caller, EC2Config, make_client, make_ec2_client, make_pricing_client, make_resource_groups_client
 from .clusterinfo import ClusterInfoProvider, KubeDNSLookup
@@ -93,6 +94,7 @@ class EC2CloudProvider:
             self.ec2, self.call, self.availability, clock, resource_groups=self.resource_groups
         )
         self.templates = launch_mod.LaunchTemplates(self.ec2, self.call)
+        self.block_offerings = CapacityBlockOfferings(self.ec2, self.call, clock)  # block fee estimates
         # Launch resolution, one provider per AWS concern, each with its own cache. The clients are
         # made when first needed: a cluster that only observes never calls SSM, IAM or EKS.
         self._ssm, self._iam, self._eks = ssm, iam, eks
@@ -225,6 +227,10 @@ class EC2CloudProvider:
             offers += answer.get("CapacityBlockExtensionOfferings") or []
         return [ExtensionOffering(o["CapacityBlockExtensionOfferingId"], int(o.get("CapacityBlockExtensionDurationHours") or 0),
                                   float(o.get("UpfrontFee") or 0), o.get("CurrencyCode") or "USD") for o in offers]
+
+    def capacity_block_fee_estimate(self, instance_type: str, instance_count: int, hours: int) -> float | None:
+        """The lowest upfront fee EC2 quotes today for a block of this shape (DescribeCapacityBlockOfferings)."""
+        return self.block_offerings.lowest_fee(instance_type, instance_count, hours)
 
     def purchase_capacity_block_extension(self, offering_id: str, reservation_id: str) -> dict[str, Any]:
         answer = self.call(self.ec2, "purchase_capacity_block_extension", CapacityBlockExtensionOfferingId=offering_id,

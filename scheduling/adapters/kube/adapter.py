@@ -47,7 +47,7 @@ from .interface import (
 from . import termination as T
 from .resources import (
     ACTIVE_PODS_SELECTOR, DEPLOYMENT, EC2NODECLASS, LEASE, NODE, NODECLAIM, NODEPOOL, POD, PVC, SERVICE,
-    VOLUMEATTACHMENT, Resource, resource_for,
+    PDB, PDB_V1BETA1, VOLUMEATTACHMENT, Resource, resource_for,
 )
 from .rest import KubeRest
 from .termination import EXCLUDE_LB_LABEL, TERMINATION_FINALIZER
@@ -177,13 +177,13 @@ class KubeClusterAdapter:
         return "" if address == "None" else address
 
     def list(self, kind: str) -> ObjectList:
-        resource = resource_for(kind)
+        resource = self._served(resource_for(kind))
         selector = ACTIVE_PODS_SELECTOR if resource is POD else None
         data = self._call("list", resource, None, lambda: self.rest.list(resource, field_selector=selector))
         return ObjectList(kind, data["items"], data["metadata"]["resourceVersion"])
 
     def watch(self, kind: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[WatchEvent]:
-        resource = resource_for(kind)
+        resource = self._served(resource_for(kind))
         selector = ACTIVE_PODS_SELECTOR if resource is POD else None
         try:
             for event in self.rest.watch(resource, resource_version, timeout_seconds=timeout_seconds,
@@ -195,6 +195,12 @@ class KubeClusterAdapter:
             raise
         except Exception as exc:
             raise self._error(exc, "watch", resource) from exc
+
+    def _served(self, resource: Resource) -> Resource:
+        """PodDisruptionBudgets in the policy version the server serves (v1 from Kubernetes 1.21)."""
+        if resource is PDB and self.eviction_api_version() != "policy/v1":
+            return PDB_V1BETA1
+        return resource
 
     def stop_watches(self) -> None:
         """End the watches other threads are reading (ClusterSync.stop calls it)."""

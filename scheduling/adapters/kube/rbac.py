@@ -13,6 +13,7 @@ RULES = [
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status", "nodeclaims/status"],
      "verbs": ["get", "patch"]},
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodeoverlays"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"],
      "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["get", "patch"]},
@@ -22,14 +23,21 @@ RULES = [
     # grace period would outlast their node's termination time (the NodePool's terminationGracePeriod).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # PodDisruptionBudgets: a node whose pods a budget allows no disruption now is no disruption candidate.
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
     # A terminating node waits for its volumes to detach (and reads which claims its pods hold).
     {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["list", "watch"]},
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]},
+    # Where pods' volumes let them run and how many a node may attach (mirrored for the scheduler).
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["get", "list", "watch"]},
     # Is Karpenter the active controller? Its leader-election Lease and its Deployment, read only.
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
     # The cluster DNS address nodes are bootstrapped with: the kube-system/kube-dns Service, read only.
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+    # Default topology spread (when configured): the selectors kube-scheduler deduces it from.
+    {"apiGroups": [""], "resources": ["replicationcontrollers"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
     # Events on pods, nodes and NodeClaims, as Karpenter writes them (control mode only).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]

@@ -55,10 +55,28 @@ SERVICE = Resource("Service", "", "v1", "services", namespaced=True)
 # Read only while a node terminates: its volumes must be detached before its instance goes.
 VOLUMEATTACHMENT = Resource("VolumeAttachment", "storage.k8s.io", "v1", "volumeattachments")
 PVC = Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True)
+# Mirrored as they are (scheduling.models.KubeObject) for the engine's volume rules (engine/volumes.py).
+PV = Resource("PersistentVolume", "", "v1", "persistentvolumes")
+STORAGECLASS = Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses")
+CSINODE = Resource("CSINode", "storage.k8s.io", "v1", "csinodes")
+# Read whole too: price and capacity overrides per NodePool (engine/overlays.py). Alpha upstream: a
+# cluster without its CRD simply has none.
+NODEOVERLAY = Resource("NodeOverlay", "karpenter.sh", "v1alpha1", "nodeoverlays")
 
 # In dependency order: a NodePool refers to an EC2NodeClass, a NodeClaim to both, a Node to its
 # NodeClaim, a Pod to its Node. Sync writes them in this order.
-SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD)
+# The kinds kept whole come after: nothing links to them.
+# Read whole: which pods the disruption controller may not evict now (engine/pdbs.py). policy/v1 from
+# Kubernetes 1.21; the adapter reads policy/v1beta1 where only that is served.
+PDB = Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", namespaced=True)
+PDB_V1BETA1 = Resource("PodDisruptionBudget", "policy", "v1beta1", "poddisruptionbudgets", namespaced=True)
+# What kube-scheduler deduces a pod's default spread selector from (engine/defaultspread.py): read only
+# when default constraints are configured, and kept trimmed to their selectors.
+REPLICASET = Resource("ReplicaSet", "apps", "v1", "replicasets", namespaced=True)
+STATEFULSET = Resource("StatefulSet", "apps", "v1", "statefulsets", namespaced=True)
+REPLICATIONCONTROLLER = Resource("ReplicationController", "", "v1", "replicationcontrollers", namespaced=True)
+KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY, PDB, SERVICE, REPLICASET, STATEFULSET, REPLICATIONCONTROLLER)
+SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *KEPT_WHOLE)
 BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
 
 # Pods that finished are not part of the world the scheduler sees.

@@ -19,6 +19,7 @@ they point to arrives later.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -36,14 +38,18 @@ from scheduling.engine import labels as L
 from scheduling.engine.groups import merge_terms
 from scheduling.engine.quantities import QuantityError, parse_quantity
 from scheduling.engine.timeutil import parse_optional_time
-from scheduling.models import Node, NodeClaim, NodePool, Pod
+from scheduling.models import KubeObject, Node, NodeClaim, NodePool, Pod
 
 from .errors import ClusterError, ResourceVersionExpired
-from .interface import KINDS, ClusterAdapter, ObjectList, WatchEvent
+from .interface import (
+    KEPT_WHOLE_KINDS, KINDS, OPTIONAL_KINDS, SPREAD_SOURCE_KINDS, STORAGE_KINDS, ClusterAdapter, ObjectList, WatchEvent,
+)
+from .resources import resource_for
 
 log = logging.getLogger(__name__)
 
-MODELS = {"EC2NodeClass": EC2NodeClass, "NodePool": NodePool, "NodeClaim": NodeClaim, "Node": Node, "Pod": Pod}
+MODELS = {"EC2NodeClass": EC2NodeClass, "NodePool": NodePool, "NodeClaim": NodeClaim, "Node": Node, "Pod": Pod,
+          **{kind: KubeObject for kind in KEPT_WHOLE_KINDS}}
 NODECLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 BATCH_SIZE = 500
 # EC2NodeClass status fields that say what launches resolve to (mirrored into status_launch).
@@ -148,14 +154,43 @@ POD_SPEC_FIELDS = ("nodeSelector", "affinity", "tolerations", "topologySpreadCon
 
 def _pod_spec(spec: dict) -> dict:
     kept = {key: spec[key] for key in POD_SPEC_FIELDS if spec.get(key) not in (None, [], {})}
+    claims = _claim_volumes(spec.get("volumes") or [])
+    if claims:
+        kept["volumes"] = claims
     for key in ("containers", "initContainers"):
         if spec.get(key):
             kept[key] = [
                 {"name": c.get("name", ""), "resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
-                 **({"restartPolicy": c["restartPolicy"]} if c.get("restartPolicy") else {})}
+                 **({"restartPolicy": c["restartPolicy"]} if c.get("restartPolicy") else {}),
+                 **({"ports": ports} if (ports := _host_ports(c)) else {})}
                 for c in spec[key]
             ]
     return kept
+
+
+def _claim_volumes(volumes: list) -> list[dict]:
+    """The volumes that use a claim (what the engine's volume rules read); not their other sources."""
+    kept = []
+    for volume in volumes:
+        if not isinstance(volume, dict):
+            continue
+        if volume.get("persistentVolumeClaim"):
+            kept.append({"name": volume.get("name", ""),
+                         "persistentVolumeClaim": {"claimName": volume["persistentVolumeClaim"].get("claimName", "")}})
+        elif volume.get("ephemeral"):
+            kept.append({"name": volume.get("name", ""), "ephemeral": {}})
+    return kept
+
+
+def storage_listed(kinds) -> bool:
+    """Whether every storage kind has been listed (until then a plan reads no pod's volumes)."""
+    return set(STORAGE_KINDS) <= set(kinds)
+
+
+def _host_ports(container: dict) -> list[dict]:
+    """The container's ports that take a host port (the engine keeps pods whose host ports clash apart)."""
+    return [{k: p[k] for k in ("containerPort", "hostPort", "protocol", "hostIP") if k in p}
+            for p in container.get("ports") or [] if isinstance(p, dict) and p.get("hostPort")]
 
 
 def _controller(meta: dict) -> tuple[str, str]:
@@ -171,6 +206,41 @@ def _chunked_lookup(model, field_name: str, values: set[str]) -> dict:
         found.update(model.objects.filter(**{f"{field_name}__in": values[start:start + BATCH_SIZE]})
                      .values_list(field_name, "id"))
     return found
+
+
+def _not_served(kind: str, error: ClusterError) -> bool:
+    """An optional kind the cluster does not serve (404 on its list): nothing to mirror."""
+    return kind in OPTIONAL_KINDS and error.not_found
+
+
+def _namespaced(kind: str) -> bool:
+    return resource_for(kind).namespaced
+
+
+def _rows(kind: str):
+    """The rows that mirror `kind`'s objects (the storage kinds share one table)."""
+    model = MODELS[kind]
+    return model.objects.filter(kind=kind) if model is KubeObject else model.objects.all()
+
+
+def mirrored_kinds() -> tuple[str, ...]:
+    """The kinds a sync reads: all but the default spread's sources when no default is configured."""
+    if settings.KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS:
+        return KINDS
+    return tuple(kind for kind in KINDS if kind not in SPREAD_SOURCE_KINDS)
+
+
+def _kube_object_row(kind: str, obj: dict, links, now: datetime) -> dict:
+    """An object kept whole, less what only the API server's bookkeeping needs (a list's items carry no
+    kind: it is the list's); a default spread source, only its selector (ReplicaSets are many)."""
+    meta = {key: value for key, value in _meta(obj).items() if key != "managedFields"}
+    body = {**obj, "apiVersion": resource_for(kind).api_version, "kind": kind, "metadata": meta}
+    if kind in SPREAD_SOURCE_KINDS:
+        body = {"apiVersion": body["apiVersion"], "kind": kind,
+                "metadata": {key: meta[key] for key in ("name", "namespace", "uid") if key in meta},
+                "spec": {"selector": (obj.get("spec") or {}).get("selector")}}
+    return {"kind": kind, "namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "body": body,
+            "synced_at": now}
 
 
 class _Links:
@@ -205,8 +275,9 @@ class _Links:
 
 
 class ClusterSync:
-    def __init__(self, adapter: ClusterAdapter, kinds: Iterable[str] = KINDS, *, watch_timeout: int = 60,
+    def __init__(self, adapter: ClusterAdapter, kinds: Iterable[str] | None = None, *, watch_timeout: int = 60,
                  clock: Callable[[], datetime] = timezone.now) -> None:
+        kinds = mirrored_kinds() if kinds is None else kinds
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown kinds {sorted(unknown)}; expected some of {', '.join(KINDS)}")
@@ -231,6 +302,9 @@ class ClusterSync:
             try:
                 snapshot = self.adapter.list(kind)
             except ClusterError as error:
+                if _not_served(kind, error):
+                    self.apply_snapshot(ObjectList(kind, [], ""), stats)  # none to mirror: the rows go
+                    continue
                 stats.add_error(error)
                 continue
             stats.lists += 1
@@ -242,18 +316,18 @@ class ClusterSync:
     def apply_snapshot(self, snapshot: ObjectList, stats: SyncStats | None = None) -> SyncStats:
         """Replace every row of ``snapshot.kind`` with the snapshot's objects."""
         stats = stats or SyncStats()
-        model = MODELS[snapshot.kind]
         keys = {self._key(snapshot.kind, obj) for obj in snapshot.items}
         with transaction.atomic():
             existing = self._existing_keys(snapshot.kind)
             gone = [pk for key, pk in existing.items() if key not in keys]
             for start in range(0, len(gone), BATCH_SIZE):
-                model.objects.filter(pk__in=gone[start:start + BATCH_SIZE]).delete()
+                _rows(snapshot.kind).filter(pk__in=gone[start:start + BATCH_SIZE]).delete()
             stats.deleted[snapshot.kind] += len(gone)
             if snapshot.kind == "NodeClaim":
                 self._claim_classes = {}
             self._write(snapshot.kind, snapshot.items, existing, stats)
-            self._relink({snapshot.kind})
+            if snapshot.kind not in KEPT_WHOLE_KINDS:
+                self._relink({snapshot.kind})
         self.resource_versions[snapshot.kind] = snapshot.resource_version
         stats.listed.add(snapshot.kind)
         return stats
@@ -274,13 +348,12 @@ class ClusterSync:
                 if not latest[kind]:
                     continue
                 stats.touched.setdefault(kind, set()).update(latest[kind])
-                model = MODELS[kind]
                 deleted = [key for key, event in latest[kind].items() if event.type == "DELETED"]
                 upserts = [event.object for event in latest[kind].values() if event.type != "DELETED"]
                 if deleted:
                     existing = self._existing_keys(kind, deleted)
                     pks = [existing[key] for key in deleted if key in existing]
-                    model.objects.filter(pk__in=pks).delete()
+                    _rows(kind).filter(pk__in=pks).delete()
                     stats.deleted[kind] += len(pks)
                     if kind == "NodeClaim":
                         for key in deleted:
@@ -288,25 +361,24 @@ class ClusterSync:
                 if upserts:
                     existing = self._existing_keys(kind, [self._key(kind, obj) for obj in upserts])
                     self._write(kind, upserts, existing, stats)
-            self._relink({kind for kind in KINDS if latest[kind]})
+            self._relink({kind for kind in KINDS if latest[kind]} - set(KEPT_WHOLE_KINDS))
         return stats
 
     @staticmethod
     def _key(kind: str, obj: dict) -> tuple:
         meta = _meta(obj)
-        return (meta.get("namespace", ""), meta.get("name", "")) if kind == "Pod" else (meta.get("name", ""),)
+        return (meta.get("namespace", ""), meta.get("name", "")) if _namespaced(kind) else (meta.get("name", ""),)
 
     def _existing_keys(self, kind: str, keys: list[tuple] | None = None) -> dict[tuple, int]:
         """Primary keys of the rows for ``keys`` (all rows of the kind when None)."""
-        model = MODELS[kind]
-        fields = ("namespace", "name", "pk") if kind == "Pod" else ("name", "pk")
+        fields = ("namespace", "name", "pk") if _namespaced(kind) else ("name", "pk")
         if keys is None:
-            return {tuple(row[:-1]): row[-1] for row in model.objects.values_list(*fields)}
+            return {tuple(row[:-1]): row[-1] for row in _rows(kind).values_list(*fields)}
         names = sorted({key[-1] for key in keys})
         wanted = set(keys)
         found = {}
         for start in range(0, len(names), BATCH_SIZE):
-            for row in model.objects.filter(name__in=names[start:start + BATCH_SIZE]).values_list(*fields):
+            for row in _rows(kind).filter(name__in=names[start:start + BATCH_SIZE]).values_list(*fields):
                 if tuple(row[:-1]) in wanted:
                     found[tuple(row[:-1])] = row[-1]
         return found
@@ -316,7 +388,8 @@ class ClusterSync:
             return
         now = self.clock()
         links = _Links()
-        build = getattr(self, f"_row_{kind.lower()}")
+        build = (functools.partial(_kube_object_row, kind) if kind in KEPT_WHOLE_KINDS
+                 else getattr(self, f"_row_{kind.lower()}"))
         rows = [build(obj, links, now) for obj in objects]
         if kind == "Pod":
             node_ids = links.nodes({row["node_name"] for row in rows})
@@ -328,7 +401,8 @@ class ClusterSync:
                 row["reservation_id"] = reservation_ids.get(row["reservation_label"])
         model = MODELS[kind]
         # The rows' unique constraint: names are unique per cluster (each row gets the working cluster).
-        unique = ["cluster", "namespace", "name"] if kind == "Pod" else ["cluster", "name"]
+        unique = (["cluster", "kind", "namespace", "name"] if kind in KEPT_WHOLE_KINDS
+                  else ["cluster", "namespace", "name"] if kind == "Pod" else ["cluster", "name"])
         update_fields = [name for name in rows[0] if name not in unique and name != "selected_reservation_ids"]
         instances = []
         for row in rows:
@@ -463,7 +537,9 @@ class ClusterSync:
             "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
             "spec": _pod_spec(spec), "owner_kind": owner_kind, "owner_name": owner_name,
             "priority": int(spec.get("priority") or 0),
-            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")),
+            "started_at": parse_optional_time(status.get("startTime")),
+            "deleting_since": parse_optional_time(meta.get("deletionTimestamp")), "synced_at": now,
         }
 
     # --- links ---------------------------------------------------------------------------------
@@ -663,6 +739,10 @@ class ClusterSync:
             except ClusterError as error:
                 if self._stop.is_set():
                     return  # stop() shut the watch's connection: not the server going away
+                if _not_served(kind, error):
+                    log.info("%s: not served by this cluster (its CRD is not installed); not mirrored", kind)
+                    self._put("snapshot", kind, ObjectList(kind, [], ""))
+                    return
                 log.warning("%s sync: %s", kind, error)
                 self._put("error", kind, error)
                 lost_connection = True

@@ -1,0 +1,65 @@
+"""``CapacityBlockOfferings``: what EC2 asks today for a Capacity Block of a type, count and duration.
+
+karpweb never learns what a block it did not buy cost (DescribeCapacityReservations carries no fee), so the
+lowest upfront fee DescribeCapacityBlockOfferings quotes for the same instance type, count and duration stands
+in as an estimate of it (reservations/block_fees.py, "EC2 offerings estimate"). One provider for this concern,
+with its own cache: offerings change slowly, and every EC2 sync would otherwise ask again for every block.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from .client import Caller
+from .interface import CloudAPIError
+
+log = logging.getLogger(__name__)
+
+OFFERINGS_TTL = timedelta(hours=1)
+
+Shape = tuple[str, int, int]  # (instance type, instance count, duration in hours)
+
+
+class CapacityBlockOfferings:
+    def __init__(self, ec2: Any, call: Caller, clock: Callable[[], datetime]) -> None:
+        self._ec2, self._call, self._clock = ec2, call, clock
+        self._cache: dict[Shape, tuple[datetime, float | None]] = {}
+        self._lock = threading.Lock()
+        self.api_calls = 0  # DescribeCapacityBlockOfferings calls made (for tests)
+
+    def lowest_fee(self, instance_type: str, instance_count: int, hours: int) -> float | None:
+        """The lowest upfront fee ($) EC2 quotes for this shape, None when it offers none (or refuses the shape:
+        EC2 sells blocks of 1-14 days, or whole weeks up to 182 days, and says so in an error)."""
+        shape, now = (instance_type, instance_count, hours), self._clock()
+        with self._lock:
+            cached = self._cache.get(shape)
+            if cached is not None and now - cached[0] < OFFERINGS_TTL:
+                return cached[1]
+        fee = self._describe(shape)
+        with self._lock:
+            self._cache[shape] = (now, fee)
+        return fee
+
+    def _describe(self, shape: Shape) -> float | None:
+        instance_type, instance_count, hours = shape
+        fees, token = [], None
+        try:
+            while True:
+                params: dict[str, Any] = {"InstanceType": instance_type, "InstanceCount": instance_count,
+                                          "CapacityDurationHours": hours}
+                if token:
+                    params["NextToken"] = token
+                self.api_calls += 1
+                answer = self._call(self._ec2, "describe_capacity_block_offerings", **params)
+                fees += [float(o["UpfrontFee"]) for o in answer.get("CapacityBlockOfferings") or [] if o.get("UpfrontFee")]
+                token = answer.get("NextToken")
+                if not token:
+                    break
+        except CloudAPIError as error:
+            log.info("No Capacity Block offering for %s x%d for %d h: %s", instance_type, instance_count, hours, error)
+            return None
+        return min(fees, default=None)
