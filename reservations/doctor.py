@@ -66,6 +66,7 @@ def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engin
     shared = set(ReservationVisibility.objects.filter(account=cluster.account, shared=True)
                  .values_list("reservation__reservation_id", flat=True))
     synced = last_synced_available([r.pk for r in rows if r.available_instance_count == 0])
+    others, split = meant_for_others(cluster, rows)
     labels = dict(InstanceType.objects.filter(name__in={r.instance_type for r in rows}).values_list("name", "labels"))
     reservations = [
         engine.ReservationFact(
@@ -73,7 +74,8 @@ def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engin
             placement_group_arn=r.placement_group_arn, fleet_id=r.capacity_reservation_fleet_id,
             shared=r.reservation_id in shared,
             marked_unavailable=r.available_instance_count == 0 and (synced.get(r.pk) or 0) > 0,
-            last_synced_available=synced.get(r.pk), type_labels=labels.get(r.instance_type) or {})
+            last_synced_available=synced.get(r.pk), type_labels=labels.get(r.instance_type) or {},
+            meant_for=others.get(r.reservation_id, ()), split_off=r.reservation_id in split)
         for r in rows if r.reservation_id in parsed
     ]
     facts = engine.DoctorFacts(
@@ -85,6 +87,25 @@ def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engin
     if cloud is not None:
         aws_facts(cloud, cluster, facts, unchecked if unchecked is not None else set())
     return facts
+
+
+def meant_for_others(cluster, rows) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """Of the reservations the cluster's account owns, those meant for other accounts: ({reservation id: the
+    other accounts of the fleet it is shared with, and the account a split made it for}, {the ids a split
+    made}). The doctor leaves them to those accounts (scheduling.engine.doctor.ReservationFact.meant_for)."""
+    from reservations.models import Recommendation
+
+    own = {r.reservation_id for r in rows if r.owner_id == cluster.account.account_id}
+    others: dict[str, set[str]] = {}
+    for rid, account in (ReservationVisibility.objects.filter(reservation__reservation_id__in=own, shared=True)
+                         .exclude(account=cluster.account).values_list("reservation__reservation_id", "account__account_id")):
+        others.setdefault(rid, set()).add(account)
+    split = set()
+    for details in Recommendation.objects.filter(kind=Recommendation.Kind.SPLIT, state=Recommendation.State.APPLIED,
+                                                 details__newReservationId__in=own).values_list("details", flat=True):
+        split.add(details["newReservationId"])
+        others.setdefault(details["newReservationId"], set()).add(details.get("shareWith") or "")
+    return {rid: tuple(sorted(accounts)) for rid, accounts in others.items()}, split
 
 
 def selected_in_fleet() -> frozenset[str]:

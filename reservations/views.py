@@ -41,6 +41,7 @@ from reservations.holders import reserved_units_held
 from reservations.utilization import hourly_span
 from scheduling.engine.doctor import SEVERITIES
 from scheduling.engine.recommendations import Hour, history_days, needed_days
+from scheduling.pod_placement import classes_selecting
 from scheduling.upcoming import upcoming_uses
 from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
@@ -96,7 +97,9 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             open_instances=open_instance_nodes(reservation.open_instances.order_by("instance_id")),
             instances=reservation.instances.select_related("cluster").order_by("instance_id"),
             groups=reservation.groups.order_by("arn"),
-            node_classes=reservation.node_classes.all(),
+            # The same rule "NodePools that will use it" (scheduling.upcoming) follows: one not started yet is
+            # selected by the classes whose terms will select it once active.
+            node_classes=classes_selecting(now, reservation),
             chart=chart,
             chart_span=chart_span,
             low_utilization=reservation.is_low_utilization(now),

@@ -372,7 +372,7 @@ class DecisionListView(ObjectListView):
         # Only what the table shows: the decisions' and NodePools' JSON columns (details, the pods
         # involved, requirements, limits) were decoded for every row and never read.
         return (Decision.objects.select_related("node_pool").order_by("-created_at")
-                .only(*DecisionTable.Meta.fields, "node_pool__name", "node_pool__cluster_id"))
+                .only(*DecisionTable.Meta.fields, "cluster_id", "cluster_name", "node_pool__name", "node_pool__cluster_id"))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

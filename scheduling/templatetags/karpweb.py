@@ -21,6 +21,16 @@ def _span(seconds: int) -> str:
 
 
 @register.filter
+def cluster_of(row):
+    """The Cluster a Kubernetes-side row belongs to, from the process's kept list (no query; None for
+    a row without one): what a detail page's heading names."""
+    from fleet.scope import kept_cluster
+
+    cluster_id = getattr(row, "cluster_id", None)
+    return None if cluster_id is None else kept_cluster(cluster_id)
+
+
+@register.filter
 def countdown(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> str:
     """'in 1h 02m 05s' or '4m 10s ago'."""
     if moment is None:
