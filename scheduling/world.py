@@ -232,6 +232,7 @@ def node_pool_object(p: NodePool) -> dict:
                     "taints": p.taints or [],
                     "startupTaints": p.startup_taints or [],
                     "expireAfter": p.expire_after,
+                    **({"terminationGracePeriod": p.termination_grace_period} if p.termination_grace_period else {}),
                 },
             },
         },

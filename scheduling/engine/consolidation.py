@@ -601,12 +601,17 @@ class Consolidator:
         if price is None:
             return None
         bound = state.bound.get(sim.name, [])
-        if any(p.blocks_disruption(state.now) for p in bound):
-            return None
-        pods = [p for p in bound if p.reschedulable]
-        if eviction_blocked(pods, state.world.pod_disruption_budgets):
-            return None  # upstream's CanEvictPods: a budget allows none of its pods to go now
         spec = pool.disruption
+        pods = [p for p in bound if p.reschedulable]
+        budgets = state.world.pod_disruption_budgets
+        if any(p.blocks_disruption(state.now) for p in bound) or eviction_blocked(pods, budgets):
+            # A pod that will not leave (do-not-disrupt, or a PodDisruptionBudget allowing none now, upstream's
+            # CanEvictPods) holds its node, except for drift where the NodePool bounds the wait with a
+            # terminationGracePeriod (upstream's eventual disruption): those pods get no replacement then,
+            # they go when the grace period ends.
+            if consolidation or spec.termination_grace_period is None:
+                return None
+            pods = [p for p in pods if not p.blocks_disruption(state.now) and not eviction_blocked([p], budgets)]
         if consolidation:
             if spec.consolidate_after is None:
                 return None

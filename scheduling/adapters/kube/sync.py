@@ -465,6 +465,7 @@ class ClusterSync:
             "consolidate_after": _clip(disruption.get("consolidateAfter") or "0s", 32),
             "budgets": disruption.get("budgets") if disruption.get("budgets") is not None else [{"nodes": "10%"}],
             "expire_after": _clip(template_spec.get("expireAfter") or "720h", 32),
+            "termination_grace_period": _clip(template_spec.get("terminationGracePeriod") or "", 32),
             "conditions": status.get("conditions") or [], "status_resources": status.get("resources") or {},
             "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
         }
