@@ -12,6 +12,7 @@ from fleet.external_ids import renew_external_id
 from fleet.models import AwsAccount, Cluster, RoleBinding
 from scheduling.loop.removal import RemovalError, remove_cluster
 from karpweb.roles import can_administer_fleet
+from reservations.models import ReservationVisibility
 from scheduling.admin_mixins import AuditedAdmin, AuditedAuthorityAdmin
 from scheduling.loop.coexistence import ControlNotAllowed, refuse_loosening
 from scheduling.models import AuditEntry, Decision, TaskRun
@@ -76,6 +77,16 @@ class AwsAccountAdmin(FleetAdminOnly, AuditedAdmin):
         from django.db.models import Count
 
         return super().get_queryset(request).annotate(clusters_count=Count("clusters"))
+
+    def has_delete_permission(self, request, obj=None):
+        # An account with clusters is protected (Cluster.account): no Delete that can only answer "Cannot delete".
+        return super().has_delete_permission(request, obj) and not (obj is not None and obj.clusters.exists())
+
+    def get_deleted_objects(self, objs, request):
+        # Which reservations it sees goes with it (the EC2 sync's rows, which nobody deletes one by one).
+        deleted, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        visibility = str(ReservationVisibility._meta.verbose_name)
+        return deleted, model_count, {name for name in perms_needed if str(name) != visibility}, protected
 
     @admin.display(description="role", boolean=True)
     def assumes_role(self, obj):

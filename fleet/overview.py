@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.views.generic import TemplateView
 
@@ -19,11 +20,11 @@ from karpweb.roles import ViewerRequiredMixin
 from reservations.models import CapacityReservation, Recommendation, ReservationVisibility
 from reservations.views import upcoming_capacity_blocks
 from scheduling.loop.health import failing_steps, health_annotations, loop_health
-from scheduling.models import ControllerGuard, WatchState
+from scheduling.models import ControllerGuard, KarpenterLaunch, WatchState
 from scheduling.modes import configured_mode
 from reservations.block_fees import idle_value
 from scheduling.queries import capacity_totals, on_demand_prices
-from scheduling.templatetags.karpweb import freshness_note
+from scheduling.templatetags.karpweb import freshness_note, utc_minute
 from scheduling.totals import cluster_counts, nodes_by_reservation
 
 BLOCKS_SHOWN = 5
@@ -50,17 +51,31 @@ def fleet_clusters():
         world_as_of=_per_cluster(WatchState.objects.fleet(), "world_as_of"),
         karpenter_live=_per_cluster(ControllerGuard.objects.fleet(), "karpenter_live"),
         karpenter_checked_at=_per_cluster(ControllerGuard.objects.fleet(), "checked_at"),
+        karpenter_reason=_per_cluster(ControllerGuard.objects.fleet(), "reason"),
+        karpenter_launch_count=_per_cluster(KarpenterLaunch.objects.fleet()),
         **health_annotations(),
     ).order_by("name"))
 
 
 def karpenter_presence(cluster) -> str:
-    """Whether Karpenter runs in it, in words: as declared, else as the last check found it."""
+    """Whether Karpenter runs in it, in words: as declared, else what the last check found (its leader
+    Lease and Deployment, at each Kubernetes sync: scheduling/loop/coexistence.py) and when; a simulated
+    cluster has no Karpenter to check (nothing ever checks it). Then what the Karpenter audit found:
+    the NodeClaims karpweb did not create."""
     if cluster.karpenter != Cluster.Karpenter.AUTO:
-        return f"{cluster.karpenter} (declared)"
-    if cluster.karpenter_checked_at is None:
-        return "not checked yet"
-    return "running" if cluster.karpenter_live else "not running"
+        found = f"{cluster.karpenter} (declared)"
+    elif cluster.karpenter_checked_at is not None:
+        found = (f"{'running' if cluster.karpenter_live else 'not running'}"
+                 f"{': ' + cluster.karpenter_reason if cluster.karpenter_reason else ''}"
+                 f" (checked {utc_minute(cluster.karpenter_checked_at)} UTC)")
+    elif cluster.connection == Cluster.Connection.SIMULATED:
+        found = "none: a simulated cluster, where karpweb is the only controller"
+    else:
+        found = "not checked yet: its first Kubernetes sync checks"
+    launched = getattr(cluster, "karpenter_launch_count", 0) or 0
+    if launched:
+        found += f"; the audit found {launched} NodeClaim{pluralize(launched)} karpweb did not create"
+    return found
 
 
 class FleetOverviewView(ViewerRequiredMixin, TemplateView):

@@ -245,6 +245,15 @@ def cluster_name(cluster_id: int) -> str:
     return name
 
 
+def kept_cluster(cluster_id: int) -> Cluster | None:
+    """The Cluster (with its account) whose primary key is `cluster_id`, from the kept list (one fresh
+    read if missing); None when there is none."""
+    found = next((cluster for cluster in fleet_clusters() if cluster.pk == cluster_id), None)
+    if found is None:
+        found = next((cluster for cluster in fleet_clusters(fresh=True) if cluster.pk == cluster_id), None)
+    return found
+
+
 def forget_default() -> None:
     """Forget the kept list of clusters (and so the default): a cluster changed, or a test flushed them.
     A change inside a transaction is forgotten again when it commits, and nothing read before then is kept."""

@@ -3,6 +3,7 @@ the whole fleet (no cluster scope, fleet/scope.py). Also the wrappers that give 
 object's pages (unique per cluster and name) their cluster: `in_cluster` and `by_name`."""
 
 import functools
+from collections import defaultdict
 from urllib.parse import quote
 
 from django.db.models import Count
@@ -20,7 +21,7 @@ from scheduling.loop.health import failing_steps, with_health
 from karpweb.jsonsafe import printable
 from karpweb.roles import ViewerRequiredMixin, can_view
 from karpweb.views_generic import ObjectListView
-from reservations.models import CapacityReservation, EC2NodeClass
+from reservations.models import CapacityReservation, EC2NodeClass, ReservationVisibility
 from scheduling.models import Node, NodePool, Pod
 from scheduling.templatetags.karpweb import freshness_note
 from scheduling.totals import cluster_counts, freshness
@@ -28,6 +29,7 @@ from scheduling.totals import cluster_counts, freshness
 
 class AwsAccountListView(ObjectListView):
     title = "AWS accounts"
+    fleet_wide = True  # the fleet's own rows: "AWS accounts in all clusters" reads wrong
     filterset_class = AwsAccountFilterSet
     table_class = AwsAccountTable
 
@@ -37,6 +39,7 @@ class AwsAccountListView(ObjectListView):
 
 class ClusterListView(ObjectListView):
     title = "Clusters"
+    fleet_wide = True  # "Clusters in all clusters" reads wrong
     filterset_class = ClusterFilterSet
     table_class = ClusterTable
     def get_queryset(self):
@@ -59,10 +62,26 @@ class AwsAccountDetailView(ViewerRequiredMixin, TemplateView):
     def get_context_data(self, account_id, **kwargs):
         context = super().get_context_data(**kwargs)
         account = get_object_or_404(AwsAccount, account_id=account_id)
-        seen = CapacityReservation.objects.fleet().seen_by(account)
-        context.update(account=account, clusters=account.clusters.order_by("name"),
-                       owned=seen.filter(owner_account=account).count(), shared=seen.exclude(owner_account=account).count())
+        context.update(account=account, clusters=account.clusters.order_by("name"), **account_reservations(account))
         return context
+
+
+def account_reservations(account) -> dict:
+    """The reservations an account sees, each with the fleet's other accounts that see it: `owned` (each
+    with `shared_with`, the accounts it is shared to) and `shared` (shared with it, each with its `owner`).
+    Two queries whatever their number."""
+    seen = list(CapacityReservation.objects.fleet().seen_by(account).select_related("owner_account")
+                .only("reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
+                      "total_instance_count", "available_instance_count", "owner_id", "owner_account__name",
+                      "owner_account__account_id").order_by("reservation_id"))
+    others = defaultdict(list)
+    for visibility in (ReservationVisibility.objects.filter(reservation__in=seen, shared=True)
+                       .exclude(account=account).select_related("account").order_by("account__name")):
+        others[visibility.reservation_id].append(visibility.account)
+    for reservation in seen:
+        reservation.shared_with = others[reservation.pk]
+    return {"owned": [r for r in seen if r.owner_account_id == account.pk],
+            "shared": [r for r in seen if r.owner_account_id != account.pk]}
 
 
 class ClusterDetailView(ViewerRequiredMixin, TemplateView):

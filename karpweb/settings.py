@@ -108,7 +108,7 @@ MIDDLEWARE = [
 # How many reverse proxies (ingress controller, load balancer) stand between the clients and karpweb
 # and append to X-Forwarded-For: the sign-in lock-out, the API's limiters and the audit log take the
 # client's address from there (karpweb/clientaddr.py), and X-Forwarded-Proto is believed only then.
-# 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Hardening: behind a proxy".
+# 0: no proxy, X-Forwarded-* ignored. docs/operations.md, "Behind a proxy: KARPWEB_TRUSTED_PROXY_HOPS".
 KARPWEB_TRUSTED_PROXY_HOPS = env_int("KARPWEB_TRUSTED_PROXY_HOPS", 0, minimum=0)
 # ... and the networks those proxies send from (the ingress controller's pods, e.g. 10.0.0.0/8): a
 # request from any other address is taken as from that address, whatever X-Forwarded-For says.

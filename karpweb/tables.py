@@ -84,6 +84,38 @@ class _Blank:
 BLANK = _Blank()
 
 
+def cluster_link(cluster_id: int | None) -> SafeString | None:
+    """A link to the page of the cluster with primary key `cluster_id` (its name from the process's kept
+    list of clusters: no query); None for a fleet-wide row."""
+    from karpweb.urlcache import cluster_url
+    from fleet.scope import cluster_name
+
+    return None if cluster_id is None else link(cluster_url(cluster_id), cluster_name(cluster_id))
+
+
+class ClusterColumn(tables.Column):
+    """The row's cluster, linking to its page: a Kubernetes-side list shows it in the all-clusters view,
+    where the same names run in several clusters (ObjectListView leaves it out of one cluster's view).
+    Read from the row's cluster_id and the kept list of clusters: no join, no query a row."""
+
+    def __init__(self, **kwargs):
+        # Hidden unless shown (ObjectListView, in the all-clusters view): a table used elsewhere keeps its columns.
+        kwargs = {"verbose_name": "Cluster", "accessor": "cluster_id", "order_by": ("cluster__name",), "visible": False,
+                  "empty_values": (), **kwargs}
+        super().__init__(**kwargs)
+
+    def render(self, record):
+        return cluster_cell(record)
+
+
+def cluster_cell(record) -> SafeString | str | None:
+    """A row's Cluster cell: a link to its cluster; a removed cluster's name as its history keeps it
+    (a decision's cluster_name); None for a fleet-wide row."""
+    if record.cluster_id is None:
+        return getattr(record, "cluster_name", None) or None
+    return cluster_link(record.cluster_id)
+
+
 class PlainRowsTable(tables.Table):
     """A django-tables2 table whose rows are written in one pass from plain cell values (row_cells()),
     where django-tables2 renders every cell through BoundRow, BoundColumn, an accessor, a render call
@@ -102,9 +134,31 @@ class PlainRowsTable(tables.Table):
         Every subclass gives its own: the base class knows no columns."""
         raise TypeError(f"{type(self).__name__} must define row_cells(): PlainRowsTable has no cells of its own")
 
+    def shows_cluster(self) -> bool:
+        """Whether the table has a ClusterColumn shown (first, by its Meta.sequence): row_cells() leaves it out."""
+        column = self.base_columns.get("cluster")
+        return isinstance(column, ClusterColumn) and self.columns["cluster"].visible
+
+    def cells_with_cluster(self):
+        """row_cells(), with the row's cluster first where the table shows it (links made once a cluster)."""
+        cells = self.row_cells()
+        if not self.shows_cluster():
+            return cells
+        links: dict = {}
+
+        def with_cluster(record):
+            cluster_id = record.cluster_id
+            if cluster_id is None:
+                return (cluster_cell(record), *cells(record))
+            if cluster_id not in links:
+                links[cluster_id] = cluster_link(cluster_id)
+            return (links[cluster_id], *cells(record))
+
+        return with_cluster
+
     def plain_rows(self) -> SafeString:
         """The page's rows (every row when not paginated) as HTML, "" when there are none."""
-        cells, default = self.row_cells(), conditional_escape(self.default)
+        cells, default = self.cells_with_cluster(), conditional_escape(self.default)
         # conditional_escape() inlined, its escape() a C call: it costs six Python calls a cell.
         return mark_safe("".join([
             "<tr>" + "".join([

@@ -45,3 +45,8 @@ def cluster_detail_url(viewname: str, cluster_id: int | None, *args: str) -> str
 def _forget_patterns(setting, **kwargs):
     if setting == "ROOT_URLCONF":  # as Django clears its own URL caches (tests override it)
         _template.cache_clear()
+
+
+def cluster_url(cluster_id: int) -> str:
+    """The page of the cluster with primary key `cluster_id` (its name from the kept list: no query)."""
+    return detail_url("fleet:cluster", cluster_name(cluster_id))

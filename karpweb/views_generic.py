@@ -23,6 +23,12 @@ def page_size_problem(value: str | None) -> str | None:
     return None
 
 
+def all_clusters_shown(request) -> bool:
+    """Whether the page shows the rows of several clusters at once (the picker's "all clusters")."""
+    fleet = getattr(request, "fleet", None)
+    return fleet is not None and fleet.shown is None and fleet.several
+
+
 class ObjectListView(ViewerRequiredMixin, TemplateView):
     """Subclasses set queryset, filterset_class, table_class and title."""
 
@@ -84,6 +90,8 @@ class ObjectListView(ViewerRequiredMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         filterset = self.filterset_class(self.request.GET or None, queryset=self.get_queryset(), request=self.request)
         table = self.table_class(filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset())
+        if "cluster" in table.columns and all_clusters_shown(self.request):
+            table.columns.show("cluster")  # the same names run in several clusters: say whose each row is
         RequestConfig(self.request, paginate={"per_page": PAGE_SIZE}).configure(table)
         context.update(filterset=filterset, table=table, title=self.title, table_template=self.table_template,
                        fleet_wide=self.fleet_wide, export_links=self.export_links(),

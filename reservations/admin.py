@@ -98,6 +98,9 @@ class CapacityReservationAdmin(MirroredAdmin):
     def has_add_permission(self, request):
         return False  # reservations come from EC2 (or the simulated world's seed), never from this form
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # EC2's: the next sync brings it back (and its samples and hours are not deleted here)
+
     def save_model(self, request, obj, form, change):
         if "planning_excluded" in form.changed_data:
             obj.planning_excluded_by = request.user.get_username() if obj.planning_excluded else ""
@@ -162,10 +165,6 @@ class ReservationVisibilityAdmin(ReadOnlyAdmin):
     list_filter = ("shared", "account")
     search_fields = ("reservation__reservation_id", "account__name", "account__account_id")
     list_select_related = ("reservation", "account")
-
-    def has_delete_permission(self, request, obj=None):
-        # Deleting a reservation deletes its visibilities with it (the next sync records them again).
-        return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 
 @admin.register(UtilizationSample)

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Case, Value, When
 from django.utils import timezone
 
-from fleet.scope import working_cluster
+from fleet.scope import cluster_scope, working_cluster
 from reservations.models import (
     CapacityReservation,
     DoctorFinding,
@@ -36,6 +36,9 @@ from scheduling.models import Decision, InstanceType, Mode, NodePool
 from scheduling.modes import configured_mode
 
 log = logging.getLogger(__name__)
+
+# The codes only AWS's answers decide (a run from the mirror alone keeps them as they were).
+AWS_ONLY_CODES = frozenset({engine.RAM_SHARE_NOT_ACCEPTED, engine.IAM_PERMISSION_MISSING, engine.IAM_NOT_SIMULATED})
 
 # Failed launches this recent are evidence (older ones were retried or forgotten).
 LAUNCH_ERROR_WINDOW = datetime.timedelta(hours=1)
@@ -63,6 +66,7 @@ def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engin
     shared = set(ReservationVisibility.objects.filter(account=cluster.account, shared=True)
                  .values_list("reservation__reservation_id", flat=True))
     synced = last_synced_available([r.pk for r in rows if r.available_instance_count == 0])
+    others, split = meant_for_others(cluster, rows)
     labels = dict(InstanceType.objects.filter(name__in={r.instance_type for r in rows}).values_list("name", "labels"))
     reservations = [
         engine.ReservationFact(
@@ -70,7 +74,8 @@ def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engin
             placement_group_arn=r.placement_group_arn, fleet_id=r.capacity_reservation_fleet_id,
             shared=r.reservation_id in shared,
             marked_unavailable=r.available_instance_count == 0 and (synced.get(r.pk) or 0) > 0,
-            last_synced_available=synced.get(r.pk), type_labels=labels.get(r.instance_type) or {})
+            last_synced_available=synced.get(r.pk), type_labels=labels.get(r.instance_type) or {},
+            meant_for=others.get(r.reservation_id, ()), split_off=r.reservation_id in split)
         for r in rows if r.reservation_id in parsed
     ]
     facts = engine.DoctorFacts(
@@ -82,6 +87,25 @@ def gather(cluster, now, cloud=None, unchecked: set[str] | None = None) -> engin
     if cloud is not None:
         aws_facts(cloud, cluster, facts, unchecked if unchecked is not None else set())
     return facts
+
+
+def meant_for_others(cluster, rows) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """Of the reservations the cluster's account owns, those meant for other accounts: ({reservation id: the
+    other accounts of the fleet it is shared with, and the account a split made it for}, {the ids a split
+    made}). The doctor leaves them to those accounts (scheduling.engine.doctor.ReservationFact.meant_for)."""
+    from reservations.models import Recommendation
+
+    own = {r.reservation_id for r in rows if r.owner_id == cluster.account.account_id}
+    others: dict[str, set[str]] = {}
+    for rid, account in (ReservationVisibility.objects.filter(reservation__reservation_id__in=own, shared=True)
+                         .exclude(account=cluster.account).values_list("reservation__reservation_id", "account__account_id")):
+        others.setdefault(rid, set()).add(account)
+    split = set()
+    for details in Recommendation.objects.filter(kind=Recommendation.Kind.SPLIT, state=Recommendation.State.APPLIED,
+                                                 details__newReservationId__in=own).values_list("details", flat=True):
+        split.add(details["newReservationId"])
+        others.setdefault(details["newReservationId"], set()).add(details.get("shareWith") or "")
+    return {rid: tuple(sorted(accounts)) for rid, accounts in others.items()}, split
 
 
 def selected_in_fleet() -> frozenset[str]:
@@ -200,11 +224,24 @@ def own_role(cloud) -> str:
         return ""
 
 
+def recheck_node_class(node_class: EC2NodeClass, now=None) -> dict:
+    """The doctor again for one EC2NodeClass, just after its terms changed (the editor's save): its findings
+    renewed or cleared now rather than at the next EC2 step, so the page saved shows what is still true.
+    From the mirror alone: what only AWS answers (RAM invitations, IAM) is kept as it was."""
+    now = now or timezone.now()
+    with cluster_scope(node_class.cluster):
+        findings = [f for f in engine.diagnose(gather(node_class.cluster, now)) if f.node_class == node_class.name]
+        return store(node_class.cluster, findings, now, keep=AWS_ONLY_CODES, node_class=node_class.name)
+
+
 @transaction.atomic
-def store(cluster, findings: list[engine.Finding], now, keep=frozenset()) -> dict:
+def store(cluster, findings: list[engine.Finding], now, keep=frozenset(), node_class: str | None = None) -> dict:
     """Write this run's findings: seen again moves last_seen, new ones start, missing ones clear
-    (except those of the codes in `keep`: this run could not check them)."""
-    existing = {f.key: f for f in DoctorFinding.objects.fleet().select_for_update().filter(cluster=cluster)}
+    (except those of the codes in `keep`: this run could not check them). `node_class`: a run over that
+    EC2NodeClass's findings only, the others left as they are."""
+    rows = DoctorFinding.objects.fleet().filter(cluster=cluster)
+    rows = rows if node_class is None else rows.filter(node_class_name=node_class)
+    existing = {f.key: f for f in rows.select_for_update()}
     seen, new = set(), 0
     for f in findings:
         if f.key in seen:
@@ -224,7 +261,7 @@ def store(cluster, findings: list[engine.Finding], now, keep=frozenset()) -> dic
         for name, value in values.items():
             setattr(row, name, value)
         row.save()
-    cleared = (DoctorFinding.objects.fleet().filter(cluster=cluster, cleared_at__isnull=True)
+    cleared = (rows.filter(cleared_at__isnull=True)
                .exclude(key__in=seen).exclude(code__in=list(keep)).update(cleared_at=now))
     return {"doctor_findings": len(seen), "doctor_new": new, "doctor_cleared": cleared}
 

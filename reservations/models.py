@@ -287,10 +287,19 @@ class CapacityReservation(models.Model):
 
     @property
     def planning_exclusion(self) -> str:
-        """Who kept karpweb from planning into it, since when and why, in words; empty when nobody did."""
+        """Who kept karpweb from planning into it, since when (as Kubernetes writes a time: the WORLD
+        annotation) and why, in words; empty when nobody did."""
+        return self.planning_exclusion_written(format_time)
+
+    @property
+    def planning_exclusion_on_pages(self) -> str:
+        """planning_exclusion with the time as every page writes one ("2026-11-25 19:40 UTC")."""
+        return self.planning_exclusion_written(lambda moment: f"{moment.astimezone(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+
+    def planning_exclusion_written(self, write_time) -> str:
         if not self.planning_excluded:
             return ""
-        since = f" since {format_time(self.planning_excluded_at)}" if self.planning_excluded_at else ""
+        since = f" since {write_time(self.planning_excluded_at)}" if self.planning_excluded_at else ""
         return f"by {self.planning_excluded_by or 'an operator'}{since}: {self.planning_excluded_reason or 'no reason given'}"
 
 
@@ -306,6 +315,7 @@ class ReservationVisibility(models.Model):
     first_seen = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name_plural = "reservation visibilities"
         ordering = ["reservation", "account"]
         constraints = [models.UniqueConstraint(fields=["reservation", "account"], name="one_visibility_per_account")]
 

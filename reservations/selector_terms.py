@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from fleet.scope import scope_of
 from karpweb.jsonsafe import json_problems, printable
+from reservations.doctor import recheck_node_class
 from reservations.models import EC2NodeClass
 from reservations.status import resolve_from_database, write_node_class_status
 from scheduling.adapters.kube import clusters as kube_clusters
@@ -118,4 +119,5 @@ def save_selector_terms(node_class: EC2NodeClass, terms, read_version: str, *, u
                                {"capacity_reservation_selector_terms": terms}))
     now = timezone.now()
     write_node_class_status(node_class, preview(node_class, terms, now), now)
+    recheck_node_class(node_class, now)  # its page, just saved, shows no finding the edit fixed
     return node_class

@@ -6,7 +6,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from karpweb.tables import BLANK, PlainRowsTable, choice_labels, id_link, link, short_datetimes
+from karpweb.tables import BLANK, ClusterColumn, PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
 from reservations.block_fees import fees_by_reservation, idle_value
 from scheduling.queries import capacity_totals, on_demand_prices
@@ -134,8 +134,11 @@ class EC2NodeClassTable(PlainRowsTable):
     pool_count = tables.Column(verbose_name="NodePools")
     ready = tables.Column(empty_values=(), orderable=False, verbose_name="CapacityReservationsReady")
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = EC2NodeClass
+        sequence = ("cluster", "...")
         fields = ("name", "terms", "reservation_count", "pool_count", "ready", "synced_at")
         attrs = {"class": "table"}
 

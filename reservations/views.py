@@ -7,6 +7,8 @@ from django.db.models import Count, Prefetch, Sum
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
@@ -39,6 +41,7 @@ from reservations.holders import reserved_units_held
 from reservations.utilization import hourly_span
 from scheduling.engine.doctor import SEVERITIES
 from scheduling.engine.recommendations import Hour, history_days, needed_days
+from scheduling.pod_placement import classes_selecting
 from scheduling.upcoming import upcoming_uses
 from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
@@ -94,7 +97,9 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             open_instances=open_instance_nodes(reservation.open_instances.order_by("instance_id")),
             instances=reservation.instances.select_related("cluster").order_by("instance_id"),
             groups=reservation.groups.order_by("arn"),
-            node_classes=reservation.node_classes.all(),
+            # The same rule "NodePools that will use it" (scheduling.upcoming) follows: one not started yet is
+            # selected by the classes whose terms will select it once active.
+            node_classes=classes_selecting(now, reservation),
             chart=chart,
             chart_span=chart_span,
             low_utilization=reservation.is_low_utilization(now),
@@ -333,9 +338,17 @@ class NodeClassEditView(OperatorRequiredMixin, TemplateView):
             added=sorted({r.id for r in result.reservations} - current) if result else [],
             removed=sorted(current - {r.id for r in result.reservations}) if result else [],
             terms_diff=terms_diff(node_class.capacity_reservation_selector_terms or [], terms) if show_preview else "",
+            plan_url=plan_url(node_class, terms) if result else "",
             match_criteria=["", "open", "targeted"],
         )
         return self.render_to_response(context)
+
+
+def plan_url(node_class: EC2NodeClass, terms: list) -> str:
+    """The what-if page with the class's selector terms replaced by these: the plan the change makes, in the
+    class's own cluster (a what-if plans one cluster)."""
+    query = {"cluster": node_class.cluster.name, "nodeclass": node_class.name, "terms": json.dumps(terms)}
+    return f"{reverse('scheduling:whatif')}?{urlencode(query)}"
 
 
 def unselected_reservations(now):

@@ -144,14 +144,19 @@ class MirroredAdmin(AuditedAdmin):
             fields += self.spec
         return tuple(dict.fromkeys(fields))
 
+    def has_delete_permission(self, request, obj=None):
+        # Only where these rows are the cluster (the simulated world): elsewhere the next sync brings a
+        # deleted row back, and the object stays in the cluster.
+        return not self.cluster_owns_spec(obj) and super().has_delete_permission(request, obj)
+
     @staticmethod
     def spec_note(obj=None) -> str:
         return SPEC_NOTE_CLUSTER if MirroredAdmin.cluster_owns_spec(obj) else SPEC_NOTE_SIMULATED
 
 
 class FullyMirroredAdmin(MirroredAdmin):
-    """Every field mirrored (NodeClaims, Nodes, Pods, the catalogue): a page to read, none added or
-    changed here; deleting a row stays possible (audited) and the next sync brings it back if it still exists."""
+    """Every field mirrored (NodeClaims, Nodes, Pods, the catalogue): a page to read, none added, changed
+    or deleted here (the next sync would bring a deleted row back; no dead Delete button)."""
 
     note = KUBERNETES_NOTE
 
@@ -159,6 +164,9 @@ class FullyMirroredAdmin(MirroredAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
     def get_readonly_fields(self, request, obj=None):

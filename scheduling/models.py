@@ -128,6 +128,8 @@ class NodePool(ConditionsMixin, models.Model):
     consolidate_after = models.CharField(max_length=32, default="0s", help_text='A duration ("30s", "5m") or "Never".')
     budgets = models.JSONField(default=list, blank=True, help_text='spec.disruption.budgets, e.g. [{"nodes": "10%"}]')
     expire_after = models.CharField(max_length=32, default="720h")
+    termination_grace_period = models.CharField(
+        max_length=32, blank=True, help_text='spec.template.spec.terminationGracePeriod ("48h"; blank: none).')
     keep_idle_reserved_nodes = models.BooleanField(
         default=False,
         help_text="Keep empty nodes that sit in a prepaid reservation instead of consolidating them away.",
@@ -288,6 +290,8 @@ class Pod(models.Model):
     owner_name = models.CharField(max_length=253, blank=True)
     priority = models.IntegerField(default=0)
     created_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="status.startTime (do-not-disrupt durations count from it)")
+    deleting_since = models.DateTimeField(null=True, blank=True, help_text="metadata.deletionTimestamp")
     synced_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterScopedManager()
@@ -445,6 +449,8 @@ class KarpenterLaunch(models.Model):
     objects = ClusterScopedManager()
 
     class Meta:
+        verbose_name = "Karpenter launch"
+        verbose_name_plural = "Karpenter launches"
         ordering = ["-launched_at", "-id"]
         indexes = [models.Index(fields=["outcome", "-launched_at"])]
         constraints = [models.UniqueConstraint(fields=["cluster", "claim_name"], name="one_launch_audit_per_claim")]

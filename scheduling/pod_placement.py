@@ -34,18 +34,40 @@ def reserved_units(now, *, upcoming: bool = True) -> list[ReservedUnit]:
     later = upcoming_reservations(now) if upcoming else []
     types = {it.name: it for it in InstanceType.objects.filter(name__in={r.instance_type for r in reservations + later})}
     units = [unit for r in reservations
-             if (unit := reserved_unit(r, types, tuple(sorted(nc.name for nc in r.node_classes.all())))) is not None]
+             if (unit := reserved_unit(r, types, selected_by(classes_selecting(now, r)))) is not None]
     if later:
-        classes = list(EC2NodeClass.objects.only("name", "capacity_reservation_selector_terms"))
-        groups = {g["GroupArn"]: frozenset(g["CapacityReservationIds"]) for g in world_groups()}
+        classes, groups = selector_context()
         for r in later:
-            engine = engine_reservation(r)
-            selected_by = tuple(sorted(nc.name for nc in classes
-                                       if selects_once_active(nc.capacity_reservation_selector_terms, engine, groups)))
-            unit = reserved_unit(r, types, selected_by, not_started=engine.not_started_reason(now))
+            unit = reserved_unit(r, types, selected_by(classes_selecting(now, r, classes, groups)),
+                                 not_started=engine_reservation(r).not_started_reason(now))
             if unit is not None:
                 units.append(unit)
     return units
+
+
+def selector_context() -> tuple[list[EC2NodeClass], dict]:
+    """The EC2NodeClasses (their terms) and the world's Capacity Reservation groups: what judging whether
+    a class will select a reservation reads (classes_selecting)."""
+    classes = list(EC2NodeClass.objects.only("name", "cluster_id", "capacity_reservation_selector_terms"))
+    return classes, {g["GroupArn"]: frozenset(g["CapacityReservationIds"]) for g in world_groups()}
+
+
+def classes_selecting(now, reservation: CapacityReservation, classes: list[EC2NodeClass] | None = None,
+                      groups: dict | None = None) -> list[EC2NodeClass]:
+    """The one rule for which EC2NodeClasses select a reservation, which every page and plan uses: once it
+    has started, those whose status names it (Karpenter's own answer); before, those whose terms will
+    select it once it is active (Karpenter's status names active reservations only). `classes` and
+    `groups`: selector_context(), read once for several reservations."""
+    if not reservation.is_upcoming(now):
+        return list(reservation.node_classes.all())
+    if classes is None or groups is None:
+        classes, groups = selector_context()
+    engine = engine_reservation(reservation)
+    return [nc for nc in classes if selects_once_active(nc.capacity_reservation_selector_terms, engine, groups)]
+
+
+def selected_by(classes: list[EC2NodeClass]) -> tuple[str, ...]:
+    return tuple(sorted(nc.name for nc in classes))
 
 
 def reserved_unit(r: CapacityReservation, types: dict, selected_by: tuple[str, ...], not_started: str = "") -> ReservedUnit | None:

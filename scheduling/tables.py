@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
-from karpweb.tables import PlainRowsTable, choice_labels, id_link, link, short_datetimes
+from karpweb.tables import ClusterColumn, PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from karpweb.urlcache import cluster_detail_url, detail_url
 
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
@@ -37,8 +37,11 @@ class NodePoolTable(PlainRowsTable):
     ready = tables.Column(empty_values=(), orderable=False, verbose_name="Ready")
     mode = tables.Column(empty_values=(), verbose_name="Mode")
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = NodePool
+        sequence = ("cluster", "...")
         fields = ("name", "weight", "node_class", "nodes", "consolidation_policy", "ready", "mode")
         attrs = {"class": "table"}
 
@@ -129,8 +132,10 @@ def totals_heading(totals: dict) -> SafeString:
     if not totals.get("kept"):
         return mark_safe("Totals")
     when = totals.get("as_of")
-    return format_html('Totals <span class="muted nowrap" title="Counted by each cluster\'s last loop step">as of {}</span>',
-                       f"the last loop step, {when:%H:%M:%S} UTC" if when else "now")
+    # Only the time kept on one line: the words wrap, or they set the Name column's width (the list fits 1280 px).
+    return format_html('Totals <span class="muted" title="Counted by each cluster\'s last loop step">as of {}</span>',
+                       format_html('the last loop step, <span class="nowrap">{} UTC</span>', f"{when:%H:%M:%S}")
+                       if when else "now")
 
 
 class NodeTable(_AgeMixin, PlainRowsTable):
@@ -162,8 +167,11 @@ class NodeTable(_AgeMixin, PlainRowsTable):
                            footer=lambda table: use_bar(table.totals["memory_requested"], table.totals["memory_allocatable"],
                                                         MEMORY))
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = Node
+        sequence = ("cluster", "...")
         fields = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation_label", "created_at", "pods",
                   "cost", "cpu", "memory", "ready")
         attrs = {"class": "table nodes"}
@@ -229,8 +237,11 @@ class NodeClaimTable(_AgeMixin, PlainRowsTable):
     node_name = tables.Column(verbose_name="Node", linkify=_node_url)
     created_at = tables.Column(verbose_name="Age")
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = NodeClaim
+        sequence = ("cluster", "...")
         fields = ("name", "node_pool", "instance_type", "zone", "capacity_type", "reservation_label", "node_name", "created_at")
         attrs = {"class": "table"}
 
@@ -278,8 +289,11 @@ class PodTable(PlainRowsTable):
     cpu_request_millicores = CpuColumn(verbose_name="CPU request")
     memory_request_bytes = MemoryColumn(verbose_name="Memory request")
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = Pod
+        sequence = ("cluster", "...")
         fields = ("namespace", "name", "node_name", "phase", "cpu_request_millicores", "memory_request_bytes")
         attrs = {"class": "table"}
 
@@ -305,8 +319,11 @@ class PodTable(PlainRowsTable):
 class DecisionTable(PlainRowsTable):
     node_pool = tables.Column(verbose_name="NodePool", linkify=True)
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = Decision
+        sequence = ("cluster", "...")
         fields = ("created_at", "kind", "outcome", "mode", "subject", "reason", "node_pool")
         attrs = {"class": "table"}
         order_by = ("-created_at",)
@@ -383,8 +400,11 @@ class KarpenterLaunchTable(tables.Table):
     price_per_hour = tables.Column(verbose_name="Price per hour")
     missed_dollars = tables.Column(verbose_name="Missed (list price)")
 
+    cluster = ClusterColumn()
+
     class Meta:
         model = KarpenterLaunch
+        sequence = ("cluster", "...")
         fields = ("launched_at", "claim_name", "node_pool_name", "instance_type", "zone", "capacity_type", "outcome",
                   "reservation_label", "price_per_hour", "missed_dollars", "reason")
         attrs = {"class": "table"}

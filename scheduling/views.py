@@ -372,7 +372,7 @@ class DecisionListView(ObjectListView):
         # Only what the table shows: the decisions' and NodePools' JSON columns (details, the pods
         # involved, requirements, limits) were decoded for every row and never read.
         return (Decision.objects.select_related("node_pool").order_by("-created_at")
-                .only(*DecisionTable.Meta.fields, "node_pool__name", "node_pool__cluster_id"))
+                .only(*DecisionTable.Meta.fields, "cluster_id", "cluster_name", "node_pool__name", "node_pool__cluster_id"))
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -417,7 +417,8 @@ class KarpenterAuditView(ObjectListView):
 class WhatIfView(ViewerRequiredMixin, TemplateView):
     """What-if: changes to the current world in a form (the default tab), the plans before and after
     side by side; or a WORLD.json pasted or uploaded (`?tab=paste`; `?from=current` fills it with the
-    current world) and its decisions. `?recommendation=ID` opens the form with that change filled in."""
+    current world) and its decisions. `?recommendation=ID` opens the form with that change filled in, and
+    `?nodeclass=NAME&terms=JSON` with an EC2NodeClass's selector terms replaced (the selector editor's link)."""
 
     template_name = "scheduling/whatif.html"
     extra_context = {"max_world_bytes": MAX_WORLD_BYTES}
@@ -503,6 +504,8 @@ class WhatIfView(ViewerRequiredMixin, TemplateView):
                 initial = {"count_id": rec.reservation.reservation_id, "count": rec.target_count}
             elif rec is not None and rec.kind == Recommendation.Kind.CANCEL:
                 initial = {"remove_id": rec.reservation.reservation_id}
+        elif request.GET.get("nodeclass"):  # the selector-term editor's preview: the plan its terms make
+            initial = {"node_class": request.GET["nodeclass"], "node_class_terms": request.GET.get("terms", "")}
         form = WorldEditForm(initial=initial)
         result = None
         if initial:

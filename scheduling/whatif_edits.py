@@ -2,13 +2,14 @@
 before and after (scheduling.engine.worldedits), shown side by side: what it costs, the prepaid
 capacity left idle, and where each pod goes."""
 
+import json
 from types import SimpleNamespace
 
 from django import forms
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from reservations.models import CapacityReservation
+from reservations.models import CapacityReservation, EC2NodeClass
 from scheduling.engine.labels import CAPACITY_TYPE, RESERVATION_ID
 from scheduling.engine.timeutil import format_time, parse_time
 from scheduling.templatetags.karpweb import utc_minute
@@ -63,6 +64,10 @@ class WorldEditForm(forms.Form):
     pool = _picker("NodePool", "NodePool")
     pool_capacity_types = forms.MultipleChoiceField(required=False, choices=[(c, c) for c in CAPACITY_TYPES],
                                                     widget=forms.CheckboxSelectMultiple, label="Allows capacity types")
+    node_class = _picker("EC2NodeClass", "EC2NodeClass")
+    node_class_terms = forms.CharField(required=False, max_length=20000, label="capacityReservationSelectorTerms (JSON)",
+                                       widget=forms.Textarea(attrs={"rows": 3, "cols": 60,
+                                                                    "placeholder": '[{"id": "cr-0123456789abcdef0"}]'}))
 
     # (legend, what it is for, fields): how the page groups them.
     GROUPS = (
@@ -71,8 +76,9 @@ class WorldEditForm(forms.Form):
           ("remove_id",), ("count_id", "count"), ("expire_id",))),
         ("Workload changes", "Pending copies of a pod that runs now, as if its workload scaled up.",
          (("scale_like", "scale_times"),)),
-        ("What to compare", "The plan with a NodePool allowed other capacity types than it has.",
-         (("pool", "pool_capacity_types"),)),
+        ("What to compare", "The plan with a NodePool allowed other capacity types than it has, or with an "
+                            "EC2NodeClass's capacityReservationSelectorTerms replaced (as its selector editor saves them).",
+         (("pool", "pool_capacity_types"), ("node_class", "node_class_terms"))),
         ("When", "The plan at the start of a reservation that has not started: the clock at its start, it active "
                  "with every unit free (consolidation then moves pods from paid nodes into it).",
          (("start_id",),)),
@@ -94,6 +100,8 @@ class WorldEditForm(forms.Form):
             for r in reservations if r.is_upcoming(now) and r.start_date is not None]
         self.fields["pool"].choices = [("", "—")] + [(name, name) for name in
                                                      NodePool.objects.order_by("name").values_list("name", flat=True)]
+        self.fields["node_class"].choices = [("", "—")] + [
+            (name, name) for name in EC2NodeClass.objects.order_by("name").values_list("name", flat=True)]
         self.instance_types = list(InstanceType.objects.order_by("name").values_list("name", flat=True))
         self.zones = sorted(set(Offering.objects.exclude(capacity_type=CapacityType.RESERVED)
                                 .values_list("zone", flat=True).distinct()))
@@ -115,10 +123,22 @@ class WorldEditForm(forms.Form):
             raise forms.ValidationError(f"no zone '{zone}' in the catalogue (known: {', '.join(self.zones[:8])})")
         return zone
 
+    def clean_node_class_terms(self):
+        text = self.cleaned_data.get("node_class_terms", "").strip()
+        if not text:
+            return ""
+        try:
+            terms = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"not JSON: {exc}") from None
+        if not isinstance(terms, list) or not all(isinstance(term, dict) for term in terms):
+            raise forms.ValidationError('a JSON list of selector terms, such as [{"id": "cr-0123456789abcdef0"}]')
+        return terms
+
     def clean(self):
         data = super().clean()
         pairs = (("add_instance_type", "add_count"), ("add_zone", "add_count"), ("count_id", "count"),
-                 ("scale_like", "scale_times"), ("pool", "pool_capacity_types"))
+                 ("scale_like", "scale_times"), ("pool", "pool_capacity_types"), ("node_class", "node_class_terms"))
         for first, second in pairs:
             if first in self.errors or second in self.errors:
                 continue
@@ -150,6 +170,8 @@ class WorldEditForm(forms.Form):
             edits.append({"kind": "at-reservation-start", "id": data["start_id"]})
         if data.get("pool"):
             edits.append({"kind": "nodepool-capacity-types", "nodePool": data["pool"], "values": data["pool_capacity_types"]})
+        if data.get("node_class"):
+            edits.append({"kind": "nodeclass-selector-terms", "nodeClass": data["node_class"], "terms": data["node_class_terms"]})
         return edits
 
 
@@ -162,7 +184,7 @@ def _reservation_label(r: CapacityReservation) -> str:
 
 FIELD_OF = {"add-reservation": "add_count", "remove-reservation": "remove_id", "set-reservation-count": "count",
             "expire-block": "expire_id", "scale-workload": "scale_like", "nodepool-capacity-types": "pool",
-            "at-reservation-start": "start_id"}
+            "nodeclass-selector-terms": "node_class_terms", "at-reservation-start": "start_id"}
 
 
 def before_and_after(edits: list[dict]) -> dict:

@@ -13,7 +13,8 @@ from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClas
                                  ReservationInstance, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
-from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin
+from scheduling.api.base import (AccountOfClusterField, ClusterHyperlinkedIdentityField, ClusterNameField,
+                                 StrictInputMixin)
 from scheduling.engine.selectors import GROUP_ARN_PATTERN, ID_PATTERN, MAX_TAGS, MAX_TERMS, OWNER_PATTERN
 from reservations.block_fees import attach_fees, idle_value
 from scheduling.queries import on_demand_prices
@@ -156,6 +157,7 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     )
     reservationID = ro("reservation_id")
     ownerID = ro("owner_id")
+    account = ro("owner_id", serializers.CharField, help_text="The AWS account it belongs to: its owner (ownerID).")
     instanceType = ro("instance_type")
     instancePlatform = ro("instance_platform")
     availabilityZone = ro("availability_zone")
@@ -223,7 +225,8 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
         model = CapacityReservation
         list_serializer_class = CapacityReservationListSerializer
         fields = [
-            "url", "reservationID", "arn", "ownerID", "region", "instanceType", "instancePlatform", "availabilityZone",
+            "url", "reservationID", "arn", "ownerID", "account",
+            "region", "instanceType", "instancePlatform", "availabilityZone",
             "availabilityZoneID", "tenancy", "state", "instanceMatchCriteria", "reservationType", "interruptible",
             "ultraserverType", "totalInstanceCount", "availableInstanceCount", "usedInstanceCount", "utilization",
             "recentUtilization", "lowUtilization", "usable", "idleCostPerHour", "idleCostSource", "idleCostBasis", "timing", "createDate", "startDate",
@@ -352,7 +355,8 @@ class ReservationInstanceSerializer(serializers.ModelSerializer):
 
 class ReservationContentionSerializer(serializers.ModelSerializer):
     createdAt = when("created_at", null=False)
-    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    cluster = ClusterNameField(help_text="The cluster whose launch was refused.")
+    account = AccountOfClusterField()
     unitsWanted = serializers.IntegerField(source="units_wanted", read_only=True)
     ledgerFree = serializers.IntegerField(source="ledger_free", read_only=True,
                                           help_text="Units the fleet ledger called free when the launch held them.")
@@ -364,7 +368,8 @@ class ReservationContentionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReservationContention
-        fields = ["id", "createdAt", "cluster", "unitsWanted", "ledgerFree", "errorCode", "takenBy", "explainedAt"]
+        fields = ["id", "createdAt", "cluster", "account",
+                  "unitsWanted", "ledgerFree", "errorCode", "takenBy", "explainedAt"]
         read_only_fields = fields
 
 
@@ -417,10 +422,13 @@ class EC2NodeClassSerializer(serializers.ModelSerializer):
     createdAt = when("created_at")
     syncedAt = when("synced_at")
 
+    cluster = ClusterNameField(help_text="The cluster it belongs to.")
+    account = AccountOfClusterField()
     class Meta:
         model = EC2NodeClass
         fields = [
-            "url", "name", "uid", "resourceVersion", "capacityReservationSelectorTerms", "spec", "annotations",
+            "url", "cluster", "account",
+            "name", "uid", "resourceVersion", "capacityReservationSelectorTerms", "spec", "annotations",
             "status", "selectedReservations", "nodePools", "openReservations", "createdAt", "syncedAt",
         ]
         read_only_fields = fields

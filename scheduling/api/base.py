@@ -12,12 +12,40 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status, viewsets
 
-from fleet.scope import cluster_name, several_clusters
+from drf_spectacular.utils import extend_schema_field
+
+from fleet.scope import cluster_name, kept_cluster, several_clusters
 from scheduling.api.permissions import IsOperatorOrReadOnly
 from scheduling.filtersets import ClusterFilters
 
 # Names are Kubernetes names or EC2 ids: they may contain dots (m5.large, node-1.ec2.internal).
 NAME_IN_PATH = r"[^/]+"
+
+
+# --- which cluster and account a row belongs to -----------------------------------------------
+
+@extend_schema_field({"type": "string", "nullable": True, "example": "prod-eu"})
+class ClusterNameField(serializers.Field):
+    """The row's cluster by name, from the process's kept list of clusters (fleet.scope: no query a row)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="cluster_id", read_only=True, **kwargs)
+
+    def to_representation(self, cluster_id):
+        return cluster_name(cluster_id) if cluster_id is not None else None
+
+
+@extend_schema_field({"type": "string", "nullable": True, "pattern": "^[0-9]{12}$", "example": "123456789012"})
+class AccountOfClusterField(serializers.Field):
+    """The AWS account ID of the row's cluster, from the kept list of clusters (no query a row)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("help_text", "The AWS account ID of its cluster.")
+        super().__init__(source="cluster_id", read_only=True, **kwargs)
+
+    def to_representation(self, cluster_id):
+        cluster = None if cluster_id is None else kept_cluster(cluster_id)
+        return None if cluster is None else cluster.account.account_id
 
 
 # --- errors -----------------------------------------------------------------------------------

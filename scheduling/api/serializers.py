@@ -7,7 +7,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reservations.api.serializers import ConditionsField, StringMapField, ro, when
-from scheduling.api.base import ClusterHyperlinkedIdentityField, StrictInputMixin, with_cluster
+from scheduling.api.base import (AccountOfClusterField, ClusterHyperlinkedIdentityField, ClusterNameField,
+                                 StrictInputMixin, with_cluster)
 from scheduling.engine.requirements import OPERATORS
 from scheduling.models import (
     AuditEntry, Decision, InstanceType, KarpenterLaunch, Mode, Node, NodeClaim, NodePool, Offering, Pod, TaskRun,
@@ -95,10 +96,13 @@ class NodePoolSerializer(serializers.ModelSerializer):
     createdAt = when("created_at")
     syncedAt = when("synced_at")
 
+    cluster = ClusterNameField(help_text="The cluster it belongs to.")
+    account = AccountOfClusterField()
     class Meta:
         model = NodePool
         fields = [
-            "url", "name", "uid", "resourceVersion", "weight", "replicas", "nodeClass", "nodeClassRef", "requirements", "taints",
+            "url", "cluster", "account",
+            "name", "uid", "resourceVersion", "weight", "replicas", "nodeClass", "nodeClassRef", "requirements", "taints",
             "startupTaints", "labels", "limits", "consolidationPolicy", "consolidateAfter", "budgets", "expireAfter",
             "keepIdleReservedNodes", "mode", "effectiveMode", "nodeCount", "conditions", "statusResources",
             "createdAt", "syncedAt",
@@ -173,10 +177,13 @@ class NodeClaimSerializer(serializers.ModelSerializer):
     deletingSince = when("deleting_since")
     syncedAt = when("synced_at")
 
+    cluster = ClusterNameField(help_text="The cluster it belongs to.")
+    account = AccountOfClusterField()
     class Meta:
         model = NodeClaim
         fields = [
-            "url", "name", "uid", "nodePool", "nodeClass", "instanceType", "zone", "capacityType", "reservationID",
+            "url", "cluster", "account",
+            "name", "uid", "nodePool", "nodeClass", "instanceType", "zone", "capacityType", "reservationID",
             "capacityReservation", "labels", "requirements", "resources", "providerID", "nodeName", "imageID",
             "conditions", "createdAt", "launchedAt", "registeredAt", "initializedAt", "deletingSince", "syncedAt",
         ]
@@ -207,10 +214,13 @@ class NodeSerializer(serializers.ModelSerializer):
     createdAt = when("created_at")
     syncedAt = when("synced_at")
 
+    cluster = ClusterNameField(help_text="The cluster it belongs to.")
+    account = AccountOfClusterField()
     class Meta:
         model = Node
         fields = [
-            "url", "name", "uid", "nodePool", "nodeClaim", "instanceType", "zone", "capacityType", "reservationID",
+            "url", "cluster", "account",
+            "name", "uid", "nodePool", "nodeClaim", "instanceType", "zone", "capacityType", "reservationID",
             "capacityReservation", "labels", "annotations", "taints", "allocatable", "providerID", "instanceID",
             "ready", "unschedulable", "podCount", "createdAt", "syncedAt",
         ]
@@ -233,10 +243,13 @@ class PodSerializer(serializers.ModelSerializer):
     createdAt = when("created_at")
     syncedAt = when("synced_at")
 
+    cluster = ClusterNameField(help_text="The cluster it belongs to.")
+    account = AccountOfClusterField()
     class Meta:
         model = Pod
         fields = [
-            "url", "namespace", "name", "uid", "nodeName", "phase", "pending", "cpuRequestMillicores",
+            "url", "cluster", "account",
+            "namespace", "name", "uid", "nodeName", "phase", "pending", "cpuRequestMillicores",
             "memoryRequestBytes", "labels", "annotations", "spec", "ownerKind", "ownerName", "priority", "createdAt",
             "syncedAt",
         ]
@@ -319,9 +332,12 @@ class KarpenterLaunchSerializer(serializers.ModelSerializer):
     idleHours = ro("idle_hours", help_text="Hours it ran while the reservation had a free unit.")
     missedDollars = ro("missed_dollars", help_text="pricePerHour x idleHours: list-price dollars, labelled as such.")
 
+    cluster = ClusterNameField(help_text="The cluster it belongs to.")
+    account = AccountOfClusterField()
     class Meta:
         model = KarpenterLaunch
-        fields = ["id", "nodeClaim", "nodePool", "instanceType", "zone", "capacityType", "launchedAt", "outcome",
+        fields = ["id", "cluster", "account",
+                  "nodeClaim", "nodePool", "instanceType", "zone", "capacityType", "launchedAt", "outcome",
                   "reason", "reservationID", "ec2SyncAt", "freeUnits", "pricePerHour", "endedAt", "idleHours",
                   "missedDollars"]
         read_only_fields = fields
@@ -329,20 +345,10 @@ class KarpenterLaunchSerializer(serializers.ModelSerializer):
 
 # --- decisions and task runs ------------------------------------------------------------------
 
-@extend_schema_field({"type": "string", "nullable": True, "example": "prod-eu"})
-class ClusterNameField(serializers.Field):
-    """The row's cluster by name, from the process's kept list of clusters (fleet.scope: no query a row)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(source="cluster_id", read_only=True, **kwargs)
-
-    def to_representation(self, cluster_id):
-        return cluster_name(cluster_id) if cluster_id is not None else None
-
-
 class DecisionSerializer(serializers.ModelSerializer):
     createdAt = when("created_at", null=False)
     cluster = ClusterNameField(help_text="The cluster it was decided for (a removed cluster's name too).")
+    account = AccountOfClusterField(help_text="That cluster's AWS account ID (null once the cluster is removed).")
     nodePool = serializers.SlugRelatedField(source="node_pool", slug_field="name", read_only=True, allow_null=True)
     reservationID = serializers.SlugRelatedField(
         source="reservation", slug_field="reservation_id", read_only=True, allow_null=True
@@ -352,7 +358,7 @@ class DecisionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Decision
-        fields = ["id", "createdAt", "cluster", "kind", "outcome", "mode", "subject", "reason", "nodePool",
+        fields = ["id", "createdAt", "cluster", "account", "kind", "outcome", "mode", "subject", "reason", "nodePool",
                   "reservationID", "objectsInvolved", "details", "error"]
         read_only_fields = fields
 
@@ -371,12 +377,14 @@ class TaskRunSerializer(serializers.ModelSerializer):
     counts = ObjectField(read_only=True, help_text="What the run counted, e.g. launched, drained.")
     cluster = ClusterNameField(help_text="The cluster it worked on (an EC2 step: its account and region's "
                                                  "first cluster); null: the whole fleet (a dispatcher).")
+    account = AccountOfClusterField(help_text="That cluster's AWS account ID; null: the whole fleet.")
     error = serializers.SerializerMethodField(help_text="Why it failed: its last line; fleet administrators get "
                                                         "the whole traceback (also in the worker's log).")
 
     class Meta:
         model = TaskRun
-        fields = ["id", "task", "taskID", "worker", "cluster", "startedAt", "finishedAt", "durationSeconds", "status",
+        fields = ["id", "task", "taskID", "worker", "cluster", "account",
+                  "startedAt", "finishedAt", "durationSeconds", "status",
                   "counts", "error", "mode"]
         read_only_fields = fields
 
@@ -446,6 +454,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
     user = ro("actor", help_text="The username at the time of the change.")
     cluster = serializers.SlugRelatedField(read_only=True, slug_field="name", allow_null=True,
                                            help_text="The cluster whose scope it was made in; null: fleet-wide.")
+    account = AccountOfClusterField(help_text="That cluster's AWS account ID; null: fleet-wide.")
     kind = serializers.SerializerMethodField(help_text="What was changed, e.g. cluster, nodepool, auth token.")
     object = ro("object_repr", help_text="Which one, as it was called then.")
     changes = ObjectField(read_only=True, help_text='{"field": [old, new]}; ip_address: where it came from.')
@@ -453,7 +462,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AuditEntry
-        fields = ["id", "createdAt", "user", "source", "action", "cluster", "kind", "object", "changes"]
+        fields = ["id", "createdAt", "user", "source", "action", "cluster", "account", "kind", "object", "changes"]
         read_only_fields = fields
 
     def get_kind(self, entry) -> str:

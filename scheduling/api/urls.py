@@ -1,8 +1,6 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from fleet.api.urls import router as fleet_router
-from reservations.api.urls import router as reservations_router
 from scheduling.api import views
 
 app_name = "scheduling-api"
@@ -27,10 +25,8 @@ urlpatterns = [
     path("controller/", views.ControllerView.as_view(), name="controller"),
     path("controller/allow-control/", views.AllowControlView.as_view(), name="allow-control"),
     *router.urls,
-    # The index lists both APIs' collections: their routers are handed to the view here.
-    path("", views.api_root, {"routers": (("fleet-api", fleet_router), ("reservations-api", reservations_router),
-                                         ("scheduling-api", router))},
-         name="api-root"),
+    # The index of every collection under /api/v1/, read from the URLconf (views.api_collections).
+    path("", views.api_root, name="api-root"),
     # Last under /api/v1/ (after the reservations API too): unknown paths get a JSON 404.
     re_path(r"^", views.not_found, name="not-found"),
 ]

@@ -418,25 +418,48 @@ def world_cluster(name: str | None):
     **error_responses(401, 403)})
 @api_view(["GET"])
 @permission_classes([IsViewer])
-def api_root(request, routers=()):
+def api_root(request):
     """GET /api/v1/: where each collection is, the OpenAPI schema and its docs (no data of its own).
 
-    `routers` ((URL namespace, router) pairs) comes from the URLconf (`scheduling/api/urls.py`), so
-    this module never imports the URLconf that imports it."""
+    Read from the URLconf (api_collections): whatever is routed under /api/v1/ is listed, with no list
+    here to forget one."""
     from django.urls import NoReverseMatch, reverse
 
-    links = {}
-    for namespace, router in routers:
-        for prefix, _viewset, basename in router.registry:
-            links[prefix] = request.build_absolute_uri(reverse(f"{namespace}:{basename}-list"))
-    for prefix, name in (("pods", "pod-list"), ("simulate", "simulate"), ("world", "world"), ("controller", "controller")):
-        links[prefix] = request.build_absolute_uri(reverse(f"scheduling-api:{name}"))
+    links = {name: request.build_absolute_uri(path) for name, path in api_collections().items()}
     docs = {"schema": request.build_absolute_uri(reverse("api-schema"))}
     try:
         docs["docs"] = request.build_absolute_uri(reverse("api-docs"))
     except NoReverseMatch:
         pass
     return Response({"endpoints": dict(sorted(links.items())), **docs})
+
+
+API_PREFIX = "api/v1/"
+
+
+def api_collections() -> dict[str, str]:
+    """Every endpoint one segment under /api/v1/ that takes no argument (routers' lists, "alarms/",
+    "pods/", "simulate/"...), by that segment: what the URLconf routes there, the index and the root
+    view's URL patterns excluded. Deeper paths ("controller/allow-control/") are actions on one of them."""
+    from django.urls import URLResolver, get_resolver, reverse
+    from django.urls.resolvers import RegexPattern
+
+    found = {}
+    for top in get_resolver().url_patterns:
+        if not isinstance(top, URLResolver) or str(top.pattern) != API_PREFIX:
+            continue
+        for pattern in top.url_patterns:
+            if isinstance(pattern, URLResolver) or pattern.name in (None, "api-root", "not-found"):
+                continue
+            if isinstance(pattern.pattern, RegexPattern) and pattern.pattern.regex.groups:
+                continue
+            if not isinstance(pattern.pattern, RegexPattern) and pattern.pattern.converters:
+                continue
+            path = reverse(f"{top.namespace}:{pattern.name}")
+            segments = path.split(f"/{API_PREFIX}", 1)[-1].strip("/").split("/")
+            if len(segments) == 1 and segments[0]:
+                found.setdefault(segments[0], path)
+    return found
 
 
 @extend_schema(exclude=True)

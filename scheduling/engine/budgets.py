@@ -208,6 +208,9 @@ class DisruptionSpec:
     budgets: tuple[Budget, ...] = DEFAULT_BUDGETS
     expire_after: timedelta | None = DEFAULT_EXPIRE_AFTER  # None: Never
     keep_idle_reserved: bool = False
+    # spec.template.spec.terminationGracePeriod: how long a draining node may wait for pods that will not
+    # leave (do-not-disrupt, PDB-blocked); with one, drift (eventual disruption) takes such a node anyway.
+    termination_grace_period: timedelta | None = None
 
     def allowed(self, reason: str, node_count: int, now: datetime) -> int:
         """How many of the NodePool's nodes may be disrupted for `reason` (before subtracting the
@@ -243,7 +246,17 @@ def parse_disruption(meta: dict, spec: dict, template_spec: dict, path: str, pro
         expire_after=_never_or_duration(template_spec, "expireAfter", DEFAULT_EXPIRE_AFTER,
                                         f"{path}.spec.template.spec", problem),
         keep_idle_reserved=_keep_idle(meta, f"{path}.metadata.annotations", problem),
+        termination_grace_period=_grace_period(template_spec, f"{path}.spec.template.spec", problem),
     )
+
+
+def _grace_period(template_spec: dict, path: str, problem: Problem) -> timedelta | None:
+    if template_spec.get("terminationGracePeriod") is None:
+        return None
+    if template_spec["terminationGracePeriod"] == NEVER:
+        problem(f"{path}.terminationGracePeriod", 'a duration such as "48h" (Never is not allowed here)')
+        return None
+    return _never_or_duration(template_spec, "terminationGracePeriod", timedelta(0), path, problem)
 
 
 def _never_or_duration(parent: dict, key: str, default: timedelta, path: str, problem: Problem) -> timedelta | None:

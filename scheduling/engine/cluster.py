@@ -4,9 +4,10 @@ DaemonSets, and the world that holds them. Plain data; `world.py` builds them fr
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-from .budgets import DisruptionSpec
+from .budgets import DisruptionSpec, SpecError, parse_duration
+from .hostports import HostPort
 from .instances import Instance
 from .instancetypes import InstanceType
 from .labels import NODEPOOL
@@ -20,6 +21,24 @@ from .taints import Taint, Toleration
 from .volumes import Storage
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+
+def do_not_disrupt_active(value: str | None, started: datetime | None, now: datetime) -> bool:
+    """`karpenter.sh/do-not-disrupt` on a pod: "true", or a Go duration ("2m", "1h") that holds until
+    that long after the pod started (no start time yet: it holds). Any other value counts as absent
+    (upstream `IsDoNotDisruptActive`)."""
+    if value is None:
+        return False
+    if value == "true":
+        return True
+    try:
+        duration = parse_duration(value)
+    except SpecError:
+        return False
+    if duration <= timedelta(0):
+        return False
+    return started is None or now - started < duration
 
 
 def _and(terms: list[Requirements]) -> Requirements:
@@ -48,6 +67,12 @@ class Pod:
     annotations: dict[str, str] = field(default_factory=dict)
     priority: int = 0
     daemon: bool = False
+    # metadata.deletionTimestamp is set (the pod is going), status.startTime, and whether a
+    # StatefulSet owns it (its replacement needs the name, so it is planned while it terminates).
+    terminating: bool = False
+    started: datetime | None = None
+    stateful: bool = False
+    owner: tuple[str, str] | None = None  # (kind, name) of its controller (buying.py groups gangs by it)
     # Pod affinity and topology spread (enforced by topology.py). Preferred terms and ScheduleAnyway
     # spread constraints are preferences, which the scheduler drops one at a time (`relax`).
     affinity: tuple[AffinityTerm, ...] = ()  # required pod affinity terms
@@ -63,6 +88,7 @@ class Pod:
     volume_terms: tuple[Requirements, ...] | None = None
     volume_problem: str = ""
     volume_usage: tuple[tuple[str, frozenset[str]], ...] = ()
+    host_ports: tuple[HostPort, ...] = ()  # its containers' hostPorts (hostports.py)
     # Required node affinity alone (nodeSelector AND each required term); `alternatives` also ANDs
     # the preferred node affinity terms still in force.
     strict_alternatives: tuple[Requirements, ...] = field(init=False)
@@ -132,6 +158,16 @@ class Pod:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def reschedulable(self) -> bool:
+        """Whether disrupting its node means placing it again (upstream `IsReschedulable`): not a
+        DaemonSet's or static pod, and not terminating unless a StatefulSet owns it."""
+        return not self.daemon and (not self.terminating or self.stateful)
+
+    def blocks_disruption(self, now: datetime) -> bool:
+        """An active pod whose do-not-disrupt holds (upstream `IsDisruptable`, negated)."""
+        return not self.terminating and do_not_disrupt_active(self.annotations.get(DO_NOT_DISRUPT), self.started, now)
+
     def _alternatives(self) -> tuple[Requirements, ...]:
         """nodeSelector ANDed with each required node affinity term; the pod may land on a node
         satisfying any one of them. A term with no expressions, or a contradictory one, matches
@@ -152,6 +188,7 @@ class Pod:
             self.active_anti_affinity,
             self.active_affinity,
             self.active_spread,
+            self.host_ports,
         )
 
     def sort_key(self) -> tuple:

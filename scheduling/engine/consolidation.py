@@ -19,7 +19,8 @@ Upstream (kubernetes-sigs/karpenter `pkg/controllers/disruption/`):
     for the longest prefix of up to 100 candidates ordered by disruption cost that can go at once,
     reason Underutilized), single-node (candidates by savings per unit of disruption cost,
     interleaved across NodePools; the first that works, reason Underutilized). Drift (reason
-    Drifted) comes first of all. NodePool disruption budgets bound every method.
+    Drifted) comes first of all: every empty drifted node, or else the first non-empty one whose
+    pods all find a place (one per pass, as upstream). NodePool disruption budgets bound every method.
   * Disruption cost: per pod 1 + pod-deletion-cost / 2^27 + priority / 2^25 (each clamped to
     [-10, 10]), times the fraction of the node's `expireAfter` lifetime that remains.
 
@@ -73,10 +74,10 @@ from typing import Iterable
 from .budgets import (
     REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED, WHEN_EMPTY_OR_UNDERUTILIZED, DisruptionSpec,
 )
-from .cluster import Node, NodePool, Pod
+from .cluster import DO_NOT_DISRUPT, Node, NodePool, Pod
 from .instancetypes import RESERVED_PRICE_DIVISOR, InstanceType, Offering
 from .labels import (
-    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
+    CAPACITY_TYPE, CAPACITY_TYPE_PREFERENCE, HOSTNAME, INITIALIZED, INSTANCE_TYPE, ON_DEMAND, RESERVATION_LABELS, RESERVED, SPOT,
     ZONE,
 )
 from .launch import MAX_INSTANCE_TYPES, FinalClaim, finalize, node_labels
@@ -89,8 +90,6 @@ from .requirements import Requirement, Requirements
 from .static import dynamic_templates, may_replace_drifted, static_claim
 from .scheduler import ClaimNamer, PoolLimits, Results, Scheduler
 
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-INITIALIZED = "karpenter.sh/initialized"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 MAX_MULTI_NODE_CANDIDATES = 100
 MIN_SPOT_TO_SPOT_OPTIONS = 15
@@ -287,6 +286,7 @@ def _topology_terms(pod: Pod) -> bool:
 
 
 def do_not_disrupt(annotations: dict[str, str]) -> bool:
+    """A node's `karpenter.sh/do-not-disrupt` (only "true" counts on a node, as upstream)."""
     return annotations.get(DO_NOT_DISRUPT) == "true"
 
 
@@ -397,7 +397,7 @@ class ClusterState:
                 self._by_cpu = ([n.available.get(CPU, 0) for n in ready], ready)
             spare, ready = self._by_cpu
             roomy = ready[bisect_left(spare, pod.requests.get(CPU, 0)):]
-            if not pod.anti_affinity and all(not len(alt) for alt in pod.alternatives):
+            if not pod.anti_affinity and not pod.host_ports and all(not len(alt) for alt in pod.alternatives):
                 # Nothing but room can stop such a pod on an untainted node none of whose pods
                 # repel others: skip the full check there.
                 requests = pod.requests
@@ -608,12 +608,17 @@ class Consolidator:
         if price is None:
             return None
         bound = state.bound.get(sim.name, [])
-        if any(do_not_disrupt(p.annotations) for p in bound):
-            return None
-        if eviction_blocked(bound, state.world.pod_disruption_budgets):
-            return None  # upstream's CanEvictPods: a budget allows none of its pods to go now
-        pods = [p for p in bound if not p.daemon]
         spec = pool.disruption
+        pods = [p for p in bound if p.reschedulable]
+        budgets = state.world.pod_disruption_budgets
+        if any(p.blocks_disruption(state.now) for p in bound) or eviction_blocked(pods, budgets):
+            # A pod that will not leave (do-not-disrupt, or a PodDisruptionBudget allowing none now, upstream's
+            # CanEvictPods) holds its node, except for drift where the NodePool bounds the wait with a
+            # terminationGracePeriod (upstream's eventual disruption): those pods get no replacement then,
+            # they go when the grace period ends.
+            if consolidation or spec.termination_grace_period is None:
+                return None
+            pods = [p for p in pods if not p.blocks_disruption(state.now) and not eviction_blocked([p], budgets)]
         if consolidation:
             if pool.static:
                 return None  # upstream ignores consolidationPolicy and consolidateAfter for static pools
@@ -671,8 +676,9 @@ class Consolidator:
     # methods ------------------------------------------------------------------------------------
 
     def drift(self, drifted: list[tuple[str, str | None, str, str]]) -> None:
-        """Delete or replace each drifted node (name, reservation id, message, drift reason) whose
-        pods all find a place (budget: Drifted)."""
+        """Drifted nodes (name, reservation id, message, drift reason), cheapest to disrupt first,
+        within the Drifted budget, as upstream's drift method per pass: every empty one (no
+        simulation needed), or else the first non-empty one whose pods all find a place."""
         entries = []
         for name, rid, message, kind in drifted:
             sim = self.state.by_name.get(name)
@@ -680,35 +686,53 @@ class Consolidator:
             if c is not None:
                 entries.append((c, rid, message, kind))
         entries.sort(key=lambda e: (e[0].cost, e[0].name))
+        self._static_drifts([e for e in entries if e[0].pool.static])  # upstream's StaticDrift, a method of its own
+        entries = [e for e in entries if not e[0].pool.static]
+        took_empty = False
         for c, rid, message, kind in entries:
-            if not self.budgets.allows(c.pool, REASON_DRIFTED):
-                continue
-            if c.pool.static:
-                self._static_drift(c, rid, message, kind)
-                continue
-            simulation = self.state.simulate(c.pods, [c.sim])
-            results = simulation.results
-            if results.failures:
-                simulation.undo()
-                continue
-            finals = [finalize(claim) for claim in results.claims]
-            moves = dict(results.bindings)
-            for final in finals:
-                moves.update({p.key: final.name for p in final.claim.pods})
-            command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
-            self.accept(command, simulation)
+            if not c.pods and self.budgets.allows(c.pool, REASON_DRIFTED):
+                self.accept(Command(DRIFT, [c], [], 0.0, {}, drift_reason=message, reservation_id=rid, drift_kind=kind), None)
+                took_empty = True
+        if took_empty:
+            return
+        for c, rid, message, kind in entries:
+            if c.pods and self.budgets.allows(c.pool, REASON_DRIFTED) and self._replace_drifted(c, rid, message, kind):
+                return
 
-    def _static_drift(self, c: Candidate, rid: str | None, message: str, kind: str) -> None:
-        """A static pool's drifted node: replaced by a new claim of its pool (static.py); its pods
-        go where they fit, else wait for the replacement."""
+    def _replace_drifted(self, c: Candidate, rid: str | None, message: str, kind: str) -> bool:
+        simulation = self.state.simulate(c.pods, [c.sim])
+        results = simulation.results
+        if results.failures:
+            simulation.undo()
+            return False
+        finals = [finalize(claim) for claim in results.claims]
+        moves = dict(results.bindings)
+        for final in finals:
+            moves.update({p.key: final.name for p in final.claim.pods})
+        command = Command(DRIFT, [c], finals, 0.0, moves, drift_reason=message, reservation_id=rid, drift_kind=kind)
+        self.accept(command, simulation)
+        return True
+
+    def _static_drifts(self, entries: list) -> None:
+        """Static pools' drifted nodes, each replaced by a new claim of its pool (static.py) within the
+        pool's Drifted budget and its limits.nodes (counting this pass's replacements)."""
+        replacing: dict[str, int] = {}
+        for c, rid, message, kind in entries:
+            if self.budgets.allows(c.pool, REASON_DRIFTED) and self._static_drift(
+                    c, rid, message, kind, replacing.get(c.pool.name, 0)):
+                replacing[c.pool.name] = replacing.get(c.pool.name, 0) + 1
+
+    def _static_drift(self, c: Candidate, rid: str | None, message: str, kind: str, replacing: int) -> bool:
+        """A static pool's drifted node: replaced by a new claim of its pool; its pods go where
+        they fit, else wait for the replacement."""
         state = self.state
         template = state.static_templates.get(c.pool.name)
-        if template is None or not may_replace_drifted(state.world, c.pool):
-            return
+        if template is None or not may_replace_drifted(state.world, c.pool, replacing):
+            return False
         namer = ClaimNamer(state.taken)
         claim = static_claim(template, state.ledger, namer.next, lambda: 0)
         if claim is None:
-            return
+            return False
         simulation = state.simulate(c.pods, [c.sim], moved=False)
         if simulation.results.failures or simulation.results.claims:
             simulation.undo()  # no new claim for them here: they wait, as upstream's, for the replacement
@@ -717,6 +741,7 @@ class Consolidator:
         final = finalize(claim)
         self.accept(Command(DRIFT, [c], [final], 0.0, moves, drift_reason=message, reservation_id=rid,
                             drift_kind=kind), simulation)
+        return True
 
     def emptiness(self) -> None:
         empty = [c for c in self.candidates() if not c.pods]

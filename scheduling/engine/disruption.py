@@ -3,9 +3,9 @@ consolidation (consolidation.py) on top of a provisioning plan.
 
 Order of work, each step on the cluster the previous ones leave:
   1. Demotions (relabelling only). Demoted nodes count as on-demand from here on.
-  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods, the pods of
-     nodes being deleted, and the pending pods the provisioning plan could not place are
-     simulated once, before anything else uses the room. Nodes whose drain is less than an hour
+  2. Capacity-block expiry: nodes whose drain is due leave the cluster; their pods and the pods
+     the provisioning plan could not place (pending ones, and those of nodes being deleted, which
+     the plan places with the pending ones) are simulated once, before anything else uses the room. Nodes whose drain is less than an hour
      away stay, but are neither candidates nor destinations for moved pods.
   3. Nodes in a reservation excluded from planning are kept out of everything below.
   4. Drift (reason Drifted): reservation drift found here, and the nodes whose NodeClaim carries
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .consolidation import (
-    DRIFT, Budgets, ClusterState, Command, Consolidator, disruption_cost, do_not_disrupt, effective_node,
+    DRIFT, Budgets, ClusterState, Command, Consolidator, disruption_cost, effective_node,
 )
 from .decisions import node_claim
 from .launch import finalize
@@ -72,8 +72,9 @@ def lifecycle(plan: Plan) -> Lifecycle:
     state = ClusterState(plan, nodes)
     for name in upcoming:
         state.by_name[name].receives = False
-    leaving = {n.name for n in world.nodes if n.deleting} | removed
-    displaced = [p for name in sorted(leaving) for p in state.bound.get(name, ()) if not p.daemon]
+    # The pods of nodes being deleted were planned with the pending ones (planning.displaced_by_deletion);
+    # those of expiring blocks and of static NodePools' surplus are planned here.
+    displaced = [p for name in sorted(removed) for p in state.bound.get(name, ()) if p.reschedulable]
     displaced += state.orphans + [f.pod for f in plan.results.failures]
     if displaced:
         baseline = state.simulate(displaced, moved=False)
@@ -101,11 +102,11 @@ def static_deletions(world, leaving: set[str]) -> list[dict]:
     found = []
     for pool in sorted((p for p in world.node_pools if p.static), key=lambda p: p.name):
         cost = partial(disruption_cost, spec=pool.disruption, now=world.now)
-        nodes = [n for n in surplus(world, pool, bound, cost, do_not_disrupt) if n.name not in leaving]
+        nodes = [n for n in surplus(world, pool, bound, cost) if n.name not in leaving]
         if nodes:
             found.append({"action": "delete", "reason": STATIC_REASON, "nodePool": pool.name,
                           "nodes": [n.name for n in nodes],
-                          "evictedPods": sorted(p.key for n in nodes for p in bound.get(n.name, ()) if not p.daemon),
+                          "evictedPods": sorted(p.key for n in nodes for p in bound.get(n.name, ()) if p.reschedulable),
                           "message": f"NodePool {pool.name} has {len(nodes)} node(s) more than its "
                                      f"{pool.replicas} replica(s)"})
     return found

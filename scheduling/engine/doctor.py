@@ -71,10 +71,32 @@ class ReservationFact:
     # The instance type's labels (arch, family, ...) as the catalogue has them; requirements on keys
     # neither these nor the offering give are not judged (the doctor never guesses).
     type_labels: Mapping[str, str] = field(default_factory=dict)
+    # Owned by this cluster's account but meant for others: the accounts it is shared with through AWS RAM,
+    # or (split_off) the account a split made it for ("" while none is named). This account's clusters must
+    # leave it to them: selecting it here would hand those units back (the doctor never advises it).
+    meant_for: Sequence[str] = ()
+    split_off: bool = False
 
     @property
     def id(self) -> str:
         return self.reservation.id
+
+    def kept_for_others(self, account: str) -> bool:
+        """Whether its units are meant for accounts other than `account` (a split or a share made them so)."""
+        return (bool(self.meant_for) or self.split_off) and account not in self.meant_for
+
+    def others_words(self) -> str:
+        """"account 210987654321", or "the account it is to be shared with" for a split with none named yet."""
+        named = [account for account in self.meant_for if account]
+        if not named:
+            return "the account it is to be shared with"
+        return f"account{'s' if len(named) != 1 else ''} {', '.join(sorted(named))}"
+
+    def leave_to_others(self) -> str:
+        """The advice for a reservation kept for other accounts: theirs to select, never this account's."""
+        how = "split off" if self.split_off else "shared"
+        return (f"It was {how} for {self.others_words()}: select it in an EC2NodeClass of their clusters, not here "
+                "(selecting it in this account's classes would hand its units back to this account's clusters).")
 
 
 @dataclass(frozen=True)
@@ -256,13 +278,27 @@ def unselected_findings(facts: DoctorFacts) -> list[Finding]:
         r = fact.reservation
         if r.id in selected or not r.is_selectable(facts.now) or r.excluded_from_planning:
             continue
-        classes = _classes_for(facts, fact)
+        kept = fact.kept_for_others(facts.account)
+        classes = [] if kept else _classes_for(facts, fact)  # never this account's classes for another's units
         if not classes and facts.reports_unselected is not None and r.id not in facts.reports_unselected:
             continue  # another cluster of the fleet reports it
         term = {"id": r.id}
         command = _yaml_terms(classes[0], [*_terms_of(facts, classes[0]), term]) if classes else ""
         target = f"EC2NodeClass {classes[0]}" if classes else "an EC2NodeClass whose NodePools allow it"
-        if fact.fleet_id:
+        where = "in the fleet" if facts.selected_in_fleet is not None else f"of {facts.cluster}"
+        if kept:
+            if r.available_count <= 0:
+                continue
+            found.append(_finding(
+                facts, RESERVATION_UNSELECTED, WARNING,
+                f"{r.id} ({r.instance_type} in {r.zone}, {r.instance_match_criteria}) has {r.available_count} free of "
+                f"{r.total_count} units and no EC2NodeClass {where} selects it.",
+                fact.leave_to_others(),
+                reservation_id=r.id, data={"available": r.available_count, "total": r.total_count,
+                                           "matchCriteria": r.instance_match_criteria, "nodeClasses": [],
+                                           "meantFor": sorted(fact.meant_for), "splitOff": fact.split_off},
+            ))
+        elif fact.fleet_id:
             found.append(_finding(
                 facts, FLEET_OPEN_ONLY, WARNING,
                 f"{r.id} was created by Capacity Reservation Fleet {fact.fleet_id}: its instance matching is open "
@@ -275,7 +311,6 @@ def unselected_findings(facts: DoctorFacts) -> list[Finding]:
                 fix_command=command,
             ))
         elif r.available_count > 0:
-            where = "in the fleet" if facts.selected_in_fleet is not None else f"of {facts.cluster}"
             found.append(_finding(
                 facts, RESERVATION_UNSELECTED, WARNING,
                 f"{r.id} ({r.instance_type} in {r.zone}, {r.instance_match_criteria}) has {r.available_count} free of "
@@ -472,13 +507,15 @@ def nodepool_findings(facts: DoctorFacts) -> list[Finding]:
             if any(v == "" for v in detail.values()):
                 continue
             reason = "no-nodepool" if not pools else _common(detail.values())
+        kept = fact.kept_for_others(facts.account)
         found.append(_finding(
             facts, NO_NODEPOOL_MATCHES, WARNING, _nodepool_evidence(fact, classes, reason, detail),
-            _nodepool_fix(fact, reason, classes),
+            # Admitting it here would hand another account's units back to this one: theirs to use.
+            fact.leave_to_others() if kept else _nodepool_fix(fact, reason, classes),
             reservation_id=r.id, data={"reason": reason, "nodeClasses": classes, "nodePools": detail,
                                        "platform": fact.platform, "tenancy": fact.tenancy,
                                        "placementGroup": fact.placement_group_arn},
-            fix_command=_nodepool_yaml(r) if reason in ("capacity-type", "instance-type", "zone") else "",
+            fix_command=_nodepool_yaml(r) if reason in ("capacity-type", "instance-type", "zone") and not kept else "",
         ))
     return found
 

@@ -11,6 +11,9 @@ WINDOWS_BUILD = "node.kubernetes.io/windows-build"
 HOSTNAME = "kubernetes.io/hostname"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODEPOOL = "karpenter.sh/nodepool"
+# Lifecycle labels Karpenter puts on a node once registered / initialized.
+REGISTERED = "karpenter.sh/registered"
+INITIALIZED = "karpenter.sh/initialized"
 RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
 RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
 RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
@@ -53,6 +56,16 @@ INSTANCE_LABELS = frozenset({INSTANCE_TYPE, ARCH, OS, REGION, WINDOWS_BUILD}) | 
 # Well-known labels: a NodePool need not constrain them, the instance types and offerings do
 # (upstream `WellKnownLabels`, with the AWS additions).
 WELL_KNOWN_LABELS = INSTANCE_LABELS | OFFERING_LABELS | {NODEPOOL}
+
+# Deprecated keys a requirement may still name, read as their current names (upstream
+# `NormalizedLabels`, applied to every requirement: pods', NodePools', template labels).
+NORMALIZED_LABELS = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+}
 
 DEFAULT_ARCH = "amd64"
 DEFAULT_OS = "linux"

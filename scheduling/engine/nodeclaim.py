@@ -17,6 +17,7 @@ from .cluster import Node, NodePool, Pod
 from .instancetypes import InstanceType, Offering
 from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODE_NAME_FIELD, NODEPOOL, RESERVATION_CAPACITY_BLOCK
 from .ledger import ReservationLedger, ReservedMode
+from .hostports import host_port_conflict
 from .podaffinity import hostname_anti_affinity_conflict
 from .quantities import ResourceList, format_resource
 from .requirements import Requirement, Requirements
@@ -59,7 +60,8 @@ def reservation_preference(ledger: ReservationLedger):
 class ExistingNode:
     """A node of the cluster: its allocatable minus what its bound pods request."""
 
-    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq", "hostname", "attached")
+    __slots__ = ("node", "name", "labels", "available", "taints", "pods", "anti_pods", "seq", "hostname", "attached",
+                 "ports")
 
     def __init__(self, node: Node, bound: Iterable[Pod], seq: int):
         self.node = node
@@ -68,6 +70,7 @@ class ExistingNode:
         self.hostname = node.labels.get(HOSTNAME) or node.name  # its hostname topology domain
         self.pods = list(bound)
         self.anti_pods = [p for p in self.pods if p.anti_affinity]
+        self.ports = tuple(port for p in self.pods for port in p.host_ports)  # host ports its pods use
         self.available = node.allocatable.sub(sum_requests(self.pods))
         taints = node.taints
         if node.unschedulable:
@@ -89,6 +92,10 @@ class ExistingNode:
             return Rejection("node labels do not match the pod's node selector or affinity")
         if not pod.requests.fits(self.available):
             return Rejection(f"not enough room ({', '.join(pod.requests.exceeding(self.available))})")
+        if pod.host_ports and self.ports:
+            clash = host_port_conflict(pod.host_ports, self.ports)
+            if clash is not None:
+                return Rejection(clash)
         if pod.volume_usage and self.node.volume_limits:
             beyond = exceeds_limits(self.node.volume_limits, self.attached, pod.volume_usage)
             if beyond is not None:
@@ -103,6 +110,8 @@ class ExistingNode:
         self.pods.append(pod)
         if pod.anti_affinity:
             self.anti_pods.append(pod)
+        if pod.host_ports:
+            self.ports += pod.host_ports
         self.available = self.available.sub(pod.requests)
         if self.node.volume_limits:
             self._attach(pod)
@@ -172,7 +181,7 @@ class NodeClaim:
     """A node this run plans to launch. Its instance types (a catalog bitmask) narrow as pods join;
     it holds at most one reservation unit, the one it will launch into (see scheduler.py)."""
 
-    __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "hold",
+    __slots__ = ("name", "seq", "template", "requirements", "requests", "mask", "pods", "anti_pods", "ports", "hold",
                  "_price", "_steady", "_none_free", "_sizing", "_held_room", "_view")
 
     def __init__(self, template: PoolTemplate, instance_types: list[InstanceType] | int, seq: int):
@@ -189,6 +198,7 @@ class NodeClaim:
             self.mask = template.catalog.mask_of(instance_types)
         self.pods: list[Pod] = []
         self.anti_pods: list[Pod] = []
+        self.ports: tuple = ()  # host ports its pods use (hostports.py)
         self.hold: Offering | None = None
         self._price: float | None = None  # cheapest on-demand/spot launch, computed when asked
         self._steady: int | None = None  # see could_stay_put, computed when asked
@@ -234,6 +244,10 @@ class NodeClaim:
             rejection = attempt.check_host(self.name or None)
             if rejection is not None:
                 return rejection
+        if pod.host_ports and self.ports:
+            clash = host_port_conflict(pod.host_ports, self.ports)
+            if clash is not None:
+                return Rejection(clash)
         requests, fits = self._sized(pod)
         if not fits:
             return Rejection("no instance type fits", kind=NO_INSTANCE_TYPE)
@@ -394,6 +408,8 @@ class NodeClaim:
         self.pods.append(pod)
         if pod.anti_affinity:
             self.anti_pods.append(pod)
+        if pod.host_ports:
+            self.ports += pod.host_ports
 
     def type_names(self) -> frozenset[str]:
         return frozenset(it.name for it in self.instance_types)

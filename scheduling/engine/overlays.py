@@ -154,15 +154,7 @@ def _apply(pool: NodePool, catalog: Catalog | None, updates: dict[tuple[str, str
 
 def parse_overlays(value: Any, reader) -> list[NodeOverlay]:
     """`nodeOverlays`: karpenter.sh/v1alpha1 NodeOverlay objects, validated as their CRD validates them."""
-    overlays, seen = [], set()
-    for path, item in reader.items(value, "nodeOverlays"):
-        if not isinstance(item, dict):
-            reader.problem(path, "expected an object")
-            continue
-        found = _overlay(reader, item, path)
-        if found is not None and reader.unique(seen, found.name, f"{path}.metadata.name", f"NodeOverlay {found.name}"):
-            overlays.append(found)
-    return overlays
+    return reader.collect(value, "nodeOverlays", lambda item, path: _overlay(reader, item, path), "NodeOverlay")
 
 
 def _overlay(reader, item: dict, path: str) -> NodeOverlay | None:

@@ -48,19 +48,16 @@ def eviction_blocked(pods, budgets: list[DisruptionBudget]) -> str | None:
 
 def parse_budgets(value: Any, reader) -> list[DisruptionBudget]:
     """`podDisruptionBudgets`: policy/v1 objects as the API server writes them, status included."""
-    budgets, seen = [], set()
-    for path, item in reader.items(value, "podDisruptionBudgets"):
-        if not isinstance(item, dict):
-            reader.problem(path, "expected an object")
-            continue
-        meta = reader.mapping(item.get("metadata"), f"{path}.metadata")
-        name = reader.string(meta, "name", f"{path}.metadata", required=True)
-        namespace = reader.string(meta, "namespace", f"{path}.metadata", default="default") or "default"
-        spec = reader.mapping(item.get("spec"), f"{path}.spec")
-        status = reader.mapping(item.get("status"), f"{path}.status")
-        selector = reader.label_selector(spec.get("selector"), f"{path}.spec.selector")
-        allowed = reader.integer(status, "disruptionsAllowed", f"{path}.status", default=0) or 0
-        if name and reader.unique(seen, (namespace, name), f"{path}.metadata.name",
-                                  f"PodDisruptionBudget {namespace}/{name}"):
-            budgets.append(DisruptionBudget(namespace, name, selector, allowed))
-    return budgets
+    return reader.collect(value, "podDisruptionBudgets", lambda item, path: _budget(reader, item, path),
+                          "PodDisruptionBudget", key=lambda budget: budget.key)
+
+
+def _budget(reader, item: dict, path: str) -> DisruptionBudget | None:
+    meta = reader.mapping(item.get("metadata"), f"{path}.metadata")
+    name = reader.string(meta, "name", f"{path}.metadata", required=True)
+    namespace = reader.string(meta, "namespace", f"{path}.metadata", default="default") or "default"
+    spec = reader.mapping(item.get("spec"), f"{path}.spec")
+    status = reader.mapping(item.get("status"), f"{path}.status")
+    selector = reader.label_selector(spec.get("selector"), f"{path}.spec.selector")
+    allowed = reader.integer(status, "disruptionsAllowed", f"{path}.status", default=0) or 0
+    return DisruptionBudget(namespace, name, selector, allowed) if name else None

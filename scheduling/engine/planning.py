@@ -14,12 +14,13 @@ from .catalog import Catalog
 from .gcpause import cyclic_gc_paused
 from .cluster import NodePool, Pod, World
 from .instancetypes import reserved_offering
-from .labels import INSTANCE_LABELS
+from .labels import INITIALIZED, INSTANCE_LABELS, REGISTERED
 from .launch import FinalClaim, finalize
 from .ledger import ReservationLedger, ReservedMode
 from .nodeclaim import ExistingNode, PoolTemplate, sum_requests
 from .overlays import OverlayStatus, overlay_catalogs
 from .quantities import ResourceList
+from .requirements import Requirement
 from .scheduler import PoolLimits, Results, Scheduler
 from .selectors import NodeClassReservations, resolve_node_class, selects_once_active
 from .static import dynamic_templates, static_claims
@@ -105,12 +106,17 @@ def _pool_problem(pool: NodePool, resolved: dict[str, NodeClassReservations]) ->
 
 def daemon_overhead(world: World, template: PoolTemplate) -> ResourceList:
     """Requests of the DaemonSets that would run on this NodePool's nodes (upstream: those that
-    tolerate its taints and whose node selection is compatible with its requirements)."""
+    tolerate its taints and whose node selection is compatible with its requirements). A new node
+    will carry `karpenter.sh/registered` and `karpenter.sh/initialized`, so a DaemonSet selecting
+    them counts (upstream adds both to the NodeClaimTemplate's requirements for this check only:
+    they never reach a claim)."""
     if template.catalog is None:
         return ResourceList()
+    requirements = template.requirements.intersect([Requirement.single(REGISTERED, "true"),
+                                                    Requirement.single(INITIALIZED, "true")])
     pods = [ds.pod for ds in world.daemon_sets
             if untolerated(template.taints, ds.pod.tolerations) is None
-            and any(template.requirements.compatible(alt, template.catalog.well_known) is None
+            and any(requirements.compatible(alt, template.catalog.well_known) is None
                     for alt in ds.pod.alternatives)]
     return sum_requests(pods)
 
@@ -123,6 +129,16 @@ def build_existing(world: World, pods: list[Pod] | None = None) -> list[Existing
             bound.setdefault(pod.node_name, []).append(pod)
     return [ExistingNode(node, bound.get(node.name, ()), seq)
             for seq, node in enumerate(world.nodes) if not node.deleting]
+
+
+def displaced_by_deletion(world: World) -> list[Pod]:
+    """The pods of nodes being deleted that need a place again: upstream's provisioner schedules
+    them with the pending pods (StatefulSet pods too, while they terminate), so their replacement
+    capacity is planned at once rather than after they are evicted."""
+    deleting = {node.name for node in world.nodes if node.deleting}
+    if not deleting:
+        return []
+    return [pod for pod in world.pods if pod.node_name in deleting and pod.reschedulable]
 
 
 def build_ledger(templates: list[PoolTemplate]) -> ReservationLedger:
@@ -159,7 +175,7 @@ def plan(world: World, mode: ReservedMode = ReservedMode.STRICT) -> Plan:
         dynamic = dynamic_templates(templates)  # pending pods never get claims from a static NodePool
         scheduler = Scheduler(dynamic, build_existing(world), build_ledger(templates), mode,
                               build_limits(world, dynamic), namespaces=world.namespaces)
-        results = scheduler.solve(world.pending_pods())
+        results = scheduler.solve(world.pending_pods() + displaced_by_deletion(world))
         # After the pods: a static pool's claims take only the reserved units the pods left free.
         static = static_claims(world, templates, results.ledger, scheduler.namer.next, scheduler.next_seq)
         claims = [finalize(claim) for claim in results.claims + static]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping
 
-from .labels import WELL_KNOWN_LABELS
+from .labels import NORMALIZED_LABELS, WELL_KNOWN_LABELS
 
 IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT = "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"
 GTE, LTE = "Gte", "Lte"  # karpenter.sh/v1 NodePools and NodeClaims only; pods have Gt and Lt
@@ -56,6 +56,7 @@ class Requirement:
     def of(cls, key: str, operator: str, values: Iterable[str] = (),
            min_values: int | None = None) -> "Requirement":
         """Build from a Kubernetes node selector requirement; raises RequirementError."""
+        key = NORMALIZED_LABELS.get(key, key)
         values = list(values)
         if operator in (IN, NOT_IN):
             if not values:
@@ -79,7 +80,7 @@ class Requirement:
 
     @classmethod
     def single(cls, key: str, value: str) -> "Requirement":
-        return cls(key, False, (value,))
+        return cls(NORMALIZED_LABELS.get(key, key), False, (value,))
 
     # queries ------------------------------------------------------------------------------------
 

@@ -76,17 +76,17 @@ def static_claim(template: PoolTemplate, ledger: ReservationLedger, name: Callab
     return claim
 
 
-def may_replace_drifted(world: World, pool: NodePool) -> bool:
+def may_replace_drifted(world: World, pool: NodePool, replacing: int = 0) -> bool:
     """Upstream's static drift: not while the pool is above its replicas (the scale-down comes
-    first), and only while one more node stays within `limits.nodes` (the replacement launches
-    before the drifted node goes)."""
+    first), and only while one more node stays within `limits.nodes` (each replacement launches
+    before its drifted node goes; `replacing`: those this pass already planned)."""
     running = len(pool_nodes(world, pool))
     limit = pool.limits.get("nodes") if pool.limits is not None else None
-    return running <= pool.replicas and (limit is None or running + 1 <= limit)
+    return running <= pool.replicas and (limit is None or running + replacing + 1 <= limit)
 
 
-def surplus(world: World, pool: NodePool, bound: dict[str, list[Pod]], cost: Callable[[Node, list[Pod]], float],
-            do_not_disrupt: Callable[[dict], bool]) -> list[Node]:
+def surplus(world: World, pool: NodePool, bound: dict[str, list[Pod]],
+            cost: Callable[[Node, list[Pod]], float]) -> list[Node]:
     """The nodes a static pool above its replicas deletes, in upstream's order: not launched yet
     (no provider ID), then empty (DaemonSet pods only), then without do-not-disrupt pods, then the
     lowest disruption cost (`cost` of the node and its pods that would move)."""
@@ -97,8 +97,8 @@ def surplus(world: World, pool: NodePool, bound: dict[str, list[Pod]], cost: Cal
 
     def order(node: Node) -> tuple:
         pods = bound.get(node.name, [])
-        moving = [p for p in pods if not p.daemon]
-        blocked = any(do_not_disrupt(p.annotations) for p in pods)
+        moving = [p for p in pods if p.reschedulable]
+        blocked = any(p.blocks_disruption(world.now) for p in pods)
         return (bool(node.provider_id), bool(moving) or blocked, blocked, cost(node, moving), node.name)
 
     return sorted(nodes, key=order)[:extra]

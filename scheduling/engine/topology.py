@@ -16,8 +16,8 @@ The model is upstream Karpenter's (`topology.go`, `topologygroup.go`):
   * Anti-affinity: only domains whose count is 0. Symmetrically (Kubernetes' rule for required
     terms), a pod that a running or placed pod's REQUIRED anti-affinity term selects may not join a
     domain holding such a pod ("inverse" groups count the owners of the term).
-  * Domains: for a spread constraint, the values of its key that the NodePools the pod tolerates
-    and is compatible with can launch (zones from their instance types' offerings, custom labels
+  * Domains: for a spread constraint, the values of its key that the NodePools the pod is
+    compatible with (and, with `nodeTaintsPolicy: Honor`, tolerates) can launch (zones from their instance types' offerings, custom labels
     from their requirements), plus those of existing nodes that pass the constraint's node
     filter (`nodeAffinityPolicy: Honor`, the default: nodes matching the pod's nodeSelector and
     required node affinity; `nodeTaintsPolicy: Honor`: and whose taints it tolerates). Hostnames:
@@ -417,7 +417,8 @@ class Topology:
                    tuple((g.index, selfish) for g, selfish in owned_entries), tuple(g.index for g in inverse),
                    tuple(sorted(pin_keys)),
                    # hostname affinity seeds and spread domains depend on the pod's own node requirements
-                   pod.strict_alternatives if owned_entries else ())
+                   pod.strict_alternatives if owned_entries else (),
+                   pod.host_ports)  # a refusal for a host port holds only for pods asking for it
         found = self._infos[pod.signature] = PodInfo(owned_entries, inverse, selected_by, owner_of, pin_keys, fit_key)
         return found
 
@@ -479,7 +480,9 @@ class Topology:
         domains: set[str] = set()
         per_template = self._template_domains.get(key, {})
         for template in self.templates:
-            if template.untolerated(pod) is not None:
+            # nodeTaintsPolicy Ignore (the default) counts a NodePool's domains whatever its taints,
+            # as it counts existing nodes' (upstream TopologyDomainGroup.ForEachDomain).
+            if group.tolerations is not None and template.untolerated(pod) is not None:
                 continue
             well_known = template.catalog.well_known
             if any(template.requirements.compatible(alt, well_known) is None for alt in pod.strict_alternatives):

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from .budgets import parse_disruption
 from .cluster import DaemonSet, Node, NodeClass, NodePool, Pod, World
+from .hostports import parse_host_ports
 from .groups import GROUPS_ANNOTATION, merge_terms, parse_annotation
 from .instances import parse_instances
 from .ec2types import (
@@ -186,6 +187,11 @@ class _Reader:
         except ValueError:
             self.problem(f"{path}.{key}", f"{_show(value)} is not a timestamp")
             return None
+
+    def deleting(self, meta: dict, path: str) -> bool:
+        """Whether metadata.deletionTimestamp is set (a malformed one is reported, and still set)."""
+        self.time(meta, "deletionTimestamp", f"{path}.metadata")
+        return meta.get("deletionTimestamp") is not None
 
     def string_map(self, value: Any, path: str) -> dict[str, str]:
         result = {}
@@ -596,7 +602,7 @@ class _Reader:
             capacity=capacity,
             taints=self.taints(spec.get("taints"), f"{path}.spec.taints"),
             unschedulable=self.boolean(spec, "unschedulable", f"{path}.spec", False),
-            deleting=meta.get("deletionTimestamp") is not None,
+            deleting=self.deleting(meta, path),
             ready=self.node_ready(status.get("conditions"), f"{path}.status.conditions"),
             created=self.time(meta, "creationTimestamp", f"{path}.metadata"),
             annotations=self.string_map(meta.get("annotations"), f"{path}.metadata.annotations"),
@@ -619,17 +625,24 @@ class _Reader:
         if pod is None or status.get("phase") in TERMINAL_PHASES:
             return None
         pod.node_name = self.string(spec, "nodeName", f"{path}.spec") or None
-        self.pod_disruption_fields(pod, meta, spec, path)
+        self.pod_disruption_fields(pod, meta, spec, status, path)
         return pod
 
-    def pod_disruption_fields(self, pod: Pod, meta: dict, spec: dict, path: str) -> None:
-        """What consolidation reads: annotations, spec.priority, and whether the pod is a DaemonSet's
-        (ownerReferences) or a static pod (the kubernetes.io/config.mirror annotation)."""
+    def pod_disruption_fields(self, pod: Pod, meta: dict, spec: dict, status: dict, path: str) -> None:
+        """What consolidation reads: annotations, spec.priority, whether the pod is a DaemonSet's
+        (ownerReferences) or a static pod (the kubernetes.io/config.mirror annotation) or a
+        StatefulSet's, whether it is terminating (metadata.deletionTimestamp) and when it started."""
         pod.annotations = self.string_map(meta.get("annotations"), f"{path}.metadata.annotations")
         pod.priority = self.integer(spec, "priority", f"{path}.spec", default=0, minimum=-(2**31)) or 0
         owners = [o for _, o in self.items(meta.get("ownerReferences"), f"{path}.metadata.ownerReferences")]
-        pod.daemon = (any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
-                      or MIRROR_ANNOTATION in pod.annotations)
+        kinds = {o.get("kind") for o in owners if isinstance(o, dict)}
+        pod.daemon = "DaemonSet" in kinds or MIRROR_ANNOTATION in pod.annotations
+        pod.stateful = "StatefulSet" in kinds
+        controller = next((o for o in owners if isinstance(o, dict) and o.get("controller")), None)
+        if controller is not None and isinstance(controller.get("kind"), str) and isinstance(controller.get("name"), str):
+            pod.owner = (controller["kind"], controller["name"])
+        pod.terminating = self.deleting(meta, path)
+        pod.started = self.time(status, "startTime", f"{path}.status")
 
     def daemon_set(self, item: dict, path: str) -> DaemonSet | None:
         meta, name = self.metadata(item, path)
@@ -666,6 +679,7 @@ class _Reader:
             spread=self.spread_constraints(spec.get("topologySpreadConstraints"), labels,
                                            f"{path}.spec.topologySpreadConstraints"),
             volume_claims=claim_names(name or "", spec.get("volumes")),
+            host_ports=parse_host_ports(self.items(spec.get("containers"), f"{path}.spec.containers"), self.problem),
         )
         return Pod(namespace, name, **pod) if name else None
 

@@ -10,6 +10,8 @@ Edits (each a dict with ``kind``):
 * ``set-reservation-count``: ``id``, ``count`` (what a shrink would leave; never below what runs in it).
 * ``scale-workload``: ``like`` (``namespace/name`` of a pod), ``times`` (1-1000): that many pending copies.
 * ``nodepool-capacity-types``: ``nodePool``, ``values`` (a subset of reserved, spot, on-demand).
+* ``nodeclass-selector-terms``: ``nodeClass`` (a name), ``terms`` (a list of term objects): the class's
+  ``capacityReservationSelectorTerms`` replaced, as the selector-term editor would save them.
 * ``at-reservation-start``: ``id`` of a reservation that has not started (scheduled, assessing, ...): the
   world at its StartDate (``now`` moved there, never back), the reservation active with every unit free.
   The plan it is compared with is the world at that same clock without the reservation (at_the_same_clock).
@@ -24,7 +26,7 @@ from .reservations import UPCOMING_STATES
 from .timeutil import format_time, parse_time
 
 KINDS = ("add-reservation", "remove-reservation", "expire-block", "set-reservation-count", "scale-workload",
-         "nodepool-capacity-types", "at-reservation-start")
+         "nodepool-capacity-types", "nodeclass-selector-terms", "at-reservation-start")
 CAPACITY_TYPES = ("reserved", "spot", "on-demand")
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
@@ -180,9 +182,21 @@ def _nodepool_capacity_types(world: dict, edit: dict, index: int) -> str:
     return f"nodePool: no NodePool {edit.get('nodePool')!r} in this world"
 
 
+def _nodeclass_selector_terms(world: dict, edit: dict, index: int) -> str:
+    terms = edit.get("terms")
+    if not isinstance(terms, list) or not all(isinstance(term, dict) for term in terms):
+        return f"terms: {terms!r} is not a list of selector terms (objects)"
+    for node_class in world.get("ec2NodeClasses") or []:
+        if (node_class.get("metadata") or {}).get("name") == edit.get("nodeClass"):
+            node_class.setdefault("spec", {})["capacityReservationSelectorTerms"] = copy.deepcopy(terms)
+            return ""
+    return f"nodeClass: no EC2NodeClass {edit.get('nodeClass')!r} in this world"
+
+
 _EDITS = {"add-reservation": _add_reservation, "remove-reservation": _remove_reservation, "expire-block": _expire_block,
           "set-reservation-count": _set_count, "scale-workload": _scale_workload,
-          "nodepool-capacity-types": _nodepool_capacity_types, "at-reservation-start": _at_reservation_start}
+          "nodepool-capacity-types": _nodepool_capacity_types, "nodeclass-selector-terms": _nodeclass_selector_terms,
+          "at-reservation-start": _at_reservation_start}
 
 
 def summarize(decisions: dict) -> dict:

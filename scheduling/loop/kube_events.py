@@ -13,15 +13,18 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterable
+from types import SimpleNamespace
 
 from django.core.cache import cache
 from django.db.models import Q
+from django.utils import timezone
 
 from fleet.scope import working_cluster
 from scheduling.adapters.kube import events as E
+from scheduling.engine.cluster import do_not_disrupt_active
 from scheduling.engine.consolidation import DO_NOT_DISRUPT, do_not_disrupt
-from scheduling.engine.world import TERMINAL_PHASES
-from scheduling.models import Mode, Node, NodePool, Pod
+from scheduling.engine.world import TERMINAL_PHASES, parse_world
+from scheduling.models import KubeObject, Mode, Node, NodePool, Pod
 from scheduling.modes import control_refusal, effective_mode
 
 WHEN_EMPTY = "WhenEmpty"
@@ -125,6 +128,32 @@ def disruption_events(disruption: dict, members: list) -> list[E.Event]:
 
 # --- why karpweb leaves a node alone --------------------------------------------------------------
 
+def pdb_blocked(nodes) -> dict[int, str]:
+    """Node pk -> upstream's message (state/statenode.go ValidatePodsDisruptable) for the nodes whose evictable
+    pods a PodDisruptionBudget allows no disruption now, or that more than one budget selects."""
+    bodies = list(KubeObject.objects.filter(kind=KubeObject.Kind.POD_DISRUPTION_BUDGET).values_list("body", flat=True))
+    if not bodies:
+        return {}
+    budgets = parse_world({"podDisruptionBudgets": bodies}).pod_disruption_budgets
+    pods: dict[int, list] = {}
+    for row in Pod.objects.filter(node__in=nodes, deleting_since__isnull=True).exclude(phase__in=TERMINAL_PHASES) \
+            .exclude(owner_kind="DaemonSet").values("node_id", "namespace", "name", "labels"):
+        pods.setdefault(row["node_id"], []).append(SimpleNamespace(
+            namespace=row["namespace"], labels=row["labels"] or {}, daemon=False, key=f"{row['namespace']}/{row['name']}"))
+    found = {}
+    for node_id, on_node in pods.items():
+        for pod in on_node:
+            selecting = [b for b in budgets if b.selects(pod)]
+            if len(selecting) > 1:
+                found[node_id] = ("eviction does not support multiple PDBs (PodDisruptionBudget(s)="
+                                  f"[{', '.join(b.key for b in selecting)}])")
+                break
+            if selecting and selecting[0].disruptions_allowed <= 0:
+                found[node_id] = f"pdb prevents pod evictions (PodDisruptionBudget=[{selecting[0].key}])"
+                break
+    return found
+
+
 def blocked_and_unconsolidatable() -> list[E.Event]:
     """For the nodes of karpweb's NodeClaims in control-mode NodePools, upstream's reasons a node is no
     disruption candidate (state/statenode.go: the do-not-disrupt annotation on the node or on one of
@@ -136,12 +165,15 @@ def blocked_and_unconsolidatable() -> list[E.Event]:
     if not pools:
         return []
     ours = Node.objects.filter(node_pool_id__in=list(pools), node_claim__isnull=False)
-    blocking_pods = Pod.objects.filter(node__in=ours, annotations__has_key=DO_NOT_DISRUPT).exclude(
-        phase__in=TERMINAL_PHASES).order_by("namespace", "name")
+    blocking_pods = Pod.objects.filter(node__in=ours, annotations__has_key=DO_NOT_DISRUPT, deleting_since__isnull=True
+                                       ).exclude(phase__in=TERMINAL_PHASES).order_by("namespace", "name")
     blocking = {}
-    for pod in blocking_pods.only("namespace", "name", "annotations", "node_id"):
-        if do_not_disrupt(pod.annotations or {}):
+    now = timezone.now()
+    for pod in blocking_pods.only("namespace", "name", "annotations", "node_id", "started_at"):
+        # The engine's rule: "true", or a duration still running since the pod started.
+        if do_not_disrupt_active((pod.annotations or {}).get(DO_NOT_DISRUPT), pod.started_at, now):
             blocking.setdefault(pod.node_id, pod)
+    blocking.update({pk: reason for pk, reason in pdb_blocked(ours).items() if pk not in blocking})
     restricted = [pk for pk, p in pools.items() if p.consolidate_after == NEVER or p.consolidation_policy == WHEN_EMPTY]
     busy = set(Pod.objects.filter(node__node_pool_id__in=restricted).exclude(phase__in=TERMINAL_PHASES)
                .exclude(owner_kind="DaemonSet").values_list("node_id", flat=True).distinct()) if restricted else set()
@@ -151,6 +183,8 @@ def blocked_and_unconsolidatable() -> list[E.Event]:
         pool, (node_ref, claim_ref) = pools[node.node_pool_id], _refs(node)
         if do_not_disrupt(node.annotations or {}):
             found += E.disruption_blocked(node_ref, claim_ref, f'disruption is blocked through the "{DO_NOT_DISRUPT}" annotation')
+        elif node.pk in blocking and isinstance(blocking[node.pk], str):
+            found += E.disruption_blocked(node_ref, claim_ref, blocking[node.pk])
         elif node.pk in blocking:
             pod = blocking[node.pk]
             found += E.disruption_blocked(node_ref, claim_ref, f'pod has "{DO_NOT_DISRUPT}" annotation (Pod={pod.namespace}/{pod.name})')

@@ -21,6 +21,16 @@ def _span(seconds: int) -> str:
 
 
 @register.filter
+def cluster_of(row):
+    """The Cluster a Kubernetes-side row belongs to, from the process's kept list (no query; None for
+    a row without one): what a detail page's heading names."""
+    from fleet.scope import kept_cluster
+
+    cluster_id = getattr(row, "cluster_id", None)
+    return None if cluster_id is None else kept_cluster(cluster_id)
+
+
+@register.filter
 def countdown(moment: datetime.datetime | None, now: datetime.datetime | None = None) -> str:
     """'in 1h 02m 05s' or '4m 10s ago'."""
     if moment is None:
@@ -54,6 +64,15 @@ def kube_time(value) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
     return f"{utc_minute(moment)} UTC"
+
+
+@register.filter
+def requirement(term: dict) -> str:
+    """A node selector requirement read once: "kubernetes.io/arch In amd64, arm64", "...instance-gpu-count
+    Exists". A filter, because a template's `r.values` on a requirement without values is the dict's own
+    values() (its key and operator again)."""
+    values = term.get("values") or []
+    return " ".join([str(term.get("key", "")), str(term.get("operator", ""))] + ([", ".join(map(str, values))] if values else []))
 
 
 @register.filter

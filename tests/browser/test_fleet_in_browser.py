@@ -18,7 +18,11 @@ def pick(page, label):
 
 
 def node_names(page):
-    return page.locator("#table table tbody tr td:first-child").all_inner_texts()
+    return page.locator("#table table tbody tr td a[href*='/nodes/']").all_inner_texts()
+
+
+def headers(page):
+    return page.locator("#table table thead th").all_inner_texts()
 
 
 def test_the_picker_switches_the_cluster_every_page_shows(demo, operator_login, live_server, artifacts):
@@ -28,12 +32,17 @@ def test_the_picker_switches_the_cluster_every_page_shows(demo, operator_login, 
     expect(page.locator("h1")).to_contain_text("in all clusters")
     everywhere = node_names(page)
     assert any(name.startswith("ip-10-0-") for name in everywhere) and any(name.startswith("ip-10-2-") for name in everywhere)
+    # In all clusters each row says its cluster, linking to the cluster's page (#48).
+    assert headers(page)[0].strip() == "Cluster"
+    research_row = page.locator("#table table tbody tr", has=page.locator("a", has_text="ip-10-2-")).first
+    expect(research_row.locator("td").first.locator("a")).to_have_attribute("href", "/fleet/clusters/research-use1/")
 
     pick(page, "research-use1")
     assert "cluster=research-use1" in page.url
     expect(page.locator("h1")).to_contain_text("in research-use1")
     expect(page.locator("#cluster-picker .menu-title")).to_have_text("cluster research-use1")
     research = node_names(page)
+    assert "Cluster" not in [header.strip() for header in headers(page)]  # one cluster's view: no column
     assert research and all(name.startswith("ip-10-2-") for name in research), research
     page.screenshot(path=artifacts / "fleet-picker-nodes.png", full_page=True)
 
@@ -48,6 +57,9 @@ def test_the_picker_switches_the_cluster_every_page_shows(demo, operator_login, 
     expect(page.locator("h1")).to_contain_text("in all clusters")
     pods = page.locator("#table table tbody tr").all_inner_texts()
     assert any("notebook" in pod for pod in pods) and any("staging-api" in pod for pod in pods)
+    assert headers(page)[0].strip() == "Cluster"
+    page.locator("#table table tbody tr td:first-child a", has_text="research-use1").first.click()
+    page.wait_for_url("**/fleet/clusters/research-use1/")
 
 
 def test_the_fleet_overview(demo, operator_login, live_server, artifacts):

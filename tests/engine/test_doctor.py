@@ -145,3 +145,31 @@ def test_unselected_is_fleet_wide_and_reported_once():
     assert codes(facts([fact], [], no_pool, reports_unselected=frozenset({"cr-b"}))) == [
         ("reservation-unselected", "cr-b", "")]
     assert codes(facts([fact], [], reports_unselected=frozenset())) == [("reservation-unselected", "cr-b", "")]
+
+
+def advice(finding) -> str:
+    return f"{finding.fix} {finding.fix_command}"
+
+
+def test_a_split_off_or_shared_reservation_is_never_handed_back_to_its_owner():
+    """A reservation the owner split off or shares for another account: the owner's cluster is never told to
+    select it (nor to let a NodePool admit it), which would give the other account's units back (#48)."""
+    plain = d.diagnose(facts([d.ReservationFact(cr("cr-s"))], []))
+    assert "name: default" in plain[0].fix_command  # the owner's own reservation: select it in its class
+    for fact in (d.ReservationFact(cr("cr-s"), meant_for=("444455556666",)),
+                 d.ReservationFact(cr("cr-s"), meant_for=("444455556666",), split_off=True),
+                 d.ReservationFact(cr("cr-s"), meant_for=("",), split_off=True)):
+        found = d.diagnose(facts([fact], []))
+        assert [(f.code, f.reservation_id) for f in found] == [("reservation-unselected", "cr-s")]
+        assert found[0].fix_command == "" and "default" not in advice(found[0]), advice(found[0])
+        assert "not here" in found[0].fix and ("split off" in found[0].fix) == fact.split_off
+        # Already selected by the owner's class but no pool admits it: no advice to admit it here either.
+        on_demand = [d.NodePoolFact("od", "default", [{"key": "karpenter.sh/capacity-type", "operator": "In",
+                                                       "values": ["on-demand"]}])]
+        admitted = [f for f in d.diagnose(facts([fact], [selected("cr-s")], on_demand)) if f.code == "no-nodepool-matches"]
+        assert admitted and admitted[0].fix_command == "" and "capacity-type must include" not in admitted[0].fix
+    # The account it was shared with is told to select it in its own class, as for its own reservations.
+    theirs = d.DoctorFacts(cluster="research", account="444455556666", now=NOW,
+                           reservations=[d.ReservationFact(cr("cr-s"), shared=True)], node_classes=[],
+                           node_pools=[d.NodePoolFact("default", "default", RESERVED_POOL)])
+    assert "name: default" in d.diagnose(theirs)[0].fix_command

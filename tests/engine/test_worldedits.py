@@ -48,10 +48,22 @@ def test_bad_edits_are_named_and_the_others_apply():
     ])
     assert problems == [
         "edits[0].kind: 'grow' is not one of add-reservation, remove-reservation, expire-block, set-reservation-count, "
-        "scale-workload, nodepool-capacity-types, at-reservation-start",
+        "scale-workload, nodepool-capacity-types, nodeclass-selector-terms, at-reservation-start",
         "edits[1].id: no reservation 'cr-nope' in this world",
         "edits[2].times: 0 is not a whole number from 1 to 1000",
         "edits[4].end: a Capacity Block needs its end",
     ]
     assert edited["capacityReservations"] == []
 
+
+
+def test_replacing_a_classs_selector_terms_moves_the_pod_off_its_reservation():
+    """The selector editor's change, planned: terms that no longer select cr-0a1 send the pod to on-demand."""
+    edited, problems = apply_edits(WORLD, [{"kind": "nodeclass-selector-terms", "nodeClass": "default",
+                                            "terms": [{"tags": {"team": "nobody"}}]}])
+    assert problems == [] and summarize(simulate(edited))["byCapacityType"] == {"on-demand": 1}
+    assert WORLD["ec2NodeClasses"][0]["spec"]["capacityReservationSelectorTerms"] == [{"id": "cr-0a1"}]  # untouched
+    _, problems = apply_edits(WORLD, [{"kind": "nodeclass-selector-terms", "nodeClass": "gone", "terms": []},
+                                      {"kind": "nodeclass-selector-terms", "nodeClass": "default", "terms": "id"}])
+    assert problems == ["edits[0].nodeClass: no EC2NodeClass 'gone' in this world",
+                        "edits[1].terms: 'id' is not a list of selector terms (objects)"]

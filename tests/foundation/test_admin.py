@@ -91,11 +91,11 @@ def test_admin_action_and_delete_are_recorded(admin_user_client):
     })
     assert set(NodePool.objects.values_list("mode", flat=True)) == {"observe"}
     assert AuditEntry.objects.filter(action="change").count() == 2
-    reservation = CapacityReservationFactory(reservation_id="cr-0dead")
-    response = admin_user_client.post(admin_url(CapacityReservation, "delete", reservation.pk), {"post": "yes"})
+    pool = NodePoolFactory(name="dead")  # the simulated world's rows are its cluster: deleted here
+    response = admin_user_client.post(admin_url(NodePool, "delete", pool.pk), {"post": "yes"})
     assert response.status_code == 302
     deleted = AuditEntry.objects.get(action="delete")
-    assert deleted.object_repr.startswith("cr-0dead") and deleted.object_id == str(reservation.pk)
+    assert deleted.object_repr.startswith("dead") and deleted.object_id == str(pool.pk)
 
 
 def test_audit_log_is_read_only(admin_user_client):

@@ -87,3 +87,20 @@ def test_why_a_node_is_left_alone_is_written_on_it_and_its_nodeclaim(rest, adapt
     NodePool.objects.filter(name=life.pool).update(mode=Mode.OBSERVE)
     assert disruption.act_on_disruptions(provider, adapter, {disruption.CONSOLIDATION})["events_written"] == 0
     assert len(described(rest, NODE, guarded)) == len(described(rest, NODE, busy)) == 1
+
+
+def test_a_node_a_pod_disruption_budget_holds_says_so(rest, adapter, provider, raw_ec2, unique):
+    """Upstream's DisruptionBlocked for a PDB (state/statenode.go): "pdb prevents pod evictions", naming the
+    budget, on the node and its NodeClaim, from the budget the sync mirrored with its status."""
+    from scheduling.adapters.kube.sync import ClusterSync
+
+    life = Lifecycle(rest, adapter, provider, raw_ec2, unique, startup_taints=())
+    held_claim, held = running_node(life, "held", labels={"app": "ledger"})
+    h.pdb(rest, life.ns, "ledger", {"app": "ledger"}, disruptions_allowed=0, healthy=1)
+    ClusterSync(adapter, kinds=["PodDisruptionBudget"]).sync_once()
+
+    disruption.act_on_disruptions(provider, adapter, {disruption.CONSOLIDATION, disruption.DRIFT})
+
+    blocked = f"Pdb prevents pod evictions (PodDisruptionBudget=[{life.ns}/ledger])"
+    assert brief(described(rest, NODE, held)) == [("Normal", "DisruptionBlocked", blocked, "karpweb")]
+    assert brief(described(rest, NODECLAIM, held_claim)) == [("Normal", "DisruptionBlocked", blocked, "karpweb")]

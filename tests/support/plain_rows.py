@@ -1,6 +1,8 @@
 """Checks that a PlainRowsTable (karpweb/tables.py) writes what django-tables2 renders: its rows, and the
 whole table (header, sort links, footer, pagination) through django-tables2's own template."""
 
+import re
+
 from django.test import RequestFactory
 from django_tables2 import RequestConfig
 
@@ -19,10 +21,13 @@ def second_cluster() -> Cluster:
     return Cluster.objects.create(name="west", account=account, region="us-east-1")
 
 
-def configured(table_class, view_class, url: str, params: dict, per_page: int = PAGE_SIZE):
-    """(request, table) as the list view makes them: the view's rows, sorted and paged by the request."""
+def configured(table_class, view_class, url: str, params: dict, per_page: int = PAGE_SIZE, cluster_column: bool = False):
+    """(request, table) as the list view makes them: the view's rows, sorted and paged by the request
+    (`cluster_column`: with the Cluster column the all-clusters view shows)."""
     request = RequestFactory().get(url, params)
     table = table_class(view_class().get_queryset())
+    if cluster_column:
+        table.columns.show("cluster")
     RequestConfig(request, paginate={"per_page": per_page}).configure(table)
     return request, table
 
@@ -42,3 +47,10 @@ def same_table(request, table) -> str:
     table.template_name = "tables/table.html"
     assert normalized(plain) == normalized(table.as_html(request))
     return plain
+
+
+def without_cluster(rows: list[list[str]]) -> list[list[str]]:
+    """The rows of an all-clusters list without their first cell, checked to be a link to the row's cluster."""
+    for cells in rows:
+        assert re.fullmatch(r'<a href="/fleet/clusters/[^"/]+/">[^<]+</a>', cells[0]), cells
+    return [cells[1:] for cells in rows]

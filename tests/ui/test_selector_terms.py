@@ -103,3 +103,42 @@ def test_two_saves_from_the_same_version_only_one_wins(operator, demo_world):
     with pytest.raises(SelectorTermConflict):
         save_selector_terms(second, [{"id": "cr-0a1b2c3d4e5f60002"}], "", user=operator, source="ui")
     assert EC2NodeClass.objects.get(name="default").capacity_reservation_selector_terms == [{"id": "cr-0a1b2c3d4e5f60001"}]
+
+
+def test_the_saved_class_page_shows_no_finding_the_edit_fixed(operator_client, demo_world):
+    """The doctor runs again for the class on save: its page, just saved, no longer says the term selects
+    nothing; the other clusters' findings, and the class's other codes, stay as the last EC2 step left them."""
+    from reservations.models import DoctorFinding
+
+    research = EC2NodeClass.objects.get(name="research")
+    others = set(DoctorFinding.objects.exclude(cluster=research.cluster).values_list("pk", "cleared_at"))
+    before = operator_client.get(research.get_absolute_url()).content.decode().split('id="doctor"')[1]
+    assert "selects nothing" in before
+    response = operator_client.post(research.get_edit_url(), {
+        "resource_version": research.resource_version, "term-0-id": "cr-0a1b2c3d4e5f60010", "action": "save"})
+    assert response.status_code == 302 and response["Location"] == research.get_absolute_url()
+    after = operator_client.get(response["Location"]).content.decode().split('id="doctor"')[1].split("</section>")[0]
+    assert "selects nothing" not in after and "The doctor finds nothing stopping it." in after
+    assert DoctorFinding.objects.get(cluster=research.cluster, code="selector-matches-nothing").cleared_at is not None
+    assert set(DoctorFinding.objects.exclude(cluster=research.cluster).values_list("pk", "cleared_at")) == others
+
+
+def test_the_preview_links_to_the_plan_its_terms_make(operator_client, demo_world):
+    """The preview's link opens the what-if page, in the class's cluster, with the class's terms replaced by
+    the previewed ones and both plans run."""
+    import json
+    from html import unescape
+
+    node_class = EC2NodeClass.objects.get(name="default")
+    terms = [{"tags": {"team": "web"}}, {"id": "cr-0a1b2c3d4e5f60009"}]
+    page = operator_client.post(node_class.get_edit_url(), {
+        "resource_version": node_class.resource_version, "term-0-tag-0-key": "team", "term-0-tag-0-value": "web",
+        "term-1-id": "cr-0a1b2c3d4e5f60009", "action": "preview"}).content.decode()
+    link = unescape(page.split('id="preview-plan" href="')[1].split('"')[0])
+    assert link.startswith(reverse("scheduling:whatif") + "?") and f"cluster={node_class.cluster.name}" in link
+    plan = operator_client.get(link)
+    assert plan.status_code == 200
+    form = plan.context["form"]
+    assert form["node_class"].value() == "default" and json.loads(form["node_class_terms"].value()) == terms
+    assert plan.context["result"]["after"] is not None and plan.context["result"]["problems"] == []
+    assert EC2NodeClass.objects.get(pk=node_class.pk).capacity_reservation_selector_terms != terms  # nothing saved

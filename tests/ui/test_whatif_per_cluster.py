@@ -13,6 +13,8 @@ from reservations.models import CapacityReservation
 from scheduling.engine.timeutil import format_time
 from scheduling.loop import steps
 from scheduling.models import Pod
+from scheduling.templatetags.karpweb import kube_time
+from tests.support.page_text import RAW_TIME, visible_text
 from tests.support.module_rows import rolled_back_at_the_end
 
 pytestmark = pytest.mark.django_db
@@ -83,7 +85,8 @@ def test_at_the_start_of_a_reservation_compares_the_same_clock(running_demo, vie
     blocks = CapacityReservation.objects.filter(reservation_type="capacity-block", end_date__lte=start)
     assert blocks.exists()  # they end before it starts: neither column counts them
     text = page.content.decode()
-    assert f"Both plans at {format_time(start)}" in text
+    assert f"Both plans at {kube_time(start)}:" in text  # as every page writes a time
+    assert not RAW_TIME.search(visible_text(text))
 
 
 def test_a_pending_pods_page_asks_the_engine_about_its_own_clusters_world(running_demo, viewer_client):

@@ -166,7 +166,8 @@ def _pod_spec(spec: dict) -> dict:
         if spec.get(key):
             kept[key] = [
                 {"name": c.get("name", ""), "resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
-                 **({"restartPolicy": c["restartPolicy"]} if c.get("restartPolicy") else {})}
+                 **({"restartPolicy": c["restartPolicy"]} if c.get("restartPolicy") else {}),
+                 **({"ports": ports} if (ports := _host_ports(c)) else {})}
                 for c in spec[key]
             ]
     return kept
@@ -189,6 +190,12 @@ def _claim_volumes(volumes: list) -> list[dict]:
 def storage_listed(kinds) -> bool:
     """Whether every storage kind has been listed (until then a plan reads no pod's volumes)."""
     return set(STORAGE_KINDS) <= set(kinds)
+
+
+def _host_ports(container: dict) -> list[dict]:
+    """The container's ports that take a host port (the engine keeps pods whose host ports clash apart)."""
+    return [{k: p[k] for k in ("containerPort", "hostPort", "protocol", "hostIP") if k in p}
+            for p in container.get("ports") or [] if isinstance(p, dict) and p.get("hostPort")]
 
 
 def _controller(meta: dict) -> tuple[str, str]:
@@ -463,6 +470,7 @@ class ClusterSync:
             "consolidate_after": _clip(disruption.get("consolidateAfter") or "0s", 32),
             "budgets": disruption.get("budgets") if disruption.get("budgets") is not None else [{"nodes": "10%"}],
             "expire_after": _clip(template_spec.get("expireAfter") or "720h", 32),
+            "termination_grace_period": _clip(template_spec.get("terminationGracePeriod") or "", 32),
             "conditions": status.get("conditions") or [], "status_resources": status.get("resources") or {},
             "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
         }
@@ -535,7 +543,9 @@ class ClusterSync:
             "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
             "spec": _pod_spec(spec), "owner_kind": owner_kind, "owner_name": owner_name,
             "priority": int(spec.get("priority") or 0),
-            "created_at": parse_optional_time(meta.get("creationTimestamp")), "synced_at": now,
+            "created_at": parse_optional_time(meta.get("creationTimestamp")),
+            "started_at": parse_optional_time(status.get("startTime")),
+            "deleting_since": parse_optional_time(meta.get("deletionTimestamp")), "synced_at": now,
         }
 
     # --- links ---------------------------------------------------------------------------------

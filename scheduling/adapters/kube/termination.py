@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from scheduling.engine.budgets import SpecError, parse_duration
+from scheduling.engine.cluster import do_not_disrupt_active as engine_do_not_disrupt_active
 from scheduling.engine.timeutil import parse_optional_time, parse_time
 
 from .interface import DISRUPTED_TAINT, DO_NOT_DISRUPT
@@ -85,21 +85,10 @@ def tolerates_disrupted(pod: dict) -> bool:
 
 
 def do_not_disrupt_active(pod: dict, now: datetime) -> bool:
-    """``karpenter.sh/do-not-disrupt``: "true", or a duration counted from the pod's start; an
-    unparseable value counts as absent, as upstream."""
-    value = (_meta(pod).get("annotations") or {}).get(DO_NOT_DISRUPT)
-    if value is None:
-        return False
-    if value == "true":
-        return True
-    try:
-        duration = parse_duration(value)
-    except SpecError:
-        return False
-    if duration <= timedelta(0):
-        return False
-    started = parse_optional_time((pod.get("status") or {}).get("startTime"))
-    return started is None or now - started < duration
+    """``karpenter.sh/do-not-disrupt``: "true", or a duration counted from the pod's start (the
+    engine's rule, scheduling/engine/cluster.py)."""
+    return engine_do_not_disrupt_active((_meta(pod).get("annotations") or {}).get(DO_NOT_DISRUPT),
+                                        parse_optional_time((pod.get("status") or {}).get("startTime")), now)
 
 
 def is_waited_for(pod: dict, now: datetime) -> bool:
