@@ -635,7 +635,7 @@ class _Reader:
         pod.annotations = self.string_map(meta.get("annotations"), f"{path}.metadata.annotations")
         pod.priority = self.integer(spec, "priority", f"{path}.spec", default=0, minimum=-(2**31)) or 0
         owners = [o for _, o in self.items(meta.get("ownerReferences"), f"{path}.metadata.ownerReferences")]
-        kinds = {o.get("kind") for o in owners if isinstance(o, dict)}
+        kinds = {o.get("kind") for o in owners if isinstance(o, dict) and isinstance(o.get("kind"), str)}
         pod.daemon = "DaemonSet" in kinds or MIRROR_ANNOTATION in pod.annotations
         pod.stateful = "StatefulSet" in kinds
         controller = next((o for o in owners if isinstance(o, dict) and o.get("controller")), None)
