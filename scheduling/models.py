@@ -128,8 +128,9 @@ class NodePool(ConditionsMixin, models.Model):
     consolidate_after = models.CharField(max_length=32, default="0s", help_text='A duration ("30s", "5m") or "Never".')
     budgets = models.JSONField(default=list, blank=True, help_text='spec.disruption.budgets, e.g. [{"nodes": "10%"}]')
     expire_after = models.CharField(max_length=32, default="720h")
-    termination_grace_period = models.CharField(
-        max_length=32, blank=True, help_text='spec.template.spec.terminationGracePeriod ("48h"; blank: none).')
+    termination_grace_period = models.CharField(  # db_default: the release before it still inserts NodePools
+        max_length=32, blank=True, default="", db_default="",
+        help_text='spec.template.spec.terminationGracePeriod ("48h"; blank: none).')
     keep_idle_reserved_nodes = models.BooleanField(
         default=False,
         help_text="Keep empty nodes that sit in a prepaid reservation instead of consolidating them away.",

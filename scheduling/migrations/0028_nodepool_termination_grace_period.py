@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='nodepool',
             name='termination_grace_period',
-            field=models.CharField(blank=True, help_text='spec.template.spec.terminationGracePeriod ("48h"; blank: none).', max_length=32),
+            field=models.CharField(blank=True, default='', db_default='', help_text='spec.template.spec.terminationGracePeriod ("48h"; blank: none).', max_length=32),
         ),
     ]
