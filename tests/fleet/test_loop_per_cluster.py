@@ -11,6 +11,7 @@ from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
 from fleet.models import AwsAccount, Cluster
+from scheduling.adapters.kube.sync import mirrored_kinds
 from fleet.scope import cluster_scope, default_cluster
 from karpweb.celery import app as celery_app
 from scheduling import tasks
@@ -52,7 +53,7 @@ def test_each_cluster_mirrors_its_own_nodepools(fleet, kube_server, second_kube_
     h.nodepool(rest_for(second_kube_server), name, weight=20)
 
     for cluster in (first, second):
-        assert tasks.run_on("sync_kubernetes", cluster, "test")["lists"] == 5
+        assert tasks.run_on("sync_kubernetes", cluster, "test")["lists"] == len(mirrored_kinds())
 
     mirrored = dict(NodePool.objects.fleet().filter(name=name).values_list("cluster_id", "weight"))
     assert mirrored == {first.pk: 10, second.pk: 20}
@@ -212,7 +213,7 @@ def test_the_last_cluster_left_runs_from_its_own_row_not_the_settings(fleet, kub
     forget_default()
     with scope_for(second) as scoped:
         assert scoped == second and backends.cluster() is not None
-    assert tasks.run_on("sync_kubernetes", second, "test")["lists"] == 5
+    assert tasks.run_on("sync_kubernetes", second, "test")["lists"] == len(mirrored_kinds())
     mirrored = set(NodePool.objects.fleet().filter(name__startswith=name).values_list("cluster__name", "name"))
     assert mirrored == {(second.name, name)}  # its own server's pool; nothing of the settings' server
     # Unscoped code works on the default cluster: the one left, from its own row too.
