@@ -186,7 +186,7 @@ def _replace_and_drain(cloud, cluster, disruption: dict, members: list, pools: d
 def _unregistered(disruption: dict, members: list) -> list[NodeClaim]:
     """A static scale-down's NodeClaims whose Node has not registered: the world names their node by
     the claim (scheduling/world.py in_flight_nodes), and upstream deletes these first."""
-    if disruption["reason"] != STATIC:
+    if disruption.get("reason") != STATIC:
         return []
     registered = {node.name for node in members}
     names = [name for name in disruption["nodes"] if name not in registered]
