@@ -48,8 +48,10 @@ class Lifecycle:
 def lifecycle_decisions(plan: Plan) -> dict:
     """The `disruptions` and `demotions` of DECISIONS.json."""
     result = lifecycle(plan)
+    bound = result.state.bound
     return {
-        "disruptions": [e.as_dict() for e in result.expiring] + list(result.static)
+        "disruptions": [{**e.as_dict(), "evictedPods": sorted(p.key for p in bound.get(e.node.name, ()) if p.reschedulable)}
+                        for e in result.expiring] + list(result.static)
                        + [command_dict(c) for c in result.commands],
         "demotions": [d.as_dict() for d in result.demotions],
     }

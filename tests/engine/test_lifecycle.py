@@ -59,7 +59,15 @@ def test_drain_is_due_exactly_at_drain_at(itype, ultraserver, lead):
     assert expiring(decisions) == [{
         "action": "delete", "reason": "capacity-block-expiring", "nodes": ["gpu-1"], "drainAt": iso(NOW),
         "reservationID": "cr-0b1", "terminationAt": iso(end - timedelta(minutes=lead - 10)), "endsAt": iso(end),
-        "ultraServer": ultraserver is not None}]
+        "ultraServer": ultraserver is not None, "evictedPods": []}]
+
+
+def test_a_drain_lists_the_pods_it_evicts():
+    """The pod page names the decision that evicted a pod: a Capacity Block's drain too (#47, finding 15)."""
+    end = NOW + timedelta(minutes=40)
+    pods = [bound("trainer-0", "gpu-1", "8"), bound("agent-gpu-1", "gpu-1", daemon=True)]
+    decisions = run([gpu_node("gpu-1", "cr-0b1")], pods=pods, reservations=[block("cr-0b1", "p5.48xlarge", end)])
+    assert [d["evictedPods"] for d in expiring(decisions)] == [["default/trainer-0"]]
 
 
 @pytest.mark.parametrize("itype, ultraserver, lead", [("p5.48xlarge", None, 40), ("p6e-gb200.36xlarge", "u-p6e-gb200x36", 70)])
