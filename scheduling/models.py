@@ -331,6 +331,7 @@ class KubeObject(models.Model):
         CSI_NODE = "CSINode"
         NODE_OVERLAY = "NodeOverlay"
         POD_DISRUPTION_BUDGET = "PodDisruptionBudget"
+        DAEMON_SET = "DaemonSet"
         SERVICE = "Service"
         REPLICA_SET = "ReplicaSet"
         STATEFUL_SET = "StatefulSet"

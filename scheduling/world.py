@@ -67,8 +67,8 @@ def kept_whole() -> dict:
     if cluster_id is None:
         return {}
     found = {key: [] for key in WHOLE_KEYS.values()}
-    for kind, body in KubeObject.objects.fleet().filter(cluster_id=cluster_id).order_by("kind", "namespace", "name") \
-            .values_list("kind", "body"):
+    for kind, body in KubeObject.objects.fleet().filter(cluster_id=cluster_id, kind__in=WHOLE_KEYS) \
+            .order_by("kind", "namespace", "name").values_list("kind", "body"):
         found[WHOLE_KEYS[kind]].append(body)
     if not WatchState.objects.fleet().filter(cluster_id=cluster_id, storage_listed_at__isnull=False).exists():
         for key in STORAGE_KEYS:
@@ -370,11 +370,15 @@ def daemon_sets() -> list[dict]:
     pod to its template: admission webhooks may have changed the requests), so DaemonSet overhead
     on new nodes counts in the loop as in `simulate`. The DaemonSet controller pins each pod to its
     node with a `matchFields metadata.name` term; that term is taken out again (upstream puts the
-    template's node affinity back). A DaemonSet with no pod yet is not known here."""
+    template's node affinity back). A DaemonSet with no pod yet is read from its mirrored object."""
     newest = (Pod.objects.filter(owner_kind="DaemonSet").values("namespace", "owner_name")
               .annotate(newest=Max("id")).values_list("newest", flat=True))
     rows = Pod.objects.filter(id__in=list(newest)).values("namespace", "owner_name", "labels", "spec")
-    return [daemon_set_object(row) for row in sorted(rows, key=lambda r: (r["namespace"], r["owner_name"]))]
+    found = {(row["namespace"], row["owner_name"]): daemon_set_object(row) for row in rows}
+    for namespace, name, body in KubeObject.objects.filter(kind=KubeObject.Kind.DAEMON_SET) \
+            .values_list("namespace", "name", "body"):
+        found.setdefault((namespace, name), body)
+    return [found[key] for key in sorted(found)]
 
 
 def daemon_set_object(row: dict) -> dict:

@@ -224,3 +224,30 @@ def test_default_spread_sources_are_mirrored_when_configured_and_spread_the_plan
     zones = plan_zones()
     assert {zones[f"{ns}/web-7c9d-{i}"] for i in range(3)} == set(ZONES)
     rest.request("DELETE", SERVICE.path("web", ns))
+
+
+def test_a_daemon_set_with_no_pod_yet_counts_on_new_nodes(kube_server, adapter, rest, unique):
+    """The loop knew a DaemonSet only from its pods; one whose pods have not come yet (no controller runs on
+    this test server, so none ever do) is now read from its mirrored template, as upstream reads DaemonSets."""
+    from scheduling.adapters.kube.resources import DAEMONSET
+
+    use_kube_server(kube_server)
+    ns = h.namespace(rest, f"ds-{unique}")
+    h.ec2nodeclass(rest, "default")
+    h.nodepool(rest, "default", node_class="default")
+    labels = {"app": f"agent-{unique}"}
+    rest.create(DAEMONSET, {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": ns},
+                            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                                "containers": [{"name": "agent", "image": "registry.example/agent:1",
+                                                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}}, namespace=ns)
+    rest.create(POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app-0", "namespace": ns},
+                      "spec": {"containers": [{"name": "app", "image": "registry.example/app:1",
+                                               "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}},
+                namespace=ns)
+    assert ClusterSync(adapter).sync_once().errors == []
+    world = current_world()
+    assert [d["metadata"]["name"] for d in world["daemonSets"] if d["metadata"]["namespace"] == ns] == ["agent"]
+    world["instanceTypes"] = [instance_type("m5.large", "2", "8Gi", zones=ZONES, od=0.096),
+                              instance_type("m5.xlarge", "4", "16Gi", zones=ZONES, od=0.192)]
+    (claim,) = [c for c in simulate(world)["nodeClaims"] if f"{ns}/app-0" in c["pods"]]
+    assert claim["launch"]["instanceType"] == "m5.xlarge", "1.5 CPU of pod and 1 of DaemonSet do not fit 2 CPUs"

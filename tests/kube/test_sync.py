@@ -54,7 +54,7 @@ def test_sync_once_mirrors_every_kind_with_its_links(adapter, rest, unique):
 
     stats = ClusterSync(adapter).sync_once()
 
-    assert stats.errors == [] and stats.lists == 11  # Karpenter's and the core kinds, the storage kinds, NodeOverlays, PDBs
+    assert stats.errors == [] and stats.lists == 12  # Karpenter's and the core kinds, the storage kinds, NodeOverlays, PDBs, DaemonSets
     node_class = EC2NodeClass.objects.get(name=f"nc-{unique}")
     assert node_class.capacity_reservation_selector_terms == [{"id": RESERVATION}, {"tags": {"team": "ml"}}]
     assert "capacityReservationSelectorTerms" not in node_class.spec and node_class.spec["role"] == "KarpenterNodeRole"
@@ -309,7 +309,8 @@ def test_sync_reports_what_it_may_not_read(kube_server, unique):
                              ("NodeClaim", "nodeclaims.karpenter.sh"), ("Node", "nodes"), ("Pod", "pods"),
                              ("StorageClass", "storageclasses.storage.k8s.io"), ("PersistentVolume", "persistentvolumes"),
                              ("PersistentVolumeClaim", "persistentvolumeclaims"), ("CSINode", "csinodes.storage.k8s.io"),
-                             ("NodeOverlay", "nodeoverlays.karpenter.sh"), ("PodDisruptionBudget", "poddisruptionbudgets.policy"))
+                             ("NodeOverlay", "nodeoverlays.karpenter.sh"), ("PodDisruptionBudget", "poddisruptionbudgets.policy"),
+                             ("DaemonSet", "daemonsets.apps"))
     ]
     assert stats.lists == 0
     limited.close()

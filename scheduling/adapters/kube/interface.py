@@ -8,7 +8,8 @@ the official client; a simulated world implements it in memory; :mod:`.sync` tur
 
 Kinds are ``EC2NodeClass``, ``NodePool``, ``NodeClaim``, ``Node`` and ``Pod``, and the storage kinds
 the engine's volume rules read: ``StorageClass``, ``PersistentVolume``, ``PersistentVolumeClaim`` and
-``CSINode``, ``NodeOverlay`` (alpha: a cluster without its CRD has none) and ``PodDisruptionBudget``, and,
+``CSINode``, ``NodeOverlay`` (alpha: a cluster without its CRD has none), ``PodDisruptionBudget`` and
+``DaemonSet`` (its template only), and,
 when default topology spread constraints are configured, the selectors of ``Service``, ``ReplicaSet``,
 ``StatefulSet`` and ``ReplicationController`` objects.
 """
@@ -24,13 +25,13 @@ from .errors import ClusterError, ResourceVersionExpired  # noqa: F401 - part of
 
 KINDS = ("EC2NodeClass", "NodePool", "NodeClaim", "Node", "Pod",
          "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode", "NodeOverlay", "PodDisruptionBudget",
-         "Service", "ReplicaSet", "StatefulSet", "ReplicationController")
+         "DaemonSet", "Service", "ReplicaSet", "StatefulSet", "ReplicationController")
 # Kept whole as scheduling.models.KubeObject rows: what the engine reads of volumes, and NodeOverlays.
 STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
 # What a pod's default topology spread selector is deduced from: mirrored (trimmed to selectors) only when
 # default constraints are configured (KARPWEB_DEFAULT_TOPOLOGY_SPREAD_CONSTRAINTS).
 SPREAD_SOURCE_KINDS = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
-KEPT_WHOLE_KINDS = (*STORAGE_KINDS, "NodeOverlay", "PodDisruptionBudget", *SPREAD_SOURCE_KINDS)
+KEPT_WHOLE_KINDS = (*STORAGE_KINDS, "NodeOverlay", "PodDisruptionBudget", "DaemonSet", *SPREAD_SOURCE_KINDS)
 # Kinds a cluster may not serve at all (an alpha CRD not installed): none to mirror, no error.
 OPTIONAL_KINDS = ("NodeOverlay",)
 

@@ -38,6 +38,8 @@ RULES = [
     # Default topology spread (when configured): the selectors kube-scheduler deduces it from.
     {"apiGroups": [""], "resources": ["replicationcontrollers"], "verbs": ["list", "watch"]},
     {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["list", "watch"]},
+    # DaemonSets: the overhead on new nodes of one whose pods have not come yet (its template).
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list", "watch"]},
     # Events on pods, nodes and NodeClaims, as Karpenter writes them (control mode only).
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]

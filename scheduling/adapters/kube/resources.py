@@ -75,7 +75,10 @@ PDB_V1BETA1 = Resource("PodDisruptionBudget", "policy", "v1beta1", "poddisruptio
 REPLICASET = Resource("ReplicaSet", "apps", "v1", "replicasets", namespaced=True)
 STATEFULSET = Resource("StatefulSet", "apps", "v1", "statefulsets", namespaced=True)
 REPLICATIONCONTROLLER = Resource("ReplicationController", "", "v1", "replicationcontrollers", namespaced=True)
-KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY, PDB, SERVICE, REPLICASET, STATEFULSET, REPLICATIONCONTROLLER)
+# DaemonSets, for the overhead of one that has no pod yet (one that has is read from its newest pod).
+DAEMONSET = Resource("DaemonSet", "apps", "v1", "daemonsets", namespaced=True)
+KEPT_WHOLE = (STORAGECLASS, PV, PVC, CSINODE, NODEOVERLAY, PDB, DAEMONSET, SERVICE, REPLICASET, STATEFULSET,
+              REPLICATIONCONTROLLER)
 SYNCED = (EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, POD, *KEPT_WHOLE)
 BY_KIND = {resource.kind: resource for resource in (*SYNCED, CRD)}
 

@@ -240,7 +240,11 @@ def _kube_object_row(kind: str, obj: dict, links, now: datetime) -> dict:
     kind: it is the list's); a default spread source, only its selector (ReplicaSets are many)."""
     meta = {key: value for key, value in _meta(obj).items() if key != "managedFields"}
     body = {**obj, "apiVersion": resource_for(kind).api_version, "kind": kind, "metadata": meta}
-    if kind in SPREAD_SOURCE_KINDS:
+    if kind == "DaemonSet":  # what the engine reads: its pods' template (the rest changes with every rollout)
+        body = {"apiVersion": body["apiVersion"], "kind": kind,
+                "metadata": {key: meta[key] for key in ("name", "namespace", "uid") if key in meta},
+                "spec": {"template": (obj.get("spec") or {}).get("template") or {}}}
+    elif kind in SPREAD_SOURCE_KINDS:
         body = {"apiVersion": body["apiVersion"], "kind": kind,
                 "metadata": {key: meta[key] for key in ("name", "namespace", "uid") if key in meta},
                 "spec": {"selector": (obj.get("spec") or {}).get("selector")}}
