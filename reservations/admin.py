@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from reservations.models import (
+    BuyAdvice,
     CapacityBlockFee,
     DoctorFinding,
     Recommendation,
@@ -205,6 +206,17 @@ class ReservationInstanceAdmin(ReadOnlyAdmin):
     list_display = ("instance_id", "reservation", "instance_type", "state", "node_name", "launched_at")
     list_select_related = ("reservation",)
     search_fields = ("instance_id", "node_name", "reservation__reservation_id")
+
+
+@admin.register(BuyAdvice)
+class BuyAdviceAdmin(ReadOnlyAdmin):
+    """Capacity Block offerings for waiting accelerator gangs (recomputed at each EC2 sync): read-only."""
+
+    list_display = ("gang", "namespace", "cluster", "instance_count", "instance_type", "availability_zone", "start",
+                    "hours", "upfront_fee")
+    list_filter = ("instance_type", "cluster")
+    list_select_related = ("cluster",)
+    search_fields = ("gang", "namespace", "offering_id")
 
 
 @admin.register(ReservationContention)

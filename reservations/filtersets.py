@@ -7,7 +7,8 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from fleet.models import AwsAccount, Cluster
-from reservations.models import CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, UtilizationHour, UtilizationSample
+from reservations.models import (BuyAdvice, CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, UtilizationHour,
+                                 UtilizationSample)
 from scheduling.engine.doctor import CODES as DOCTOR_CODES
 from scheduling.filtersets import ClusterFilters, FilterSet, UtcDateTimeFilter
 
@@ -141,3 +142,15 @@ class DoctorFindingFilterSet(ClusterFilters, FilterSet):
         if self.form.cleaned_data.get("cleared") is None:
             queryset = queryset.filter(cleared_at__isnull=True)
         return queryset
+
+
+class BuyAdviceFilterSet(ClusterFilters, FilterSet):
+    """Capacity Block offerings for waiting accelerator gangs: by cluster, account, namespace, gang, type."""
+
+    namespace = django_filters.CharFilter(label="Namespace")
+    gang = django_filters.CharFilter(label="Gang")
+    instance_type = django_filters.CharFilter(label="Instance type")
+
+    class Meta:
+        model = BuyAdvice
+        fields = ["namespace", "gang", "instance_type"]

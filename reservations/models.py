@@ -862,3 +862,35 @@ class CapacityBlockFee(models.Model):
         if not reservation.is_capacity_block:
             raise ValidationError({"reservation_id": f"{self.reservation_id} is an ODCR, not a Capacity Block: "
                                                      "its idle units are worth their on-demand rate, not a fee."})
+
+
+class BuyAdvice(models.Model):
+    """A Capacity Block offering that would hold a gang of pending accelerator pods (issue #50, "Buy"): what
+    EC2's DescribeCapacityBlockOfferings quoted at the last EC2 sync for a gang the plan could not place
+    (scheduling/engine/buying.py). Advice only: karpweb buys nothing on its own."""
+
+    cluster = cluster_field("buy_advice")
+    namespace = models.CharField(max_length=253)
+    gang = models.CharField(max_length=300, help_text='What groups its pods: "jobset/llm", "Job/finetune", or a pod.')
+    pods = models.JSONField(default=list, help_text="The pending pods (namespace/name) the block would hold.")
+    offering_id = models.CharField("offering", max_length=64)
+    instance_type = models.CharField(max_length=64)
+    availability_zone = models.CharField("AZ", max_length=32)
+    instance_count = models.PositiveIntegerField(help_text="Instances in the block.")
+    nodes_used = models.PositiveIntegerField(help_text="Of them, how many the gang's pods fill.")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    hours = models.PositiveIntegerField()
+    upfront_fee = models.DecimalField(max_digits=12, decimal_places=2, help_text="What EC2 asks up front ($).")
+    computed_at = models.DateTimeField()
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        verbose_name_plural = "buy advice"
+        ordering = ["namespace", "gang", "upfront_fee", "start"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "gang", "offering_id"],
+                                               name="one_buy_advice_per_gang_and_offering")]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.gang}: {self.instance_count} x {self.instance_type} from {self.start:%Y-%m-%d %H:%M}"

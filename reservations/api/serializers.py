@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import (CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention,
+from reservations.models import (BuyAdvice, CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention,
                                  ReservationInstance, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
@@ -541,6 +541,30 @@ class DoctorFindingSerializer(serializers.ModelSerializer):
         model = DoctorFinding
         fields = ["id", "code", "severity", "cluster", "account", "reservationID", "nodeClass", "evidence",
                   "evidenceData", "fix", "fixCommand", "firstSeen", "lastSeen", "clearedAt"]
+        read_only_fields = fields
+
+
+class BuyAdviceSerializer(serializers.ModelSerializer):
+    """A Capacity Block offering that would hold a gang of pending accelerator pods (docs/console.md,
+    "Capacity Blocks for waiting GPU work (advice)")."""
+
+    cluster = ClusterNameField()
+    account = AccountOfClusterField()
+    offeringID = ro("offering_id", help_text="DescribeCapacityBlockOfferings' CapacityBlockOfferingId.")
+    instanceType = ro("instance_type")
+    availabilityZone = ro("availability_zone")
+    instanceCount = ro("instance_count", field_class=serializers.IntegerField, help_text="Instances in the block.")
+    nodesUsed = ro("nodes_used", field_class=serializers.IntegerField, help_text="Of them, how many the gang fills.")
+    startDate = when("start", null=False)
+    endDate = when("end", null=False)
+    upfrontFee = ro("upfront_fee", field_class=serializers.DecimalField, max_digits=12, decimal_places=2,
+                    help_text="What EC2 asks up front ($).")
+    computedAt = when("computed_at", null=False)
+
+    class Meta:
+        model = BuyAdvice
+        fields = ["id", "cluster", "account", "namespace", "gang", "pods", "offeringID", "instanceType", "availabilityZone",
+                  "instanceCount", "nodesUsed", "startDate", "endDate", "hours", "upfrontFee", "computedAt"]
         read_only_fields = fields
 
 

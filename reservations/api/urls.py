@@ -10,6 +10,7 @@ router.register("capacity-reservations", views.CapacityReservationViewSet, basen
 router.register("ec2nodeclasses", views.EC2NodeClassViewSet, basename="ec2nodeclass")
 router.register("recommendations", views.RecommendationViewSet, basename="recommendation")
 router.register("reservation-doctor", views.DoctorFindingViewSet, basename="doctorfinding")
+router.register("capacity-block-advice", views.BuyAdviceViewSet, basename="buyadvice")
 
 urlpatterns = [
     path("alarms/", views.AlarmList.as_view(), name="alarms"),

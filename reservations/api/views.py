@@ -25,18 +25,18 @@ from reservations.api.serializers import (
     SelectorTermsPreviewSerializer,
     SelectorTermsWriteSerializer,
     ReservationContentionSerializer,
-    ReservationInstanceSerializer,
+    ReservationInstanceSerializer, BuyAdviceSerializer,
     ReservationUseSerializer,
     UtilizationHourSerializer,
     UtilizationSampleSerializer,
 )
 from reservations.filtersets import (
-    DoctorFindingFilterSet,
+    BuyAdviceFilterSet, DoctorFindingFilterSet,
     CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet, UtilizationHourFilterSet,
     UtilizationSampleFilterSet,
 )
 from reservations.alarms import current_alarms, with_running_nodes
-from reservations.models import (CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass,
+from reservations.models import (BuyAdvice, CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass,
                                  OpenReservationInstance, Recommendation, ReservationContention, ReservationInstance,
                                  ReservationUse,
                                  UtilizationHour, UtilizationSample)
@@ -449,6 +449,23 @@ class DoctorFindingViewSet(ReadOnlyViewSet):
     ordering_fields = ["severity", "code", "first_seen", "last_seen"]
     ordering = ["severity", "code", "reservation_id", "node_class_name", "id"]
     queryset = DoctorFinding.objects.select_related("cluster")
+
+
+@extend_schema_view(
+    list=list_schema(BuyAdviceSerializer, summary="List the Capacity Block offerings for waiting accelerator gangs",
+                     description="Per gang of pending GPU/Neuron pods the plan could not place, the offerings EC2 quoted at "
+                                 "the last EC2 sync that would hold every pod at once, cheapest first. Advice only: "
+                                 "karpweb buys nothing. Filter by cluster, account, namespace, gang, instance type."),
+    retrieve=detail_schema(BuyAdviceSerializer, summary="One offering for a gang"),
+)
+class BuyAdviceViewSet(ReadOnlyViewSet):
+    serializer_class = BuyAdviceSerializer
+    filterset_class = BuyAdviceFilterSet
+    lookup_field = "pk"
+    lookup_value_regex = r"[0-9]+"
+    ordering_fields = ["upfront_fee", "start", "namespace", "gang"]
+    ordering = ["namespace", "gang", "upfront_fee", "start", "id"]
+    queryset = BuyAdvice.objects.select_related("cluster")
 
 
 @extend_schema(

@@ -94,7 +94,7 @@ def options(gang: Gang, offerings: list[BlockOffering], instance_types: dict[str
         it = instance_types.get(offering.instance_type)
         if it is None or offering.end <= now or not all(_allowed(pod, it, offering) for pod in gang.pods):
             continue
-        nodes = _nodes_needed(gang.pods, it.allocatable, offering.count)
+        nodes = nodes_needed(gang.pods, it.allocatable, offering.count)
         if nodes is not None:
             found.append(BuyOption(gang, offering, nodes, max(offering.start - now, timedelta(0))))
     return sorted(found, key=lambda o: (o.offering.fee, o.offering.start, o.offering.offering_id))
@@ -111,7 +111,7 @@ def _allowed(pod: Pod, it: InstanceType, offering: BlockOffering) -> bool:
     return False
 
 
-def _nodes_needed(pods: tuple[Pod, ...], allocatable: ResourceList, count: int) -> int | None:
+def nodes_needed(pods: tuple[Pod, ...], allocatable: ResourceList, count: int) -> int | None:
     """First-fit decreasing onto at most `count` nodes of `allocatable`: how many it fills, or None."""
     nodes: list[ResourceList] = []
     for pod in sorted(pods, key=lambda p: (-sum(p.requests.get(n, 0) for n in ACCELERATORS),

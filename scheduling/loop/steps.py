@@ -10,6 +10,7 @@ from django.utils import timezone
 from fleet.connection import is_kubernetes, is_aws
 from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
+from reservations.buying import recompute_buy_advice
 from reservations.groups import sync_groups
 from reservations import block_fees, doctor, ledger, utilization
 from reservations.models import DoctorFinding, EC2NodeClass
@@ -77,6 +78,7 @@ def sync_ec2(now=None) -> dict:
     for member in clusters_of_the_account_and_region():  # the reservation doctor, per cluster, after this sync
         with cluster_scope(member) if member is not None else contextlib.nullcontext():
             add_counts(counts, doctor.examine(backends.cloud(), now))
+            add_counts(counts, recompute_buy_advice(backends.cloud(), now))  # blocks for waiting GPU gangs
     counts.update(utilization.prune(now))
     counts.update(prune_history(now))
     counts.update(broker.prune_delivered(now))  # the quick start's embedded broker only

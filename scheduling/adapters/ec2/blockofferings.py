@@ -27,26 +27,31 @@ Shape = tuple[str, int, int]  # (instance type, instance count, duration in hour
 class CapacityBlockOfferings:
     def __init__(self, ec2: Any, call: Caller, clock: Callable[[], datetime]) -> None:
         self._ec2, self._call, self._clock = ec2, call, clock
-        self._cache: dict[Shape, tuple[datetime, float | None]] = {}
+        self._cache: dict[Shape, tuple[datetime, list[dict]]] = {}
         self._lock = threading.Lock()
         self.api_calls = 0  # DescribeCapacityBlockOfferings calls made (for tests)
 
     def lowest_fee(self, instance_type: str, instance_count: int, hours: int) -> float | None:
         """The lowest upfront fee ($) EC2 quotes for this shape, None when it offers none (or refuses the shape:
         EC2 sells blocks of 1-14 days, or whole weeks up to 182 days, and says so in an error)."""
+        fees = [float(o["UpfrontFee"]) for o in self.offerings(instance_type, instance_count, hours) if o.get("UpfrontFee")]
+        return min(fees, default=None)
+
+    def offerings(self, instance_type: str, instance_count: int, hours: int) -> list[dict]:
+        """EC2's offerings for this shape as it writes them (every page), [] when it has none or refuses it."""
         shape, now = (instance_type, instance_count, hours), self._clock()
         with self._lock:
             cached = self._cache.get(shape)
             if cached is not None and now - cached[0] < OFFERINGS_TTL:
                 return cached[1]
-        fee = self._describe(shape)
+        found = self._describe(shape)
         with self._lock:
-            self._cache[shape] = (now, fee)
-        return fee
+            self._cache[shape] = (now, found)
+        return found
 
-    def _describe(self, shape: Shape) -> float | None:
+    def _describe(self, shape: Shape) -> list[dict]:
         instance_type, instance_count, hours = shape
-        fees, token = [], None
+        found, token = [], None
         try:
             while True:
                 params: dict[str, Any] = {"InstanceType": instance_type, "InstanceCount": instance_count,
@@ -55,11 +60,11 @@ class CapacityBlockOfferings:
                     params["NextToken"] = token
                 self.api_calls += 1
                 answer = self._call(self._ec2, "describe_capacity_block_offerings", **params)
-                fees += [float(o["UpfrontFee"]) for o in answer.get("CapacityBlockOfferings") or [] if o.get("UpfrontFee")]
+                found += answer.get("CapacityBlockOfferings") or []
                 token = answer.get("NextToken")
                 if not token:
                     break
         except CloudAPIError as error:
             log.info("No Capacity Block offering for %s x%d for %d h: %s", instance_type, instance_count, hours, error)
-            return None
-        return min(fees, default=None)
+            return []
+        return found

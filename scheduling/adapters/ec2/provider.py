@@ -232,6 +232,10 @@ class EC2CloudProvider:
         """The lowest upfront fee EC2 quotes today for a block of this shape (DescribeCapacityBlockOfferings)."""
         return self.block_offerings.lowest_fee(instance_type, instance_count, hours)
 
+    def capacity_block_offerings(self, instance_type: str, instance_count: int, hours: int) -> list[dict]:
+        """DescribeCapacityBlockOfferings' items for this shape (cached an hour, as the fee estimate)."""
+        return self.block_offerings.offerings(instance_type, instance_count, hours)
+
     def purchase_capacity_block_extension(self, offering_id: str, reservation_id: str) -> dict[str, Any]:
         answer = self.call(self.ec2, "purchase_capacity_block_extension", CapacityBlockExtensionOfferingId=offering_id,
                            CapacityReservationId=reservation_id)

@@ -1,0 +1,65 @@
+"""Buy advice (issue #50): for each gang of pending accelerator pods in the scope's cluster, the Capacity
+Block offerings EC2 quotes (DescribeCapacityBlockOfferings) that would hold every pod of it at once,
+cheapest first (scheduling/engine/buying.py decides which hold it). Recomputed at each EC2 sync; the
+provider keeps EC2's answers an hour. Advice only: nothing is bought."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from reservations.models import BuyAdvice
+from scheduling.engine import WorldError, parse_world
+from scheduling.engine.buying import ACCELERATORS, accelerator_gangs, nodes_needed, options, parse_offerings
+from scheduling.engine.world import TERMINAL_PHASES
+from scheduling.models import Pod
+from scheduling.world import instance_types, pods
+
+log = logging.getLogger(__name__)
+
+BLOCK_HOURS = 24  # the shortest block EC2 sells: what a gang waiting now needs first
+TYPES_ASKED = 3  # per gang, the cheapest instance types that hold its largest pod
+OPTIONS_KEPT = 3  # per gang, the cheapest offerings that hold it
+
+
+def recompute_buy_advice(cloud, now) -> dict:
+    lister = getattr(cloud, "capacity_block_offerings", None)
+    if lister is None:
+        return {}  # the simulated world sells no Capacity Blocks
+    keys = set(Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list("namespace", "name"))
+    try:
+        world = parse_world({"now": now.isoformat(), "pods": pods(keys) if keys else [], "instanceTypes": instance_types()})
+    except WorldError as error:
+        log.warning("buy advice not recomputed: %s", "; ".join(error.lines()[:3]))
+        return {"buy_advice_errors": 1}
+    types = {it.name: it for it in world.instance_types}
+    rows = []
+    for gang in accelerator_gangs(world.pods):
+        offers = []
+        for it in _types_for(gang, types.values()):
+            count = nodes_needed(gang.pods, it.allocatable, len(gang.pods))
+            if count is not None:
+                offers += parse_offerings(lister(it.name, count, BLOCK_HOURS))
+        rows += [_row(option, now) for option in options(gang, offers, types, now)[:OPTIONS_KEPT]]
+    with transaction.atomic():
+        BuyAdvice.objects.all().delete()
+        BuyAdvice.objects.bulk_create(rows)
+    return {"buy_advice": len(rows)}
+
+
+def _types_for(gang, types) -> list:
+    """The cheapest instance types whose room holds the gang's largest accelerator request."""
+    wanted = {name: max(p.requests.get(name, 0) for p in gang.pods) for name in ACCELERATORS}
+    wanted = {name: amount for name, amount in wanted.items() if amount}
+    fitting = [it for it in types if all(it.allocatable.get(name, 0) >= amount for name, amount in wanted.items())]
+    return sorted(fitting, key=lambda it: (it.on_demand_price(), it.name))[:TYPES_ASKED]
+
+
+def _row(option, now) -> BuyAdvice:
+    offering, gang = option.offering, option.gang
+    return BuyAdvice(namespace=gang.namespace, gang=gang.name[:300], pods=[p.key for p in gang.pods],
+                     offering_id=offering.offering_id, instance_type=offering.instance_type,
+                     availability_zone=offering.zone, instance_count=offering.count, nodes_used=option.nodes,
+                     start=offering.start, end=offering.end, hours=offering.hours, upfront_fee=offering.fee,
+                     computed_at=now)
