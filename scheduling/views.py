@@ -341,6 +341,14 @@ class PodListView(ObjectListView):
         return Pod.objects.order_by("namespace", "name")
 
 
+def blocks_for(pod) -> list:
+    """The Capacity Block offerings the last EC2 sync found for the pending pod's gang (reservations/buying.py)."""
+    from reservations.models import BuyAdvice
+
+    found = BuyAdvice.objects.fleet().filter(cluster_id=pod.cluster_id, namespace=pod.namespace).order_by("upfront_fee", "start")
+    return [advice for advice in found if str(pod) in advice.pods]
+
+
 class PodDetailView(ViewerRequiredMixin, TemplateView):
     template_name = "scheduling/pod_detail.html"
 
@@ -357,6 +365,7 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
             context["engine_answer"] = engine_answer
             context["engine_problems"] = outcome.problems
             context["engine_answered_at"] = answered_at
+            context["buy_advice"] = blocks_for(pod)
         # "Why not reserved?": where it runs (or would), in what capacity, and what keeps it from a reservation.
         context["placement"] = placement(pod, timezone.now(), engine_answer)
         return context

@@ -70,3 +70,18 @@ def test_the_api_lists_the_advice_with_its_cluster_and_filters(provider, clock, 
     assert api.get("/api/v1/capacity-block-advice/", {"gang": "Job/other"}).json()["results"] == []
     other = api.get("/api/v1/capacity-block-advice/", {"cluster": "no-such"})
     assert other.status_code in (200, 400) and (other.status_code == 400 or other.json()["results"] == [])
+
+
+def test_a_waiting_pods_page_shows_the_blocks_that_would_hold_its_gang(provider, clock, world, viewer_client):
+    now = clock()
+    sync_catalogue(provider, now=now)
+    for i in range(2):
+        gpu_pod(f"sweep-{i}", job="sweep")
+    with time_machine.travel(now, tick=False):
+        recompute_buy_advice(provider, now)
+    best = BuyAdvice.objects.order_by("upfront_fee", "start").first()
+    page = viewer_client.get("/pods/ml/sweep-1/").content.decode()
+    assert 'id="buy-advice"' in page and "Capacity Blocks that would hold its gang (Job/sweep)" in page
+    assert f"${best.upfront_fee}" in page and best.offering_id in page and "Advice only" in page
+    Pod.objects.create(namespace="ml", name="notebook-0", spec={"containers": [{"name": "lab"}]})  # no accelerator
+    assert 'id="buy-advice"' not in viewer_client.get("/pods/ml/notebook-0/").content.decode()
