@@ -28,8 +28,11 @@ def recompute_buy_advice(cloud, now) -> dict:
     if lister is None:
         return {}  # the simulated world sells no Capacity Blocks
     keys = set(Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list("namespace", "name"))
+    if not keys:  # nothing waits: no catalogue read, no parse (the EC2 step runs every few seconds)
+        BuyAdvice.objects.all().delete()
+        return {"buy_advice": 0}
     try:
-        world = parse_world({"now": now.isoformat(), "pods": pods(keys) if keys else [], "instanceTypes": instance_types()})
+        world = parse_world({"now": now.isoformat(), "pods": pods(keys), "instanceTypes": instance_types()})
     except WorldError as error:
         log.warning("buy advice not recomputed: %s", "; ".join(error.lines()[:3]))
         return {"buy_advice_errors": 1}
