@@ -27,8 +27,9 @@ def recompute_buy_advice(cloud, now) -> dict:
     lister = getattr(cloud, "capacity_block_offerings", None)
     if lister is None:
         return {}  # the simulated world sells no Capacity Blocks
-    keys = set(Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list("namespace", "name"))
-    if not keys:  # nothing waits: no catalogue read, no parse (the EC2 step runs every few seconds)
+    waiting = Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list("namespace", "name", "spec")
+    keys = {(namespace, name) for namespace, name, spec in waiting if _asks_for_accelerators(spec)}
+    if not keys:  # no accelerator pod waits: no catalogue read, no parse (the EC2 step runs every few seconds)
         BuyAdvice.objects.all().delete()
         return {"buy_advice": 0}
     try:
@@ -49,6 +50,17 @@ def recompute_buy_advice(cloud, now) -> dict:
         BuyAdvice.objects.all().delete()
         BuyAdvice.objects.bulk_create(rows)
     return {"buy_advice": len(rows)}
+
+
+def _asks_for_accelerators(spec) -> bool:
+    """Whether a pod's containers request (or limit) an accelerator, read from its spec without parsing it."""
+    spec = spec if isinstance(spec, dict) else {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") if isinstance(container, dict) else None
+        for amounts in (resources or {}).get("requests"), (resources or {}).get("limits"):
+            if isinstance(amounts, dict) and any(str(amounts.get(name, "0")) not in ("0", "") for name in ACCELERATORS):
+                return True
+    return False
 
 
 def _types_for(gang, types) -> list:

@@ -28,6 +28,7 @@ from fleet.defaults import DEFAULT_NAME, UNKNOWN_ACCOUNT_ID
 from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_scope, default_cluster, unscoped
 from reservations import doctor
+from reservations.buying import recompute_buy_advice
 from reservations.models import (CapacityBlockFee, CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
                                  UtilizationSample, record_visibility, used_allocations)
 from reservations.utilization import roll_up
@@ -39,6 +40,7 @@ from scheduling.adapters.kube.sync import pod_requests
 from scheduling.claim_hashes import PROVISIONER_LABEL, claim_annotations, claim_expire_after
 from scheduling.engine.quantities import CPU, MEMORY, PODS
 from scheduling.simulated_network import launched_with
+from scheduling.simulated_extensions import block_offerings
 from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodePool, Offering, Pod, SimulatedInstance
 from scheduling.engine.labels import INSTANCE_TYPE, NODEPOOL
 from scheduling.engine.nodeclaim import overfull
@@ -208,9 +210,10 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
                 refresh_node_class_status(now)
         _seed_samples(now, reservations)
         _seed_recommendations(now)
-        for cluster in [first, *others]:  # the reservation doctor, as after an EC2 sync (docs/reservation-doctor.md)
+        for cluster in [first, *others]:  # the reservation doctor and buy advice, as after an EC2 sync
             with cluster_scope(cluster):
                 doctor.examine(None, now)
+                recompute_buy_advice(_BlockSeller(now), now)  # Capacity Blocks for the waiting GPU gang
         # The running totals the fleet's pages read, as each cluster's loop step would count them (scheduling/totals.py).
         from scheduling import totals
 
@@ -263,6 +266,16 @@ def _seed_fleet(fleet: bool = True) -> tuple[Cluster, list[Cluster], dict[str, A
         "account": accounts[account_id], "region": REGION, "connection": Cluster.Connection.SIMULATED})[0]
         for name, account_id in OTHER_CLUSTERS.items()] if fleet else []
     return first, others, accounts
+
+
+class _BlockSeller:
+    """The simulated EC2's Capacity Block offerings, from the demo's moment."""
+
+    def __init__(self, now):
+        self.now = now
+
+    def capacity_block_offerings(self, instance_type, instance_count, hours):
+        return block_offerings(instance_type, instance_count, hours, self.now)
 
 
 def _seed_recommendations(now):

@@ -1,5 +1,6 @@
-"""The simulated EC2's Capacity Block extensions: what DescribeCapacityBlockExtensionOfferings and
-PurchaseCapacityBlockExtension answer in the demo, so an extend recommendation can be tried end to end.
+"""The simulated EC2's Capacity Block extensions and new blocks: what DescribeCapacityBlockExtensionOfferings,
+PurchaseCapacityBlockExtension and DescribeCapacityBlockOfferings answer in the demo, so an extend
+recommendation and the buy advice for a waiting GPU gang can be tried end to end.
 
 It sells a day or two more of an active block, at a fee of the block's instances x hours x the type's
 on-demand list price in its zone (a round, stated figure: real extensions are priced by EC2); buying one
@@ -18,6 +19,7 @@ from scheduling.engine.recommendations import ExtensionOffering
 from scheduling.models import CapacityType, Offering
 
 EXTENSION_HOURS = (24, 48)
+BLOCK_STARTS = ((datetime.timedelta(days=1), 1), (datetime.timedelta(days=8), 1.1))  # tomorrow, or a week later (dearer)
 
 
 def _block(reservation_id: str) -> CapacityReservation | None:
@@ -55,3 +57,24 @@ def purchase_extension(offering: str, reservation_id: str) -> dict:
             "CapacityBlockExtensionDurationHours": chosen.hours, "UpfrontFee": str(chosen.upfront_fee),
             "CurrencyCode": chosen.currency, "CapacityBlockExtensionStatus": "payment-succeeded",
             "CapacityBlockExtensionEndDate": block.end_date}
+
+
+def block_offerings(instance_type: str, instance_count: int, hours: int, now: datetime.datetime) -> list[dict]:
+    """New blocks of `instance_count` x `instance_type` for `hours`, in DescribeCapacityBlockOfferings' shape:
+    in the first zone that sells the type on demand, from 11:30 UTC tomorrow or a week later (10 % dearer), at
+    the instances x hours x the type's on-demand list price there (a stated figure: EC2 prices real blocks)."""
+    listed = (Offering.objects.filter(instance_type__name=instance_type, capacity_type=CapacityType.ON_DEMAND,
+                                      reservation=None).order_by("zone").values_list("zone", "price").first())
+    if listed is None or instance_count < 1 or hours < 1:
+        return []
+    zone, price = listed
+    tomorrow = now.astimezone(datetime.timezone.utc).replace(hour=11, minute=30, second=0, microsecond=0)
+    offers = []
+    for ahead, markup in BLOCK_STARTS:
+        start = tomorrow + ahead
+        offers.append({"CapacityBlockOfferingId": f"cbo-{instance_type}-{instance_count}x{hours}h-{start:%Y%m%d}",
+                       "InstanceType": instance_type, "AvailabilityZone": zone, "InstanceCount": instance_count,
+                       "StartDate": start, "EndDate": start + datetime.timedelta(hours=hours),
+                       "CapacityBlockDurationHours": hours, "CurrencyCode": "USD", "Tenancy": "default",
+                       "UpfrontFee": f"{instance_count * hours * price * markup:.2f}"})
+    return offers

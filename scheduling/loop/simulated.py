@@ -154,6 +154,11 @@ class SimulatedCloud:
 
         return purchase_extension(offering_id, reservation_id)
 
+    def capacity_block_offerings(self, instance_type, instance_count, hours) -> list[dict]:
+        from scheduling.simulated_extensions import block_offerings
+
+        return block_offerings(instance_type, instance_count, hours, timezone.now())  # new blocks for waiting GPU gangs
+
     def cluster_launch_templates(self) -> list:
         """The simulated world launches without launch templates: Karpenter made none here."""
         return []

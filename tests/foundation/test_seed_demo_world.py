@@ -22,6 +22,7 @@ NOW = "2026-11-21T12:00:00Z"
 FLEET_WORLD = {
     "fleet.AwsAccount": (2, "e5e5a17440a2ad15"),
     "fleet.Cluster": (3, "5f67ae1bd81ac2ee"),
+    "reservations.BuyAdvice": (2, "1aec577ee56de481"),
     "reservations.CapacityBlockFee": (1, "2036f21c260f27f7"),
     "reservations.CapacityReservation": (13, "c486cbaa45ffe5d5"),
     "reservations.DoctorFinding": (3, "45530a2850140309"),
@@ -42,6 +43,7 @@ FLEET_WORLD = {
 ONE_CLUSTER_WORLD = {
     "fleet.AwsAccount": (1, "93ac8178fc3c2b99"),
     "fleet.Cluster": (1, "5467d7d99625210d"),
+    "reservations.BuyAdvice": (2, "1aec577ee56de481"),
     "reservations.CapacityBlockFee": (1, "2036f21c260f27f7"),
     "reservations.CapacityReservation": (12, "1a8a8442caeb83c0"),
     "reservations.DoctorFinding": (2, "a2c6d9e295ecc0b8"),
@@ -60,13 +62,14 @@ ONE_CLUSTER_WORLD = {
     "scheduling.SimulatedInstance": (26, "5bbe5671053d226a"),
 }
 # One hash for the whole world after seeding over a seeded database (`./karpweb.sh run` seeds at each start).
-OVER_A_SEEDED_WORLD = {" then ": "8a1a1e3412b0acb5", " then --one-cluster": "8a1a1e3412b0acb5",
-                       "--one-cluster then ": "b9cd9c5603100e57"}
+OVER_A_SEEDED_WORLD = {" then ": "e709f816ef6d36f8", " then --one-cluster": "e709f816ef6d36f8",
+                       "--one-cluster then ": "9a4cc610f1e93cff"}
 
 # Queries seed_demo may make on an empty database (the fleet's world), savepoints included: row by row it made
 # 2,920 on PostgreSQL (1,820 of them savepoints); a few upserts per model, 216 (264 on SQLite, whose inserts
-# take fewer rows at a time); and the running totals counted once per cluster (scheduling/totals.py): 264 (312).
-QUERY_BUDGET = {"postgresql": 285, "sqlite": 335}
+# take fewer rows at a time); and the running totals counted once per cluster (scheduling/totals.py): 264 (312);
+# buy advice per cluster, as after an EC2 sync (issue #50): 297.
+QUERY_BUDGET = {"postgresql": 300, "sqlite": 350}
 
 
 def seeded(*args) -> dict:
