@@ -46,6 +46,8 @@ def node_claim(claim: FinalClaim, group_arn: str | None = None) -> dict:
         if group_arn:
             launch["reservationGroupARN"] = group_arn
     launch["price"] = offering.price
+    if offering.basis != "list":  # a Savings Plan rate or a zonal RI's $0 (engine/commitments.py); absent: list
+        launch["priceBasis"] = offering.basis
     return {
         "name": claim.name,
         "nodePool": claim.claim.template.name,
