@@ -894,3 +894,35 @@ class BuyAdvice(models.Model):
 
     def __str__(self):
         return f"{self.namespace}/{self.gang}: {self.instance_count} x {self.instance_type} from {self.start:%Y-%m-%d %H:%M}"
+
+
+class PriceCommitments(models.Model):
+    """What an account already pays for, per region, as the EC2 sync last read it: its active zonal
+    Reserved Instances (DescribeReservedInstances) and its EC2 Savings Plans with their rates here
+    (savingsplans DescribeSavingsPlans, DescribeSavingsPlanRates). The engine prices on-demand
+    offerings with them (scheduling/engine/commitments.py); what could not be read (no permission)
+    leaves list prices, and `list_prices_because` says why (the overview shows it)."""
+
+    account_id = models.CharField("account ID", max_length=12, blank=True,
+                                  help_text="The AWS account (blank: karpweb's own credentials' account, a fleet of one).")
+    region = models.CharField(max_length=32)
+    reserved_instances = models.JSONField(
+        default=list, blank=True, help_text="Active zonal Reserved Instances, as DescribeReservedInstances writes them.")
+    savings_plans = models.JSONField(
+        default=list, blank=True, help_text="Active Compute and EC2 Instance Savings Plans, each with its Linux/UNIX rates here.")
+    list_prices_because = models.JSONField(
+        default=list, blank=True, help_text='What could not be read, e.g. "no permission to read Reserved Instances".')
+    read_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "price commitments"
+        ordering = ["account_id", "region"]
+        constraints = [models.UniqueConstraint(fields=("account_id", "region"), name="one_price_commitments_per_account_region")]
+
+    def __str__(self):
+        return f"commitments of {self.account_id or 'own account'} in {self.region}"
+
+    def as_world(self) -> dict:
+        """WORLD.json `commitments` (scheduling/engine/commitments.py)."""
+        return {"reservedInstances": self.reserved_instances, "savingsPlans": self.savings_plans,
+                "listPricesBecause": self.list_prices_because}
