@@ -73,8 +73,12 @@ def current(cluster=None) -> Commitments:
 
 
 def price_status(cluster=None) -> dict:
-    """What the overview says about prices: which are in use, and why not the others."""
-    row = current_row(cluster)
+    """What the overview says about the working cluster's prices: which are in use, and why not the others."""
+    return price_words(current_row(cluster))
+
+
+def price_words(row: PriceCommitments | None) -> dict:
+    """{"basis": "list" | "commitments", "words": ..., "because": [...]} for one account and region's reading."""
     if row is None:
         return {"basis": "list", "words": "list prices (no Reserved Instances or Savings Plans read yet)", "because": []}
     ris = sum(int(ri.get("InstanceCount") or 0) for ri in row.reserved_instances)
@@ -84,13 +88,9 @@ def price_status(cluster=None) -> dict:
     if row.savings_plans:
         parts.append(f"{len(row.savings_plans)} Savings Plan{'s' if len(row.savings_plans) != 1 else ''}")
     because = list(row.list_prices_because)
-    if parts:
-        words = "with " + " and ".join(parts)
-        basis = "commitments"
-    else:
-        words, basis = "list prices", "list"
+    basis, words = ("commitments", "with " + " and ".join(parts)) if parts else ("list", "list prices")
     if because:
         words += f" ({'; '.join(because)})"
     elif not parts:
         words += " (no active zonal Reserved Instances or Savings Plans)"
-    return {"basis": basis, "words": words, "because": because, "read_at": row.read_at}
+    return {"basis": basis, "words": words, "because": because}
