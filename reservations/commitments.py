@@ -35,17 +35,19 @@ def refresh(cloud, now) -> dict:
     from scheduling.adapters.ec2.interface import CloudAPIError
 
     read = getattr(cloud, "commitments", None)
-    key = _account_and_region()
-    if read is None or key is None:
+    if read is None:  # the simulated cloud: list prices
+        return {}
+    try:
+        account_id = working_cluster().account.account_id
+    except NoClusterScope:
         return {}
     try:
         found = read()
     except CloudAPIError as exc:
         log.warning("commitments not read: %s", exc)
         return {"commitment_errors": 1}
-    account_id, region = key
     PriceCommitments.objects.update_or_create(
-        account_id=account_id, region=cloud.config.region if hasattr(cloud, "config") else region,
+        account_id=account_id, region=cloud.config.region,
         defaults={"reserved_instances": found["reservedInstances"], "savings_plans": found["savingsPlans"],
                   "list_prices_because": found["listPricesBecause"], "read_at": now})
     return {"reserved_instances": len(found["reservedInstances"]), "savings_plans": len(found["savingsPlans"])}

@@ -1,0 +1,105 @@
+"""#50: prices that know the account's zonal Reserved Instances and Savings Plans, end to end: the loop's
+EC2 step reads them through boto3 from the EC2 test server (DescribeReservedInstances, savingsplans
+DescribeSavingsPlans / DescribeSavingsPlanRates), the plan places pods at the effective price and says
+which price each figure uses, and without permission to read them prices stay list prices, said on
+the fleet overview."""
+
+import pytest
+from django.urls import reverse
+
+from reservations.models import EC2NodeClass, PriceCommitments
+from scheduling.adapters.ec2.sync import sync_catalogue
+from scheduling.loop import provisioning, steps
+from scheduling.loop.engine_run import simulate_readable
+from scheduling.loop.simulated import SimulatedCluster
+from scheduling.models import Mode, NodePool
+from scheduling.world import current_world
+from tests.faults.worlds import AMI, pending_pod
+from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
+from tests.support.ec2_fixtures import REGION
+
+pytestmark = pytest.mark.django_db
+ZONES = ("us-east-1a", "us-east-1b")
+
+
+@pytest.fixture(autouse=True)
+def _aws(aws_test_credentials, settings, provider, monkeypatch):
+    settings.KARPWEB_PROVIDER = "aws"
+    settings.KARPWEB_MODE = "control"
+    settings.KARPWEB_AWS_REGION = REGION
+    from scheduling.loop import backends
+
+    monkeypatch.setattr(backends, "cloud", lambda: provider)  # the loop's EC2 provider, on the test server
+
+
+def spec_in_both_zones(provider) -> dict:
+    subnets = provider.ec2.describe_subnets(Filters=[{"Name": "availability-zone", "Values": list(ZONES)}])["Subnets"]
+    group = provider.ec2.describe_security_groups(GroupNames=["default"])["SecurityGroups"][0]
+    return {"amiSelectorTerms": [{"id": AMI}], "subnetSelectorTerms": [{"id": s["SubnetId"]} for s in subnets],
+            "securityGroupSelectorTerms": [{"id": group["GroupId"]}], "instanceProfile": "KarpenterNodeInstanceProfile"}
+
+
+@pytest.fixture
+def pool(world, clock, provider, time_machine):
+    """A NodePool of on-demand m5.large or m5.xlarge in two zones, and a pod that fits either (the m5.large
+    is the cheaper at list price: $0.096/h against $0.192/h)."""
+    time_machine.move_to(clock(), tick=False)
+    sync_catalogue(provider, now=clock())
+    node_class = EC2NodeClass.objects.create(name="default", spec=spec_in_both_zones(provider))
+    NodePool.objects.create(name="general", node_class=node_class, mode=Mode.CONTROL, requirements=[
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]},
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(ZONES)}])
+    pending_pod("app-0")
+    return node_class
+
+
+def planned(clock) -> list[tuple]:
+    plan = simulate_readable(current_world(clock()), clock())
+    return [(c["launch"]["instanceType"], c["launch"]["zone"], c["launch"].get("priceBasis", "list"), c["launch"]["price"])
+            for c in plan["nodeClaims"]]
+
+
+def test_without_commitments_the_plan_is_at_list_price(pool, world, clock):
+    steps.sync_ec2(clock())
+    assert planned(clock) == [("m5.large", "us-east-1a", "list", 0.096)]
+    assert PriceCommitments.objects.get().list_prices_because == []
+
+
+def test_a_zonal_reserved_instance_takes_the_pod_to_its_type_and_zone(pool, world, clock, provider, raw_ec2):
+    world.add_reserved_instances("m5.xlarge", "us-east-1b", 1)
+    world.add_reserved_instances("m5.large", "us-east-1a", 3, scope="Region")  # a regional RI: no placement's
+    steps.sync_ec2(clock())
+    [(itype, zone, basis, price)] = planned(clock)
+    assert (itype, zone, basis) == ("m5.xlarge", "us-east-1b", "reserved-instance") and price < 1e-6
+    # The launch itself goes there, as plain on-demand (an RI is a billing discount, not a capacity target).
+    assert provisioning.provision(provider, SimulatedCluster(), now=clock())["launched"] == 1
+    [instance] = [i for r in raw_ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert (instance["InstanceType"], instance["Placement"]["AvailabilityZone"]) == ("m5.xlarge", "us-east-1b")
+    assert "CapacityReservationId" not in instance
+
+
+def test_a_savings_plan_rate_changes_the_placement(pool, world, clock):
+    world.add_savings_plan({"m5.xlarge": 0.05, "m5.large": 0.07}, commitment=1.0)
+    steps.sync_ec2(clock())
+    assert planned(clock) == [("m5.xlarge", "us-east-1a", "savings-plan", 0.05)]
+
+
+def test_without_permission_prices_stay_list_prices_and_the_overview_says_why(pool, world, clock, viewer_client):
+    world.add_reserved_instances("m5.xlarge", "us-east-1b", 1)
+    world.add_savings_plan({"m5.xlarge": 0.05})
+    world.refuse_commitments(ri=True, sp=True)
+    steps.sync_ec2(clock())
+    assert planned(clock) == [("m5.large", "us-east-1a", "list", 0.096)]
+    page = viewer_client.get(reverse("fleet_overview")).content.decode()
+    assert ("prices: list prices (no permission to read Reserved Instances (ec2:DescribeReservedInstances: "
+            "UnauthorizedOperation); no permission to read Savings Plans (savingsplans:DescribeSavingsPlans: "
+            "AccessDeniedException))") in page
+
+
+def test_the_overview_says_which_commitments_price_the_plan(pool, world, clock, viewer_client):
+    world.add_reserved_instances("m5.xlarge", "us-east-1b", 2)
+    world.add_savings_plan({"m5.xlarge": 0.05})
+    steps.sync_ec2(clock())
+    page = viewer_client.get(reverse("fleet_overview")).content.decode()
+    assert "prices: with 2 zonal Reserved Instance units and 1 Savings Plan" in page
