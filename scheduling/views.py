@@ -407,10 +407,15 @@ class KarpenterAuditView(ObjectListView):
         filterset = context["filterset"]
         rows = filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset()
         missed = rows.filter(outcome=KarpenterLaunch.Outcome.MISSED)
-        totals = missed.aggregate(n=Count("id"), dollars=Sum("missed_dollars"), running=Count("id", filter=Q(ended_at__isnull=True)))
+        totals = missed.aggregate(n=Count("id"), dollars=Sum("missed_dollars"), running=Count("id", filter=Q(ended_at__isnull=True)),
+                                  committed=Count("id", filter=~Q(price_basis="list")))
         labels = dict(KarpenterLaunch.Outcome.choices)
         context.update(
             missed_count=totals["n"], missed_dollars=totals["dollars"] or 0.0, running_missed=totals["running"],
+            # Which prices the sum uses: list, unless commitments priced some paid nodes (each row says its basis).
+            missed_basis="at list price" if not totals["committed"] else (
+                f"at each paid node's price ({totals['committed']} at a Savings Plan rate or a zonal Reserved "
+                "Instance's $0, the rest at list price)"),
             outcomes=[{"label": labels[row["outcome"]], "n": row["n"]}
                       for row in rows.order_by().values("outcome").annotate(n=Count("id")).order_by("outcome")],
             standing=StandingOpportunity.objects.all()[:STANDING_SHOWN],

@@ -197,3 +197,27 @@ def effective_on_demand(list_price: float | None, instance_type: str, commitment
 
 def basis_words(basis: str) -> str:
     return BASIS_WORDS.get(basis, basis)
+
+
+def reserved_instance_units(commitments: Commitments, instance_type: str, zone: str) -> int:
+    return sum(ri.count for ri in commitments.reserved_instances if ri.instance_type == instance_type and ri.zone == zone)
+
+
+def paid_price(list_price: float | None, instance_type: str, zone: str, capacity_type: str, commitments: Commitments,
+               rank: int) -> tuple[float | None, str]:
+    """What one paid instance costs an hour and on which basis (the Karpenter audit's figures): an on-demand
+    instance that is the `rank`-th (1: the oldest) running of its type and zone is billed against a zonal
+    RI while the RIs there have that many units ($0), else at the cheapest Savings Plan rate below list,
+    else list; spot at its own price (basis "list": the price the offering lists)."""
+    if capacity_type != ON_DEMAND:
+        return list_price, LIST
+    if rank <= reserved_instance_units(commitments, instance_type, zone):
+        return 0.0, RESERVED_INSTANCE
+    return effective_on_demand(list_price, instance_type, commitments)
+
+
+def at_basis(basis: str) -> str:
+    """How a figure says its price: "at list price", "at the Savings Plan rate", ..."""
+    return {LIST: "at list price", SAVINGS_PLAN: "at the Savings Plan rate",
+            RESERVED_INSTANCE: "at $0 (a zonal Reserved Instance pays for it)",
+            RESERVATION: "at $0 (a reservation's prepaid unit)"}.get(basis, f"at {basis}")

@@ -4,15 +4,18 @@ DescribeSavingsPlans / DescribeSavingsPlanRates), the plan places pods at the ef
 which price each figure uses, and without permission to read them prices stay list prices, said on
 the fleet overview."""
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
 
 from reservations.models import EC2NodeClass, PriceCommitments
 from scheduling.adapters.ec2.sync import sync_catalogue
 from scheduling.loop import provisioning, steps
+from scheduling.loop.karpenter_audit import audit_new_claims
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.simulated import SimulatedCluster
-from scheduling.models import Mode, NodePool
+from scheduling.models import KarpenterLaunch, Mode, NodeClaim, NodePool
 from scheduling.world import current_world
 from tests.faults.worlds import AMI, pending_pod
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
@@ -103,3 +106,48 @@ def test_the_overview_says_which_commitments_price_the_plan(pool, world, clock, 
     steps.sync_ec2(clock())
     page = viewer_client.get(reverse("fleet_overview")).content.decode()
     assert "prices: with 2 zonal Reserved Instance units and 1 Savings Plan" in page
+
+
+# --- the Karpenter audit: a paid node's price at its basis --------------------------------------------------
+
+
+def karpenters_claim(name, node_class, clock, itype="m5.large", zone="us-east-1a"):
+    """A NodeClaim Karpenter launched (no karpweb provisioner label), long enough ago to be judged without pods."""
+    return NodeClaim.objects.create(name=name, node_pool=NodePool.objects.get(name="general"), node_class=node_class,
+                                    instance_type=itype, zone=zone, capacity_type="on-demand",
+                                    created_at=clock() - timedelta(hours=1), labels={"karpenter.sh/nodepool": "general"})
+
+
+def audited(name):
+    row = KarpenterLaunch.objects.get(claim_name=name)
+    return row.price_per_hour, row.price_basis
+
+
+def test_the_audit_prices_karpenters_paid_nodes_at_their_basis_and_says_so(pool, world, clock, viewer_client):
+    world.add_savings_plan({"m5.large": 0.06}, commitment=5.0)
+    world.add_reserved_instances("m5.xlarge", "us-east-1b", 1)
+    steps.sync_ec2(clock())
+    karpenters_claim("k-listed", pool, clock, itype="m5.2xlarge")  # no commitment: list price
+    karpenters_claim("k-sp", pool, clock)  # the Savings Plan's rate
+    karpenters_claim("k-ri", pool, clock, itype="m5.xlarge", zone="us-east-1b")  # the zonal RI pays for it
+    karpenters_claim("k-ri-2", pool, clock, itype="m5.xlarge", zone="us-east-1b")  # the RI has one unit: list
+    audit_new_claims(clock())
+    assert audited("k-listed") == (0.384, "list")
+    assert audited("k-sp") == (0.06, "savings-plan")
+    assert audited("k-ri") == (0.0, "reserved-instance")
+    assert audited("k-ri-2") == (0.192, "list")
+    page = viewer_client.get(reverse("scheduling:karpenter_audit")).content.decode()
+    assert "$0.0600 (Savings Plan rate)" in page and "$0.0000 (Reserved Instance ($0 at the margin))" in page
+    assert "$0.3840<" in page  # a list-price figure as before
+    api = viewer_client.get("/api/v1/karpenter-launches/").json()
+    assert {r["nodeClaim"]: r["priceBasis"] for r in api["results"]} == {
+        "k-listed": "list", "k-sp": "savings-plan", "k-ri": "reserved-instance", "k-ri-2": "list"}
+
+
+def test_without_commitments_the_audit_figures_stay_at_list_price(pool, world, clock):
+    world.add_savings_plan({"m5.large": 0.06})
+    world.refuse_commitments(ri=True, sp=True)
+    steps.sync_ec2(clock())
+    karpenters_claim("k-sp", pool, clock)
+    audit_new_claims(clock())
+    assert audited("k-sp") == (0.096, "list")

@@ -93,3 +93,40 @@ def test_consolidation_counts_the_savings_plan_rate_of_the_replacement():
     [command] = decisions["disruptions"]
     assert command["replacement"]["launch"]["priceBasis"] == "savings-plan"
     assert command["replacement"]["launch"]["price"] == 0.01
+
+
+def test_the_audits_comparison_says_which_prices_it_compares():
+    from scheduling.engine.audit import Placement, compare_plan
+
+    plan = {"instanceType": "m5.xlarge", "capacityType": "on-demand", "price": 0.05, "priceBasis": "savings-plan"}
+    compared = compare_plan(plan, [Placement("k-1", "m5.large", "on-demand", "", 0.096)])
+    assert compared["words"] == ("Karpenter chose differently (+$0.0460/h karpweb's plan at its Savings Plan rate, "
+                                 "Karpenter's at list price)")
+    at_list = compare_plan({**plan, "price": 0.192, "priceBasis": None}, [Placement("k-1", "m5.large", "on-demand", "", 0.096)])
+    assert at_list["words"] == "Karpenter chose differently (-$0.0960/h at list price)"
+
+
+def test_a_paid_node_is_priced_by_its_rank_among_its_type_and_zone():
+    from scheduling.engine.commitments import parse_commitments, paid_price
+
+    commitments = parse_commitments({"reservedInstances": [zonal_ri("m5.xlarge", "us-east-1b", 2)],
+                                     "savingsPlans": [{"savingsPlanId": "sp-1", "commitment": 1,
+                                                       "rates": [{"instanceType": "m5.xlarge", "rate": 0.1}]}]},
+                                    lambda path, message: None)
+    assert paid_price(0.192, "m5.xlarge", "us-east-1b", "on-demand", commitments, 2) == (0.0, "reserved-instance")
+    assert paid_price(0.192, "m5.xlarge", "us-east-1b", "on-demand", commitments, 3) == (0.1, "savings-plan")
+    assert paid_price(0.192, "m5.xlarge", "us-east-1a", "spot", commitments, 1) == (0.192, "list")
+
+
+def test_bad_commitments_are_named():
+    import pytest
+
+    from scheduling.engine.world import WorldError
+
+    doc = world(instance_types=[M5L], node_classes=CLASSES)
+    doc["commitments"] = {"reservedInstances": [{"InstanceType": "m5.large", "Scope": "Availability Zone"}],
+                          "savingsPlans": [{"savingsPlanId": "sp-1", "rates": [{"instanceType": "m5.large"}]}]}
+    with pytest.raises(WorldError) as error:
+        simulate(doc)
+    text = str(error.value)
+    assert "commitments.reservedInstances[0]" in text and "commitments.savingsPlans[0]" in text
