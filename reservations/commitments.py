@@ -96,3 +96,25 @@ def price_words(row: PriceCommitments | None) -> dict:
     elif not parts:
         words += " (no active zonal Reserved Instances or Savings Plans)"
     return {"basis": basis, "words": words, "because": because}
+
+
+def by_account_and_region() -> "CommitmentsLookup":
+    """Every account and region's commitments, to price reservations fleet-wide (one query)."""
+    rows = list(PriceCommitments.objects.all()) if is_aws() else []
+    return CommitmentsLookup({(row.account_id, row.region): parse_commitments(row.as_world(), lambda path, message: None)
+                              for row in rows})
+
+
+class CommitmentsLookup:
+    """The commitments that price a reservation's units: its owner's in its region; a fleet of one (its account a
+    placeholder, or blank) with a single reading in that region: that reading."""
+
+    def __init__(self, found: dict[tuple[str, str], Commitments]) -> None:
+        self.found = found
+
+    def of(self, owner_id: str, region: str) -> Commitments:
+        exact = self.found.get((owner_id, region))
+        if exact is not None:
+            return exact
+        here = [c for (_, r), c in self.found.items() if r == region or not region]
+        return here[0] if len(here) == 1 else Commitments()

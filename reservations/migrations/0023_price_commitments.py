@@ -25,4 +25,9 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('account_id', 'region'), name='one_price_commitments_per_account_region')],
             },
         ),
+        migrations.AlterField(
+            model_name='recommendation',
+            name='savings_per_month',
+            field=models.FloatField(help_text="Dollars a month (730 hours) at its price basis (list, or a Savings Plan's rate)."),
+        ),
     ]
