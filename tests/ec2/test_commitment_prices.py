@@ -14,12 +14,14 @@ from scheduling.adapters.ec2.sync import sync_catalogue
 from scheduling.loop import provisioning, steps
 from scheduling.loop.karpenter_audit import audit_new_claims
 from scheduling.loop.engine_run import simulate_readable
+from scheduling.loop import simulated
 from scheduling.loop.simulated import SimulatedCluster
-from scheduling.models import KarpenterLaunch, Mode, NodeClaim, NodePool
+from scheduling.models import Decision, KarpenterLaunch, Mode, Node, NodeClaim, NodePool
 from scheduling.world import current_world
 from tests.faults.worlds import AMI, pending_pod
 from tests.support.ec2_fixtures import *  # noqa: F403 - the EC2 test server and providers
 from tests.support.ec2_fixtures import REGION
+from tests.support.ec2_server_commitments import SAVINGS_PLANS
 
 pytestmark = pytest.mark.django_db
 ZONES = ("us-east-1a", "us-east-1b")
@@ -80,12 +82,43 @@ def test_a_zonal_reserved_instance_takes_the_pod_to_its_type_and_zone(pool, worl
     [instance] = [i for r in raw_ec2.describe_instances()["Reservations"] for i in r["Instances"]]
     assert (instance["InstanceType"], instance["Placement"]["AvailabilityZone"]) == ("m5.xlarge", "us-east-1b")
     assert "CapacityReservationId" not in instance
+    # The decision says which price the launch was chosen at.
+    [decision] = Decision.objects.filter(kind=Decision.Kind.LAUNCH, outcome=Decision.Outcome.ACTED)
+    assert "a new m5.xlarge in us-east-1b (NodePool general), at $0 (a zonal Reserved Instance pays for it)" in decision.reason
 
 
 def test_a_savings_plan_rate_changes_the_placement(pool, world, clock):
     world.add_savings_plan({"m5.xlarge": 0.05, "m5.large": 0.07}, commitment=1.0)
     steps.sync_ec2(clock())
     assert planned(clock) == [("m5.xlarge", "us-east-1a", "savings-plan", 0.05)]
+
+
+def test_a_savings_plan_rate_decides_a_consolidation(pool, world, clock, provider):
+    """A Savings Plan makes the m5.xlarge the cheaper ($0.05/h): the pod's node is one. While the plan lasts,
+    replacing it with an m5.large ($0.096/h at list) saves nothing; once the plan has retired, it saves $0.096/h."""
+    NodePool.objects.filter(name="general").update(consolidation_policy="WhenEmptyOrUnderutilized", consolidate_after="0s")
+    plan = world.add_savings_plan({"m5.xlarge": 0.05}, commitment=1.0)
+    steps.sync_ec2(clock())
+    cluster = SimulatedCluster()
+    assert provisioning.provision(provider, cluster, now=clock())["launched"] == 1
+    simulated.bind_pending_pods(simulate_readable(current_world(clock()), clock()))
+    assert list(Node.objects.values_list("instance_type", flat=True)) == ["m5.xlarge"]
+    clock.advance(minutes=61)  # the node is old enough to consolidate, and the plan read again: still active
+    steps.sync_ec2(clock())
+    assert consolidations(clock) == []
+
+    SAVINGS_PLANS[world.account_id][plan]["plan"]["state"] = "retired"
+    clock.advance(minutes=61)  # the Savings Plans are read again after an hour
+    steps.sync_ec2(clock())
+    [(action, launch, saved)] = consolidations(clock)
+    assert (action, launch["instanceType"], launch.get("priceBasis", "list")) == ("replace", "m5.large", "list")
+    assert saved == pytest.approx(0.192 - 0.096)
+
+
+def consolidations(clock) -> list[tuple]:
+    plan = simulate_readable(current_world(clock()), clock())
+    return [(d["action"], d.get("replacement", {}).get("launch", {}), d.get("savingsPerHour"))
+            for d in plan["disruptions"] if d["reason"] == "consolidation"]
 
 
 def test_without_permission_prices_stay_list_prices_and_the_overview_says_why(pool, world, clock, viewer_client):
