@@ -221,3 +221,22 @@ def at_basis(basis: str) -> str:
     return {LIST: "at list price", SAVINGS_PLAN: "at the Savings Plan rate",
             RESERVED_INSTANCE: "at $0 (a zonal Reserved Instance pays for it)",
             RESERVATION: "at $0 (a reservation's prepaid unit)"}.get(basis, f"at {basis}")
+
+
+def spend_reserved_instance_units(claims: list[tuple], coverage: Coverage | None) -> list[dict]:
+    """A plan's launches (offering, claim as written) priced by a zonal RI take its uncovered units in order;
+    those beyond them pay list again, and their figure says so (the planner saw the offering at $0 for the
+    whole run: the count is read again at the next sync)."""
+    left = dict(coverage.uncovered_units) if coverage is not None else {}
+    written = []
+    for offering, claim in claims:
+        launch = claim["launch"]
+        if launch.get("priceBasis") == RESERVED_INSTANCE:
+            key = (launch["instanceType"], launch["zone"])
+            if left.get(key, 0) > 0:
+                left[key] -= 1
+            else:
+                launch["price"] = offering.at_list
+                del launch["priceBasis"]
+        written.append(claim)
+    return written

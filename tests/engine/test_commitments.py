@@ -130,3 +130,13 @@ def test_bad_commitments_are_named():
         simulate(doc)
     text = str(error.value)
     assert "commitments.reservedInstances[0]" in text and "commitments.savingsPlans[0]" in text
+
+
+def test_launches_beyond_a_reserved_instances_units_pay_list_and_say_so():
+    pods = [pod(f"web-{i}", "3500m") for i in range(3)]  # one m5.xlarge each
+    decisions = plan_for(pods, commitments={"reservedInstances": [zonal_ri("m5.xlarge", "us-east-1b", 2)]})
+    claims = sorted((c["launch"]["instanceType"], c["launch"]["zone"], c["launch"].get("priceBasis", "list"),
+                     c["launch"]["price"] > 1e-6) for c in decisions["nodeClaims"])
+    assert claims == [("m5.xlarge", "us-east-1b", "list", True), ("m5.xlarge", "us-east-1b", "reserved-instance", False),
+                      ("m5.xlarge", "us-east-1b", "reserved-instance", False)]
+    assert [c["launch"]["price"] for c in decisions["nodeClaims"] if "priceBasis" not in c["launch"]] == [0.192]
