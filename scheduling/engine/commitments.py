@@ -16,8 +16,8 @@ The rules (docs/console.md, "Which price each figure uses"):
   the on-demand offering of that type and zone cost the on-demand price / RESERVED_PRICE_DIVISOR
   (free, but ordered like list prices, as reserved units are), basis "reserved-instance"; a node it
   covers costs $0 at the margin (consolidation: like a node in an open reservation). A plan that
-  launches more than the uncovered units in one run pays list for the excess: the figure is per
-  offering, the count is read again at the next sync. Regional RIs (Scope "Region") are left out:
+  launches more than the uncovered units in one run pays list for the excess, and those launches'
+  figures say list (spend_reserved_instance_units); the count is read again at the next sync. Regional RIs (Scope "Region") are left out:
   their discount floats to any matching instance in the region and is no placement's to count on.
 * A Savings Plan's rate for a type replaces the on-demand price where it is cheaper (basis
   "savings-plan"), while the plan's hourly commitment is not yet spent by the fleet's running
