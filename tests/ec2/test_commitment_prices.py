@@ -131,6 +131,8 @@ def test_without_permission_prices_stay_list_prices_and_the_overview_says_why(po
     assert ("prices: list prices (no permission to read Reserved Instances (ec2:DescribeReservedInstances: "
             "UnauthorizedOperation); no permission to read Savings Plans (savingsplans:DescribeSavingsPlans: "
             "AccessDeniedException))") in page
+    cluster_page = viewer_client.get(reverse("scheduling:overview")).content.decode()
+    assert "Prices: list prices (no permission to read Reserved Instances" in cluster_page
 
 
 def test_the_overview_says_which_commitments_price_the_plan(pool, world, clock, viewer_client):
@@ -139,6 +141,8 @@ def test_the_overview_says_which_commitments_price_the_plan(pool, world, clock, 
     steps.sync_ec2(clock())
     page = viewer_client.get(reverse("fleet_overview")).content.decode()
     assert "prices: with 2 zonal Reserved Instance units and 1 Savings Plan" in page
+    cluster_page = viewer_client.get(reverse("scheduling:overview")).content.decode()
+    assert "Prices: with 2 zonal Reserved Instance units and 1 Savings Plan." in cluster_page
 
 
 # --- the Karpenter audit: a paid node's price at its basis --------------------------------------------------
