@@ -476,7 +476,8 @@ class StandingOpportunity(models.Model):
     capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, help_text="What the nodes run as now.")
     reservation_label = models.CharField(max_length=64)
     replacement_instance_type = models.CharField(max_length=64)
-    savings_per_hour = models.FloatField(help_text="The nodes' list price less the reserved replacement's.")
+    savings_per_hour = models.FloatField(help_text="The nodes' price (list, or what a Savings Plan or zonal Reserved Instance makes it) less the "
+                                      "reserved replacement's.")
     reason = models.TextField()
 
     objects = ClusterScopedManager()

@@ -23,4 +23,9 @@ class Migration(migrations.Migration):
             name='missed_dollars',
             field=models.FloatField(default=0, help_text='price_per_hour x idle_hours, at price_basis.'),
         ),
+        migrations.AlterField(
+            model_name='standingopportunity',
+            name='savings_per_hour',
+            field=models.FloatField(help_text="The nodes' price (list, or what a Savings Plan or zonal Reserved Instance makes it) less the reserved replacement's."),
+        ),
     ]
