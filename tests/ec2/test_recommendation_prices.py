@@ -2,14 +2,13 @@
 when the account has one (read by the EC2 step through the EC2 test server), said in its words, its basis
 and the API's priceBasis; list price, as before, when it has none or may not read them."""
 
-from datetime import timedelta
 
 import pytest
 import time_machine
 from django.urls import reverse
 
 from reservations import commitments
-from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
+from reservations.models import EC2NodeClass, Recommendation
 from reservations.recommendations import recompute
 from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
 from scheduling.models import NodePool
