@@ -8,7 +8,7 @@ each cluster's last loop step counted (scheduling/totals.py), not a count of the
 
 from collections import defaultdict
 
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
+from django.db.models import Case, CharField, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
@@ -17,12 +17,14 @@ from django.views.generic import TemplateView
 from fleet.models import AwsAccount, Cluster
 from fleet.scope import unscoped
 from karpweb.roles import ViewerRequiredMixin
-from reservations.models import CapacityReservation, Recommendation, ReservationVisibility
+from reservations.commitments import price_words
+from reservations.models import CapacityReservation, PriceCommitments, Recommendation, ReservationVisibility
 from reservations.views import upcoming_capacity_blocks
 from scheduling.loop.health import failing_steps, health_annotations, loop_health
 from scheduling.models import ControllerGuard, KarpenterLaunch, WatchState
 from scheduling.modes import configured_mode
 from reservations.block_fees import idle_value
+from scheduling.adapters.ec2.client import setting
 from scheduling.queries import capacity_totals, on_demand_prices
 from scheduling.templatetags.karpweb import freshness_note, utc_minute
 from scheduling.totals import cluster_counts, nodes_by_reservation
@@ -42,11 +44,23 @@ def _per_cluster(queryset, value=None):
     return Coalesce(Subquery(rows.values("cluster").annotate(n=Count("pk")).values("n"), output_field=IntegerField()), 0)
 
 
+def _commitments(field):
+    """A field of the cluster's account and region's PriceCommitments row (a blank region: the settings')."""
+    rows = PriceCommitments.objects.filter(account_id=OuterRef("account__account_id"), region=OuterRef("ec2_region"))
+    return Subquery(rows.values(field)[:1])
+
+
 def fleet_clusters():
     """Every cluster with its account, node count and pending pods (its running totals, as its last loop
-    step counted them: scheduling/totals.py), last sync and Karpenter check; one query."""
+    step counted them: scheduling/totals.py), last sync and Karpenter check, and the commitments its
+    prices know (zonal RIs, Savings Plans: reservations/commitments.py); one query."""
     counts = cluster_counts()
+    default_region = setting("KARPWEB_AWS_REGION") or setting("AWS_REGION") or setting("AWS_DEFAULT_REGION") or ""
     return list(Cluster.objects.select_related("account").annotate(
+        ec2_region=Case(When(region="", then=Value(default_region)), default=F("region"),
+                        output_field=CharField())).annotate(
+        commitments_read_at=_commitments("read_at"), commitment_ris=_commitments("reserved_instances"),
+        commitment_plans=_commitments("savings_plans"), commitment_refusals=_commitments("list_prices_because"),
         node_count=counts["node_count"], pending_pods=counts["pending_pods"], totals_at=counts["totals_at"],
         world_as_of=_per_cluster(WatchState.objects.fleet(), "world_as_of"),
         karpenter_live=_per_cluster(ControllerGuard.objects.fleet(), "karpenter_live"),
@@ -78,6 +92,14 @@ def karpenter_presence(cluster) -> str:
     return found
 
 
+def _reading(cluster) -> PriceCommitments | None:
+    """The cluster's annotated commitments as the row they came from (None: never read)."""
+    if cluster.commitments_read_at is None:
+        return None
+    return PriceCommitments(reserved_instances=cluster.commitment_ris or [], savings_plans=cluster.commitment_plans or [],
+                            list_prices_because=cluster.commitment_refusals or [], read_at=cluster.commitments_read_at)
+
+
 class FleetOverviewView(ViewerRequiredMixin, TemplateView):
     template_name = "fleet/overview.html"
 
@@ -96,6 +118,7 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
             cluster.karpenter_text = karpenter_presence(cluster)
             cluster.shown_mode = cluster.mode or configured_mode()
             cluster.failing_steps = failing_steps(cluster)
+            cluster.prices = price_words(_reading(cluster))["words"]
         accounts = list(AwsAccount.objects.annotate(
             owned=Count("visible_reservations", filter=Q(visible_reservations__shared=False), distinct=True),
             shared_in=Count("visible_reservations", filter=Q(visible_reservations__shared=True), distinct=True),

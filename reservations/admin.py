@@ -6,6 +6,7 @@ from django.utils.html import format_html
 
 from reservations.models import (
     BuyAdvice,
+    PriceCommitments,
     CapacityBlockFee,
     DoctorFinding,
     Recommendation,
@@ -217,6 +218,15 @@ class BuyAdviceAdmin(ReadOnlyAdmin):
     list_filter = ("instance_type", "cluster")
     list_select_related = ("cluster",)
     search_fields = ("gang", "namespace", "offering_id")
+
+
+@admin.register(PriceCommitments)
+class PriceCommitmentsAdmin(ReadOnlyAdmin):
+    """What each account already pays for, per region (the EC2 sync reads it): zonal Reserved Instances and
+    Savings Plans that price the plans, consolidation, the audit and recommendations (reservations/commitments.py)."""
+
+    list_display = ("account_id", "region", "read_at", "list_prices_because")
+    search_fields = ("account_id",)
 
 
 @admin.register(ReservationContention)

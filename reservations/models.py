@@ -13,6 +13,7 @@ from fleet import access, scope
 from fleet.managers import ClusterScopedManager, cluster_field
 from fleet.models import Cluster
 from karpweb.conditions import ConditionsMixin
+from scheduling.engine.commitments import at_basis
 from scheduling.engine.capacityblocks import CapacityBlockTiming, capacity_block_timing
 from scheduling.engine.reservations import UPCOMING_STATES
 from scheduling.engine.timeutil import format_time
@@ -593,7 +594,7 @@ class Recommendation(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, db_index=True)
     reservation = models.ForeignKey(CapacityReservation, on_delete=models.CASCADE, related_name="recommendations")
     reason = models.TextField()
-    savings_per_month = models.FloatField(help_text="Dollars a month at list price (730 hours).")
+    savings_per_month = models.FloatField(help_text="Dollars a month (730 hours) at its price basis (list, or a Savings Plan's rate).")
     target_count = models.PositiveIntegerField(null=True, blank=True)
     end_date = models.DateTimeField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
@@ -635,7 +636,7 @@ class Recommendation(models.Model):
             buy = (f"an extension costs ${cost:,.2f} once" if cost is not None else "EC2 offers no extension to buy now")
             return f"one-off: {buy}, against a one-off loss of about ${lost:,.2f} of work"
         if self.is_monthly:
-            return f"saves ${self.savings_per_month:,.2f} a month (recurring, at list price)"
+            return f"saves ${self.savings_per_month:,.2f} a month (recurring, {at_basis(self.price_basis)})"
         idle = (self.details or {}).get("idleCostPerMonth")
         if idle is not None:  # a split nobody in the fleet would use yet: what its idle units cost
             return f"a warning: nothing saved yet; its {(self.details or {}).get('count')} idle units cost ${idle:,.2f} a month"
@@ -644,6 +645,11 @@ class Recommendation(models.Model):
     @property
     def money_basis(self) -> str:
         return (self.details or {}).get("moneyBasis", "")
+
+    @property
+    def price_basis(self) -> str:
+        """The price its money uses: "list", or "savings-plan" (scheduling/engine/commitments.py)."""
+        return (self.details or {}).get("priceBasis", "list")
 
     @property
     def node_class_edit_url(self) -> str:
@@ -894,3 +900,35 @@ class BuyAdvice(models.Model):
 
     def __str__(self):
         return f"{self.namespace}/{self.gang}: {self.instance_count} x {self.instance_type} from {self.start:%Y-%m-%d %H:%M}"
+
+
+class PriceCommitments(models.Model):
+    """What an account already pays for, per region, as the EC2 sync last read it: its active zonal
+    Reserved Instances (DescribeReservedInstances) and its EC2 Savings Plans with their rates here
+    (savingsplans DescribeSavingsPlans, DescribeSavingsPlanRates). The engine prices on-demand
+    offerings with them (scheduling/engine/commitments.py); what could not be read (no permission)
+    leaves list prices, and `list_prices_because` says why (the overview shows it)."""
+
+    account_id = models.CharField("account ID", max_length=12, blank=True,
+                                  help_text="The AWS account (blank: karpweb's own credentials' account, a fleet of one).")
+    region = models.CharField(max_length=32)
+    reserved_instances = models.JSONField(
+        default=list, blank=True, help_text="Active zonal Reserved Instances, as DescribeReservedInstances writes them.")
+    savings_plans = models.JSONField(
+        default=list, blank=True, help_text="Active Compute and EC2 Instance Savings Plans, each with its Linux/UNIX rates here.")
+    list_prices_because = models.JSONField(
+        default=list, blank=True, help_text='What could not be read, e.g. "no permission to read Reserved Instances".')
+    read_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "price commitments"
+        ordering = ["account_id", "region"]
+        constraints = [models.UniqueConstraint(fields=("account_id", "region"), name="one_price_commitments_per_account_region")]
+
+    def __str__(self):
+        return f"commitments of {self.account_id or 'own account'} in {self.region}"
+
+    def as_world(self) -> dict:
+        """WORLD.json `commitments` (scheduling/engine/commitments.py)."""
+        return {"reservedInstances": self.reserved_instances, "savingsPlans": self.savings_plans,
+                "listPricesBecause": self.list_prices_because}

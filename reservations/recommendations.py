@@ -21,6 +21,8 @@ from reservations.models import CapacityReservation, EC2NodeClass, Recommendatio
 from scheduling.engine.recommendations import Hour, Policy, ReservationFacts, recommend
 from scheduling.engine.timeutil import parse_optional_time
 from scheduling.models import CapacityType, Node, Pod
+from reservations.commitments import by_account_and_region
+from scheduling.engine.commitments import effective_on_demand
 from scheduling.queries import on_demand_prices
 
 # On a pod: when its work is expected to finish (RFC 3339). A Capacity Block's pods without it, or
@@ -131,6 +133,7 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
             .values("reservation_id", "hour", "used", "total", "peak_used"):
         hours[row["reservation_id"]].append(Hour(row["hour"], row["used"], row["total"], row["peak_used"]))
     prices = on_demand_prices({r.instance_type for r in reservations})
+    commitments = by_account_and_region()  # Savings Plans: what the units would otherwise cost is their rate
     # The whole fleet's nodes (every cluster's), each with its cluster and account: which cluster could
     # use an idle unit is advice across the fleet.
     nodes = list(Node.objects.fleet().filter(instance_type__in={r.instance_type for r in reservations})
@@ -177,11 +180,13 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
         others -= {r.owner_id, "", UNKNOWN_ACCOUNT_ID}
         work, block_nodes = block_work.get(r.pk, ((), 0))
         timing = r.timing
+        price, basis = effective_on_demand(prices.get((r.instance_type, r.availability_zone)), r.instance_type,
+                                           commitments.of(r.owner_id, r.region))
         result.append(ReservationFacts(
             reservation_id=r.reservation_id, instance_type=r.instance_type, zone=r.availability_zone,
             reservation_type=r.reservation_type, state=r.state, total=r.total_instance_count,
             used_now=r.total_instance_count - r.available_instance_count,
-            price_per_hour=prices.get((r.instance_type, r.availability_zone)), end=r.end_date,
+            price_per_hour=price, price_basis=basis, end=r.end_date,
             hours=tuple(sorted(hours.get(r.pk, []), key=lambda h: h.start)), selected_by=classes,
             pools_could_use=any(pools_of_class[c] & busy_pools for c in classes),
             matching_paid_nodes=tuple(sorted(n.name for n in paid)),

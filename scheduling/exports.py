@@ -13,6 +13,7 @@ KARPENTER_AUDIT_COLUMNS = [
     ("reservation", lambda k: k.reservation_label),
     ("free_units", lambda k: k.free_units),
     ("price_per_hour", lambda k: k.price_per_hour),
+    ("price_basis", lambda k: k.price_basis),
     ("idle_hours", lambda k: round(k.idle_hours, 4)),
     ("missed_dollars", lambda k: round(k.missed_dollars, 2)),
     ("ended_at", lambda k: k.ended_at),

@@ -87,7 +87,7 @@ class KarpwebCollector:
 
     def recommendations(self):
         savings = GaugeMetricFamily("karpweb_recommendation_savings_dollars_per_month",
-                                    "Open recommendations' money per month at list price, by kind.", labels=["kind"])
+                                    "Open recommendations' money per month (at list price, or a Savings Plan rate where one prices the units), by kind.", labels=["kind"])
         totals = dict(Recommendation.objects.filter(state=Recommendation.State.OPEN).values_list("kind")
                       .annotate(total=Sum("savings_per_month")).values_list("kind", "total"))
         for kind in Recommendation.Kind.values:

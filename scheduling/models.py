@@ -442,10 +442,14 @@ class KarpenterLaunch(models.Model):
     reservation_label = models.CharField(max_length=64, blank=True)
     ec2_sync_at = models.DateTimeField(null=True, blank=True, help_text="The EC2 sync the verdict relied on.")
     free_units = models.PositiveIntegerField(default=0)
-    price_per_hour = models.FloatField(null=True, blank=True, help_text="The paid instance's list price.")
+    price_per_hour = models.FloatField(null=True, blank=True, help_text="The paid instance's price (its basis beside it).")
+    price_basis = models.CharField(
+        max_length=20, default="list", blank=True,
+        help_text='Where price_per_hour comes from: "list", "savings-plan" (a Savings Plan rate) or "reserved-instance" '
+                  '(a zonal RI pays for it: $0).')
     ended_at = models.DateTimeField(null=True, blank=True, help_text="When its NodeClaim went away.")
     idle_hours = models.FloatField(default=0, help_text="Hours it ran while the reservation had a free unit.")
-    missed_dollars = models.FloatField(default=0, help_text="price_per_hour x idle_hours, at list price.")
+    missed_dollars = models.FloatField(default=0, help_text="price_per_hour x idle_hours, at price_basis.")
     audited_at = models.DateTimeField(default=timezone.now)
 
     objects = ClusterScopedManager()
@@ -472,7 +476,8 @@ class StandingOpportunity(models.Model):
     capacity_type = models.CharField(max_length=10, choices=CapacityType.choices, help_text="What the nodes run as now.")
     reservation_label = models.CharField(max_length=64)
     replacement_instance_type = models.CharField(max_length=64)
-    savings_per_hour = models.FloatField(help_text="The nodes' list price less the reserved replacement's.")
+    savings_per_hour = models.FloatField(help_text="The nodes' price (list, or what a Savings Plan or zonal Reserved Instance makes it) less the "
+                                      "reserved replacement's.")
     reason = models.TextField()
 
     objects = ClusterScopedManager()

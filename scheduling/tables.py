@@ -10,6 +10,7 @@ from django.utils.timesince import timesince
 from karpweb.tables import ClusterColumn, PlainRowsTable, choice_labels, id_link, link, short_datetimes
 from karpweb.urlcache import cluster_detail_url, detail_url
 
+from scheduling.engine.commitments import LIST, basis_words
 from scheduling.engine.quantities import CPU, MEMORY, format_resource
 from scheduling.engine.ec2types import (
     INSTANCE_CATEGORY, INSTANCE_GENERATION, INSTANCE_LOCAL_NVME, INSTANCE_NETWORK_BANDWIDTH,
@@ -398,7 +399,7 @@ class KarpenterLaunchTable(tables.Table):
     node_pool_name = tables.Column(verbose_name="NodePool")
     reservation_label = tables.Column(verbose_name="Reservation", linkify=_launch_reservation_url)
     price_per_hour = tables.Column(verbose_name="Price per hour")
-    missed_dollars = tables.Column(verbose_name="Missed (list price)")
+    missed_dollars = tables.Column(verbose_name="Missed (list price unless stated)")
 
     cluster = ClusterColumn()
 
@@ -410,11 +411,17 @@ class KarpenterLaunchTable(tables.Table):
         attrs = {"class": "table"}
         order_by = ("-launched_at",)
 
-    def render_price_per_hour(self, value):
-        return f"${value:,.4f}"
+    def render_price_per_hour(self, value, record):
+        return f"${value:,.4f}{_basis_note(record)}"
 
     def render_missed_dollars(self, value, record):
-        return f"${value:,.2f}" if record.outcome == KarpenterLaunch.Outcome.MISSED else "—"
+        return f"${value:,.2f}{_basis_note(record)}" if record.outcome == KarpenterLaunch.Outcome.MISSED else "—"
+
+
+def _basis_note(launch) -> str:
+    """" (Savings Plan rate)" beside a figure not at list price (engine/commitments.py); "" at list price."""
+    basis = launch.price_basis or LIST
+    return "" if basis == LIST else f" ({basis_words(basis)})"
 
 
 class AuditEntryTable(tables.Table):

@@ -10,11 +10,13 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
+from fleet.connection import is_aws
 from fleet.models import Cluster
 from fleet.scope import current_cluster_id, scope_of
 from karpweb.jsonsafe import printable
 from karpweb.roles import FleetAdminRequiredMixin, OperatorRequiredMixin, ViewerRequiredMixin
 from karpweb.views_generic import ObjectListView
+from reservations.commitments import price_status
 from reservations.models import CapacityReservation, Recommendation, UtilizationHour, hour_of
 from reservations.utilization import hourly_span
 from reservations.views import upcoming_capacity_blocks
@@ -74,6 +76,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now, catalogue_notice=catalogue_notice(), refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
+            # Which prices the figures use (zonal RIs, Savings Plans, or list and why); the simulated cloud has none.
+            prices=price_status() if not self.request.htmx and is_aws() else None,
             used=totals["used"], idle=totals["idle"], total=totals["total"],
             idle_cost=totals["idle_cost"], idle_sources=totals["idle_sources"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
@@ -407,10 +411,15 @@ class KarpenterAuditView(ObjectListView):
         filterset = context["filterset"]
         rows = filterset.qs if filterset.is_bound and filterset.is_valid() else self.get_queryset()
         missed = rows.filter(outcome=KarpenterLaunch.Outcome.MISSED)
-        totals = missed.aggregate(n=Count("id"), dollars=Sum("missed_dollars"), running=Count("id", filter=Q(ended_at__isnull=True)))
+        totals = missed.aggregate(n=Count("id"), dollars=Sum("missed_dollars"), running=Count("id", filter=Q(ended_at__isnull=True)),
+                                  committed=Count("id", filter=~Q(price_basis="list")))
         labels = dict(KarpenterLaunch.Outcome.choices)
         context.update(
             missed_count=totals["n"], missed_dollars=totals["dollars"] or 0.0, running_missed=totals["running"],
+            # Which prices the sum uses: list, unless commitments priced some paid nodes (each row says its basis).
+            missed_basis="at list price" if not totals["committed"] else (
+                f"at each paid node's price ({totals['committed']} at a Savings Plan rate or a zonal Reserved "
+                "Instance's $0, the rest at list price)"),
             outcomes=[{"label": labels[row["outcome"]], "n": row["n"]}
                       for row in rows.order_by().values("outcome").annotate(n=Count("id")).order_by("outcome")],
             standing=StandingOpportunity.objects.all()[:STANDING_SHOWN],

@@ -11,6 +11,7 @@ from django.db.models import Max, Prefetch, Q
 from django.utils import timezone
 
 from fleet.scope import working_cluster_id_or_none
+from reservations.commitments import world_commitments
 from reservations.ledger import units_held_elsewhere
 from reservations.models import CapacityReservation, CapacityReservationGroup, EC2NodeClass
 from scheduling.engine import parse_world
@@ -44,6 +45,9 @@ def current_world(now=None, *, include_pods: bool = True, include_nodes: bool = 
         "daemonSets": daemon_sets(),
     }
     world.update(kept_whole())
+    found = world_commitments()
+    if found is not None:  # zonal RIs and Savings Plans the EC2 sync read (none: list prices)
+        world["commitments"] = found
     if instances is not None:
         world["instances"] = instances
     return world

@@ -483,6 +483,8 @@ class RecommendationSerializer(serializers.ModelSerializer):
                                                             "loss are in details) or warning; never summed together.")
     moneyText = serializers.CharField(source="money_text", read_only=True, help_text="The money in words.")
     moneyBasis = serializers.CharField(source="money_basis", read_only=True, help_text="Where the figure comes from.")
+    priceBasis = serializers.CharField(source="price_basis", read_only=True,
+                                       help_text='The price the money uses: "list", or "savings-plan" (a Savings Plan rate).')
     targetCount = serializers.IntegerField(source="target_count", read_only=True, allow_null=True)
     endDate = serializers.DateTimeField(source="end_date", read_only=True, allow_null=True)
     computedAt = serializers.DateTimeField(source="computed_at", read_only=True,
@@ -496,7 +498,7 @@ class RecommendationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Recommendation
-        fields = ["id", "kind", "reservationID", "reason", "savingsPerMonth", "money", "moneyText", "moneyBasis", "targetCount", "endDate", "details",
+        fields = ["id", "kind", "reservationID", "reason", "savingsPerMonth", "money", "moneyText", "moneyBasis", "priceBasis", "targetCount", "endDate", "details",
                   "computedAt", "state", "appliedAt", "appliedBy", "error", "awsCli", "awsRamShare"]
         read_only_fields = fields
 

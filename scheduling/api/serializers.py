@@ -327,10 +327,12 @@ class KarpenterLaunchSerializer(serializers.ModelSerializer):
     reservationID = ro("reservation_label", help_text="The reservation it used, missed, or was compared with.")
     ec2SyncAt = when("ec2_sync_at")
     freeUnits = ro("free_units", help_text="Free compatible units at that sync, less reserved launches since.")
-    pricePerHour = ro("price_per_hour", help_text="The paid instance's list price, dollars per hour.")
+    pricePerHour = ro("price_per_hour", help_text="The paid instance's price, dollars per hour, at priceBasis.")
+    priceBasis = ro("price_basis", help_text='Where pricePerHour comes from: "list", "savings-plan" (a Savings Plan '
+                    'rate) or "reserved-instance" (a zonal Reserved Instance pays for it: $0).')
     endedAt = when("ended_at")
     idleHours = ro("idle_hours", help_text="Hours it ran while the reservation had a free unit.")
-    missedDollars = ro("missed_dollars", help_text="pricePerHour x idleHours: list-price dollars, labelled as such.")
+    missedDollars = ro("missed_dollars", help_text="pricePerHour x idleHours: dollars at priceBasis, labelled as such.")
 
     cluster = ClusterNameField(help_text="The cluster it belongs to.")
     account = AccountOfClusterField()
@@ -338,7 +340,7 @@ class KarpenterLaunchSerializer(serializers.ModelSerializer):
         model = KarpenterLaunch
         fields = ["id", "cluster", "account",
                   "nodeClaim", "nodePool", "instanceType", "zone", "capacityType", "launchedAt", "outcome",
-                  "reason", "reservationID", "ec2SyncAt", "freeUnits", "pricePerHour", "endedAt", "idleHours",
+                  "reason", "reservationID", "ec2SyncAt", "freeUnits", "pricePerHour", "priceBasis", "endedAt", "idleHours",
                   "missedDollars"]
         read_only_fields = fields
 

@@ -17,6 +17,7 @@ import datetime
 from dataclasses import dataclass
 
 from scheduling.engine import labels as L
+from scheduling.engine.commitments import LIST, at_basis, basis_words
 from scheduling.engine.requirements import Requirement, RequirementError, Requirements
 
 MISSED = "missed-reservation"
@@ -214,12 +215,14 @@ class Placement:
     capacity_type: str
     reservation_id: str
     price_per_hour: float | None
+    price_basis: str = LIST
 
 
 def compare_plan(plan: dict, placements: list[Placement]) -> dict:
     """karpweb's plan for some pods (a DECISIONS.json nodeClaim's `launch`) beside the claims Karpenter
     launched for the same pods: whether they agree, and what Karpenter's choice costs more per hour
-    at list price (a reserved unit counts as prepaid: nothing more)."""
+    at each side's price (list, a Savings Plan rate or a zonal RI's $0: the words say which; a reserved unit
+    counts as prepaid: nothing more)."""
     if not placements:
         return {"same": None, "extra_per_hour": None, "words": "Karpenter has not launched for these pods (yet)"}
     planned = (plan.get("instanceType"), plan.get("capacityType"), plan.get("reservationID") or "")
@@ -233,5 +236,14 @@ def compare_plan(plan: dict, placements: list[Placement]) -> dict:
     elif plan.get("capacityType") == "reserved" and any(p.capacity_type != "reserved" for p in placements):
         words = f"karpweb would have used reservation {plan.get('reservationID')}; Karpenter paid ${extra:.4f}/h more"
     else:
-        words = f"Karpenter chose differently ({'+' if extra >= 0 else '-'}${abs(extra):.4f}/h at list price)"
+        priced = _priced_at(plan.get("priceBasis") or LIST, [p.price_basis for p in placements if p.capacity_type != "reserved"])
+        words = f"Karpenter chose differently ({'+' if extra >= 0 else '-'}${abs(extra):.4f}/h {priced})"
     return {"same": same, "extra_per_hour": extra, "words": words}
+
+
+def _priced_at(planned: str, paid: list[str]) -> str:
+    """Which prices a comparison uses: "at list price" when both sides are at list, else each side's basis."""
+    paid = sorted(set(paid)) or [LIST]
+    if planned == LIST and paid == [LIST]:
+        return at_basis(LIST)
+    return f"karpweb's plan at its {basis_words(planned)}, Karpenter's at {', '.join(basis_words(b) for b in paid)}"

@@ -4,6 +4,7 @@ DaemonSets, and the world that holds them. Plain data; `world.py` builds them fr
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 from datetime import datetime, timedelta, timezone
 
 from .budgets import DisruptionSpec, SpecError, parse_duration
@@ -282,6 +283,9 @@ class World:
     pod_disruption_budgets: list = field(default_factory=list)  # policy/v1 PodDisruptionBudgets (pdbs.py)
     node_overlays: list = field(default_factory=list)  # karpenter.sh/v1alpha1 NodeOverlays (overlays.py)
     storage: Storage | None = None  # PersistentVolumes, claims, StorageClasses, CSINodes (volumes.py)
+    # Zonal Reserved Instances and Savings Plans (optional `commitments`; commitments.py), and what they cover.
+    commitments: Any = None
+    coverage: Any = None
 
     def pending_pods(self) -> list[Pod]:
         return [p for p in self.pods if not p.node_name]

@@ -12,6 +12,7 @@ from .explain import failure_reason
 from .groups import group_arns, group_target
 from .launch import FinalClaim
 from .ledger import ReservationLedger
+from .commitments import spend_reserved_instance_units
 from .nodeclaim import PoolTemplate
 from .planning import Plan
 from .quantities import CPU, EPHEMERAL_STORAGE, MEMORY, format_resource
@@ -25,7 +26,8 @@ def decisions(plan: Plan) -> dict:
     failures = [(f.pod.key, failure_reason(f, pool_count, empty, static), f.deferred) for f in results.failures]
     by_id = {r.id: r for r in plan.world.reservations} if plan.world.reservation_groups else {}
     return {
-        "nodeClaims": [node_claim(claim, launch_group(claim, plan, by_id)) for claim in plan.claims],
+        "nodeClaims": spend_reserved_instance_units(
+            [(claim.offering, node_claim(claim, launch_group(claim, plan, by_id))) for claim in plan.claims], plan.world.coverage),
         "bindings": [{"pod": pod, "node": node} for pod, node in sorted(results.bindings.items())],
         "unschedulable": [{"pod": pod, "reason": reason} for pod, reason, deferred in sorted(failures) if not deferred],
         "deferred": [{"pod": pod, "reason": reason} for pod, reason, deferred in sorted(failures) if deferred],
@@ -46,6 +48,8 @@ def node_claim(claim: FinalClaim, group_arn: str | None = None) -> dict:
         if group_arn:
             launch["reservationGroupARN"] = group_arn
     launch["price"] = offering.price
+    if offering.basis != "list":  # a Savings Plan rate or a zonal RI's $0 (engine/commitments.py); absent: list
+        launch["priceBasis"] = offering.basis
     return {
         "name": claim.name,
         "nodePool": claim.claim.template.name,

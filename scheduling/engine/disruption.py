@@ -84,7 +84,7 @@ def lifecycle(plan: Plan) -> Lifecycle:
 
     budgets = Budgets(world.node_pools, world.nodes, now, disrupted=[e.node for e in expiring if e.node.name in due])
     consolidator = Consolidator(state, budgets, protected=due | upcoming | kept_by_exclusion(world, known),
-                                prepaid=in_open_reservations(world, known))
+                                prepaid=in_open_reservations(world, known) | covered_by_reserved_instances(world))
     marked = [(name, None, d.message, d.reason) for name, d in sorted(world.drifted.items())
               if name not in removed and name not in {r.node.name for r in drifted}]
     consolidator.drift([(d.node.name, d.reservation_id, d.message, CAPACITY_RESERVATION_DRIFT) for d in drifted] + marked)
@@ -118,6 +118,11 @@ def kept_by_exclusion(world, known: NodeReservations) -> set[str]:
     """Nodes in a reservation excluded from planning: the override's promise is that they stay."""
     return {n.name for n in world.nodes
             if (reservation := known.reservation(n)) is not None and reservation.excluded_from_planning}
+
+
+def covered_by_reserved_instances(world) -> set[str]:
+    """On-demand nodes a zonal Reserved Instance pays for (commitments.py): $0 at the margin, like reserved nodes."""
+    return set(world.coverage.covered_nodes) if world.coverage is not None else set()
 
 
 def in_open_reservations(world, known: NodeReservations) -> set[str]:

@@ -34,6 +34,13 @@ class Offering:
     reservation: CapacityReservation | None = None
     unavailable_reason: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Where `price` comes from: "list", "savings-plan" or "reserved-instance" (engine/commitments.py).
+    basis: str = "list"
+    list_price: float | None = None  # the list price when `price` is another basis's
+
+    @property
+    def at_list(self) -> float:
+        return self.price if self.list_price is None else self.list_price
 
     @classmethod
     def create(cls, capacity_type: str, zone: str, price: float, available: bool = True,
@@ -54,6 +61,11 @@ class Offering:
     @property
     def reserved(self) -> bool:
         return self.reservation is not None
+
+    @property
+    def price_basis(self) -> str:
+        """The basis of `price` as figures state it: a reserved offering's is its reservation's."""
+        return "reservation" if self.reservation is not None else self.basis
 
     @property
     def reservation_id(self) -> str | None:
@@ -105,9 +117,9 @@ class InstanceType:
         return True
 
     def on_demand_price(self, zone: str | None = None) -> float:
-        """The on-demand price in `zone`, else the cheapest anywhere, else 0 (as upstream)."""
-        prices = [o.price for o in self.offerings if o.capacity_type == ON_DEMAND]
-        in_zone = [o.price for o in self.offerings if o.capacity_type == ON_DEMAND and o.zone == zone]
+        """The on-demand list price in `zone`, else the cheapest anywhere, else 0 (as upstream)."""
+        prices = [o.at_list for o in self.offerings if o.capacity_type == ON_DEMAND]
+        in_zone = [o.at_list for o in self.offerings if o.capacity_type == ON_DEMAND and o.zone == zone]
         if in_zone:
             return min(in_zone)
         return min(prices) if prices else 0.0

@@ -3,7 +3,9 @@ what karpweb knows of the world (which classes select it, which nodes could use 
 boto3: the loop feeds them rows, a what-if world can feed them its own.
 
 Kinds, each with its reasoning in words and its money. One rule for money: a recurring saving is
-per month at list price (730 hours); a one-off cost or loss is a one-off amount; the two are never
+per month (730 hours) at what the units would otherwise cost as on-demand instances: the list price, or a
+Savings Plan's rate where the account has one for the type (``ReservationFacts.price_basis``, said in the
+figure's words and ``details["priceBasis"]``; engine/commitments.py); a one-off cost or loss is a one-off amount; the two are never
 summed. Every recommendation says which its money is (``details["money"]``: ``monthly``, ``one-off``
 or ``warning``) and where the figure comes from (``details["moneyBasis"]``).
 
@@ -55,6 +57,8 @@ import math
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
+from .commitments import LIST, at_basis, basis_words
+
 SHRINK, CANCEL, SELECT, EXTEND, END_DATE = "shrink", "cancel", "select", "extend", "end-date"
 SPLIT, MOVE = "split", "move"
 KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE, SPLIT, MOVE)
@@ -104,8 +108,9 @@ class ReservationFacts:
     state: str
     total: int
     used_now: int
-    price_per_hour: float | None  # the on-demand list price of one instance
+    price_per_hour: float | None  # what one on-demand instance costs an hour, at price_basis
     end: datetime.datetime | None = None
+    price_basis: str = "list"  # "list" or "savings-plan" (engine/commitments.py effective_on_demand)
     hours: tuple[Hour, ...] = ()
     selected_by: tuple[str, ...] = ()  # EC2NodeClasses whose status names it
     pools_could_use: bool = False  # a selecting NodePool has pods that could run in it
@@ -142,7 +147,7 @@ class Recommendation:
     kind: str
     reservation_id: str
     reason: str
-    savings_per_month: float  # dollars, list price; 0 for a warning
+    savings_per_month: float  # dollars at the reservation's price basis; 0 for a warning
     target_count: int | None = None
     end_date: datetime.datetime | None = None
     details: dict = field(default_factory=dict)
@@ -159,6 +164,10 @@ def recommend(facts: list[ReservationFacts], now: datetime.datetime, policy: Pol
             per_reservation.append(shrink(reservation, now, policy))
         found += [r for r in per_reservation if r is not None]
     found += relocate(facts, now, policy)
+    basis = {f.reservation_id: f.price_basis for f in facts}
+    for r in found:  # each figure says its price when it is not the list price (absent: list)
+        if basis.get(r.reservation_id, LIST) != LIST:
+            r.details["priceBasis"] = basis[r.reservation_id]
     return sorted(found, key=lambda r: (-r.savings_per_month, r.kind, r.reservation_id))
 
 
@@ -187,8 +196,13 @@ def _monthly_basis(units: int, what: str, reservation: ReservationFacts) -> str:
     """Where a monthly figure comes from, e.g. "2 idle m5.large x $0.0960/h on-demand list price x 730 h"."""
     if reservation.price_per_hour is None:
         return f"{units} {what} {reservation.instance_type}: no list price known, so no dollar figure"
-    return (f"{units} {what} {reservation.instance_type} x ${shown_price(reservation.price_per_hour):,}/h on-demand list price "
+    return (f"{units} {what} {reservation.instance_type} x ${shown_price(reservation.price_per_hour):,}/h {_price_words(reservation)} "
             f"x {HOURS_PER_MONTH} h a month")
+
+
+def _price_words(reservation: ReservationFacts) -> str:
+    """The hourly price's name in a basis: "on-demand list price" or "Savings Plan rate"."""
+    return "on-demand list price" if reservation.price_basis == LIST else basis_words(reservation.price_basis)
 
 
 def history_days(hours: tuple[Hour, ...] | list[Hour], now: datetime.datetime, window_days: int,
@@ -329,12 +343,12 @@ def extend(reservation: ReservationFacts, now: datetime.datetime) -> Recommendat
     return Recommendation(
         EXTEND, reservation.reservation_id, savings_per_month=0.0,
         reason=(f"Capacity Block {reservation.reservation_id} drains at {reservation.drain_at:%Y-%m-%d %H:%M} UTC while pods {pods} "
-                f"have no completion estimate before it; losing their work is a one-off loss of about ${lost:,.2f} at list price "
+                f"have no completion estimate before it; losing their work is a one-off loss of about ${lost:,.2f} {at_basis(reservation.price_basis)} "
                 f"({nodes} x {hours_of_work} h); {offer_words}{verdict}"),
         details={"lostWork": lost, "offerings": [o.__dict__ for o in offers], "money": ONE_OFF,
                  "oneOffCost": cheapest.upfront_fee if cheapest else None, "advised": advised,
                  "drainAt": reservation.drain_at.isoformat(), "blockNodes": reservation.block_nodes,
-                 "moneyBasis": (f"one-off: the work lost is {nodes} x {hours_of_work} h x ${price:,}/h on-demand list price "
+                 "moneyBasis": (f"one-off: the work lost is {nodes} x {hours_of_work} h x ${price:,}/h {_price_words(reservation)} "
                                 f"= ${lost:,.2f}; "
                                 + (f"the cheapest extension is EC2's upfront fee of ${cheapest.upfront_fee:,.2f} for "
                                    f"{cheapest.hours} h" if cheapest else "EC2 offers no extension to buy now"))})
@@ -355,7 +369,7 @@ def end_date(reservation: ReservationFacts, now: datetime.datetime, policy: Poli
         reason=(f"{reservation.reservation_id} ends at {reservation.end:%Y-%m-%d %H:%M} UTC, in "
                 f"{(reservation.end - now).days} days, but was {share:.0%} used over the last {policy.cancel_window_days} days: "
                 f"move its end date or its {reservation.used_now} running instance{'s' if reservation.used_now != 1 else ''} "
-                f"lose their prepaid capacity (${_money(reservation.used_now, reservation):,.2f} a month at list price)"),
+                f"lose their prepaid capacity (${_money(reservation.used_now, reservation):,.2f} a month {at_basis(reservation.price_basis)})"),
         details={"utilization": round(share, 4), "money": WARNING,
                  "moneyBasis": "a warning, nothing saved; at stake: " + _monthly_basis(reservation.used_now, "running", reservation)})
 

@@ -37,6 +37,7 @@ from .reservations import CapacityReservation
 from .taints import EFFECTS, Taint, Toleration
 from .timeutil import parse_time, utcnow
 from .defaultspread import inject_default_spread
+from .commitments import cover, parse_commitments
 from .overlays import parse_overlays
 from .pdbs import parse_budgets
 from .volumes import Storage, claim_names, parse_storage, pod_volumes
@@ -259,6 +260,8 @@ class _Reader:
             node.volume_limits = world.storage.limits.get(node.name, {})
         world.namespaces = self.namespaces(data.get("namespaces"))
         world.drifted = drifted_claims(data.get("nodeClaims"), self.problem)
+        world.commitments = parse_commitments(data.get("commitments"), self.problem)
+        world.instance_types, world.coverage = cover(world.instance_types, world.nodes, world.commitments)
         return world
 
     def overhead(self, data: dict) -> float:

@@ -135,6 +135,7 @@ def _cluster_provider(cluster):
         eks=make_client("eks", config, config.eks_endpoint_url, session),
         ram=make_client("ram", config, config.ram_endpoint_url, session),
         sts=make_client("sts", config, config.sts_endpoint_url, session),
+        savingsplans=make_client("savingsplans", config, config.savingsplans_endpoint_url, session),
         kube_dns=kube_dns if is_kubernetes(cluster) else None,
         cluster=join_info(cluster))
 

@@ -12,7 +12,7 @@ from scheduling.engine.timeutil import parse_time
 from scheduling.loop import kube_events, leases
 from scheduling.engine.refresh import drifted_claims
 from scheduling.loop.nodes import disrupt
-from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim
+from scheduling.loop.provisioning import ACTION_ERRORS, create_claim, launch_claim, priced
 from scheduling.loop.refresh import drifted_claim_objects
 from scheduling.loop.recording import PendingDecision, nodes_subject, record
 from scheduling.models import Decision, Mode, Node, NodeClaim, NodePool
@@ -132,7 +132,7 @@ def disruption_reason(disruption: dict, members: list, now) -> str:
     if disruption["action"] == "replace":
         launch = disruption["replacement"]["launch"]
         where = f"{launch['instanceType']} {launch['capacityType']}" + (f" in reservation {launch['reservationID']}" if launch.get("reservationID") else "")
-        return f"consolidation: replace {names} with one {where}{saved}"
+        return f"consolidation: replace {names} with one {where}{priced(launch)}{saved}"
     if "evictedPods" in disruption and not disruption["evictedPods"]:
         return f"consolidation: delete {names}, which runs no pods{saved}"
     return f"consolidation: delete {names}, its pods fit elsewhere{saved}"

@@ -1,6 +1,7 @@
 """The Karpenter audit, after every Kubernetes sync: each NodeClaim karpweb did not create is judged
 once (scheduling.engine.audit) against the reservations its EC2NodeClass selects as the last EC2
-sync before the claim saw them; a missed reservation then accrues its cost, at list price, for the
+sync before the claim saw them; a missed reservation then accrues its cost, at the paid node's price
+(list, or what a Savings Plan or zonal Reserved Instance makes it, stated beside it), for the
 hours the paid node runs while the reservation still has a free unit. A paid claim is judged once
 its pods have landed on its node (their own requirements may rule the reservation out), or, if
 none has within the registration TTL, without them. After every lifecycle pass,
@@ -18,6 +19,8 @@ from scheduling.engine.audit import (
     MISSED, USED, Candidate, Launch, PodNeeds, Placement, compare_plan, hours_overlapping, judge, judge_disruption,
     movable,
 )
+from reservations.commitments import current as current_commitments
+from scheduling.engine.commitments import LIST, Commitments, paid_price
 from scheduling.engine.labels import NODE_NAME_FIELD
 from scheduling.engine.world import WorldError, parse_pod
 from scheduling.loop.disruption import CONSOLIDATION, disruption_reason
@@ -40,15 +43,16 @@ def audit_new_claims(now) -> int:
               .select_related("node_pool", "node_class", "reservation", "node"))
     claims = list(claims)
     pods = _workload_pods([claim.node.pk for claim in claims if getattr(claim, "node", None) is not None])
+    commitments = current_commitments() if claims else None  # zonal RIs and Savings Plans: each paid node's price
     wait = datetime.timedelta(minutes=settings.KARPWEB_REGISTRATION_TTL_MINUTES)
     rows = []
     for claim in claims:
         node = getattr(claim, "node", None)
         landed = pods.get(node.pk, []) if node is not None else []
         if claim.capacity_type == CapacityType.RESERVED or landed:
-            rows.append(_judged(claim, now, node, landed, ""))
+            rows.append(_judged(claim, now, node, landed, "", commitments))
         elif now - claim.created_at >= wait:
-            rows.append(_judged(claim, now, node, [], _unknown_pods(node, wait)))
+            rows.append(_judged(claim, now, node, [], _unknown_pods(node, wait), commitments))
     # Two workers auditing the same claim: the unique claim name keeps the first.
     KarpenterLaunch.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
@@ -78,7 +82,8 @@ def _unknown_pods(node: Node | None, wait: datetime.timedelta) -> str:
     return f"no pod landed on its node within {minutes} minutes, so no pod's own requirements were checked"
 
 
-def _judged(claim: NodeClaim, now, node: Node | None, pods: list[PodNeeds], pods_note: str) -> KarpenterLaunch:
+def _judged(claim: NodeClaim, now, node: Node | None, pods: list[PodNeeds], pods_note: str,
+            commitments: Commitments) -> KarpenterLaunch:
     pool = claim.node_pool
     labels = {**(claim.labels or {}), **((node.labels or {}) if node is not None else {})}
     if node is not None:
@@ -91,12 +96,13 @@ def _judged(claim: NodeClaim, now, node: Node | None, pods: list[PodNeeds], pods
     verdict = judge(launch, _candidates(claim))
     reservation = CapacityReservation.objects.filter(reservation_id=verdict.reservation_id).first() \
         if verdict.reservation_id else None
+    price, basis = _price(claim, commitments)
     return KarpenterLaunch(
         claim_name=claim.name, node_claim=claim, node_pool=pool, node_pool_name=launch.node_pool,
         instance_type=claim.instance_type, zone=claim.zone, capacity_type=claim.capacity_type,
         launched_at=claim.created_at, outcome=verdict.outcome, reason=verdict.reason, reservation=reservation,
         reservation_label=verdict.reservation_id, ec2_sync_at=verdict.sync_at, free_units=verdict.free_units,
-        price_per_hour=_price(claim), audited_at=now)
+        price_per_hour=price, price_basis=basis, audited_at=now)
 
 
 def _candidates(claim: NodeClaim) -> list[Candidate]:
@@ -119,12 +125,20 @@ def _candidates(claim: NodeClaim) -> list[Candidate]:
     return candidates
 
 
-def _price(claim: NodeClaim) -> float | None:
+def _price(claim: NodeClaim, commitments: Commitments) -> tuple[float | None, str]:
+    """The paid claim's price an hour and its basis: list, or what the account's commitments make it
+    (engine/commitments.py paid_price: a zonal RI covers the oldest on-demand instances of its type and zone)."""
     if claim.capacity_type not in (CapacityType.ON_DEMAND, CapacityType.SPOT):
-        return None
-    return Offering.objects.filter(instance_type__name=claim.instance_type, zone=claim.zone,
-                                   capacity_type=claim.capacity_type, reservation__isnull=True) \
+        return None, LIST
+    listed = Offering.objects.filter(instance_type__name=claim.instance_type, zone=claim.zone,
+                                     capacity_type=claim.capacity_type, reservation__isnull=True) \
         .values_list("price", flat=True).first()
+    if commitments.empty or claim.capacity_type != CapacityType.ON_DEMAND:
+        return listed, LIST
+    older = Q(created_at__lt=claim.created_at) | Q(created_at=claim.created_at, name__lte=claim.name)  # oldest first
+    rank = NodeClaim.objects.filter(older, instance_type=claim.instance_type, zone=claim.zone,
+                                    capacity_type=CapacityType.ON_DEMAND, deleting_since__isnull=True).count()
+    return paid_price(listed, claim.instance_type, claim.zone, claim.capacity_type, commitments, rank)
 
 
 def accrue_missed(now) -> int:
@@ -223,7 +237,7 @@ def plans_beside_karpenter(limit: int = 20) -> list[dict]:
             if audited is not None:
                 claims[audited.claim_name] = Placement(audited.claim_name, audited.instance_type, audited.capacity_type,
                                                        audited.reservation_label if audited.capacity_type == "reserved" else "",
-                                                       audited.price_per_hour)
+                                                       audited.price_per_hour, audited.price_basis or LIST)
         launch = (plan.details or {}).get("launch", {})
         rows.append({"decision": plan, "plan": launch, "karpenter": list(claims.values()),
                      **compare_plan(launch, list(claims.values()))})

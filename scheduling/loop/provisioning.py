@@ -13,6 +13,7 @@ from django.utils import timezone
 from reservations import ledger
 from reservations.groups import launch_group_arn
 from reservations.models import CapacityReservation
+from scheduling.engine.commitments import SAVINGS_PLAN, at_basis
 from scheduling.adapters.ec2.amis import variant_of
 from scheduling.adapters.ec2.interface import CloudAPIError, LaunchOffering, LaunchRequest, LaunchResult, NodeClassLaunch
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
@@ -164,7 +165,15 @@ def launch_reason(claim: dict, pool, reservations: dict) -> str:
         r = reservations.get(rid)
         room = f", {r.available_instance_count} of {r.total_instance_count} free before this launch" if r else ""
         return f"{subject} went to reserved capacity: {where} in reservation {rid}{room}"
-    return f"{subject} went to {launch['capacityType']}: {where}; {why_not_reserved(claim, pool, reservations)}"
+    return f"{subject} went to {launch['capacityType']}: {where}{priced(launch)}; {why_not_reserved(claim, pool, reservations)}"
+
+
+def priced(launch: dict) -> str:
+    """", at $0 (a zonal Reserved Instance pays for it)" when the account's commitments priced the launch; "" at list."""
+    basis = launch.get("priceBasis")
+    if not basis:
+        return ""
+    return f", {at_basis(basis)}" + (f" ${launch['price']:.4f}/h" if basis == SAVINGS_PLAN else "")
 
 
 def why_not_reserved(claim: dict, pool, reservations: dict) -> str:

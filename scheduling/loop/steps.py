@@ -12,7 +12,7 @@ from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.buying import recompute_buy_advice
 from reservations.groups import sync_groups
-from reservations import block_fees, doctor, ledger, utilization
+from reservations import block_fees, commitments, doctor, ledger, utilization
 from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.open_trap import sync_launch_templates
@@ -72,6 +72,7 @@ def sync_ec2(now=None) -> dict:
     estimate = getattr(cloud, "capacity_block_fee_estimate", None)  # EC2's: the simulated world sells no blocks
     if estimate is not None:
         counts.update(block_fees.refresh_estimates(estimate, now))  # what a block whose fee nobody entered cost
+    counts.update(commitments.refresh(cloud, now))  # zonal RIs and Savings Plans: the prices they give
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
     counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date

@@ -25,7 +25,7 @@ OBSERVE = ROOT / "deploy/iam/karpweb-observe-policy.json"
 CONTROL = ROOT / "deploy/iam/karpweb-control-policy.json"
 # botocore service name: IAM action prefix. A client for a service missing here fails the test.
 SERVICES = {"ec2": "ec2", "pricing": "pricing", "resource-groups": "resource-groups", "ssm": "ssm", "iam": "iam",
-            "eks": "eks", "sqs": "sqs", "sts": "sts", "ram": "ram"}
+            "eks": "eks", "sqs": "sqs", "sts": "sts", "ram": "ram", "savingsplans": "savingsplans"}
 # Authorized by AWS along with a call, never called on their own: tags given at creation need them.
 IMPLIED = {
     "ec2:RunInstances": "an instant CreateFleet is authorized as RunInstances on each resource it launches with",

@@ -105,6 +105,7 @@ def server_config(endpoint: str) -> EC2Config:
         ssm_endpoint_url=endpoint,
         iam_endpoint_url=endpoint,
         eks_endpoint_url=endpoint,
+        savingsplans_endpoint_url=endpoint,
     )
 
 

@@ -1723,3 +1723,5 @@ class EC2TestServer:
 
 def start_server(region: str = DEFAULT_REGION) -> EC2TestServer:
     return EC2TestServer(region=region).start()
+
+from tests.support import ec2_server_commitments  # noqa: E402,F401  (Reserved Instances, Savings Plans)

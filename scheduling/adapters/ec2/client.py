@@ -11,6 +11,7 @@ falling back to the environment:
 * ``KARPWEB_RESOURCE_GROUPS_ENDPOINT_URL``: for ``resourceGroupARN`` terms (default: the EC2 one)
 * ``KARPWEB_SSM_ENDPOINT_URL``, ``KARPWEB_IAM_ENDPOINT_URL``, ``KARPWEB_EKS_ENDPOINT_URL``: for launch
   resolution (AMI aliases, instance profiles, DescribeCluster); default: the EC2 one when it is set
+* ``KARPWEB_SAVINGSPLANS_ENDPOINT_URL``: for Savings Plans and their rates (default: the EC2 one)
 * ``KARPWEB_STS_ENDPOINT_URL``: for AssumeRole into a fleet account's ``role_arn`` (default: the EC2 one)
 * ``KARPWEB_FEATURE_RESERVED_CAPACITY`` (true): the ReservedCapacity feature gate
 * ``KARPWEB_PRICING_SOURCE``: ``api`` (the Pricing API, the default unless an EC2 endpoint URL is
@@ -93,6 +94,7 @@ class EC2Config:
     eks_endpoint_url: str | None = None
     sts_endpoint_url: str | None = None
     ram_endpoint_url: str | None = None
+    savingsplans_endpoint_url: str | None = None
     reserved_capacity: bool = True  # the ReservedCapacity feature gate
 
     @classmethod
@@ -123,6 +125,7 @@ class EC2Config:
             "eks_endpoint_url": setting("KARPWEB_EKS_ENDPOINT_URL", endpoint),
             "sts_endpoint_url": setting("KARPWEB_STS_ENDPOINT_URL", endpoint),
             "ram_endpoint_url": setting("KARPWEB_RAM_ENDPOINT_URL", endpoint),
+            "savingsplans_endpoint_url": setting("KARPWEB_SAVINGSPLANS_ENDPOINT_URL", endpoint),
             "reserved_capacity": _bool(setting("KARPWEB_FEATURE_RESERVED_CAPACITY", True)),
         }
         values.update(overrides)

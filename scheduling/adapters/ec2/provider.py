@@ -16,6 +16,8 @@ from . import membership as membership_mod
 from . import doctor as doctor_mod
 from . import nodeclass as nodeclass_mod
 from .blockofferings import CapacityBlockOfferings
+from .reservedinstances import ReservedInstances
+from .savingsplans import SavingsPlans
 from .amis import AMIProvider, bottlerocket_version, image_for
 from .client import Caller, EC2Config, make_client, make_ec2_client, make_pricing_client, make_resource_groups_client
 from .clusterinfo import ClusterInfoProvider, KubeDNSLookup
@@ -68,6 +70,7 @@ class EC2CloudProvider:
         eks: Any = None,
         ram: Any = None,
         sts: Any = None,
+        savingsplans: Any = None,
         clock: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], None] = time.sleep,
         instance_type_patterns: Sequence[str] = (),
@@ -95,6 +98,10 @@ class EC2CloudProvider:
         )
         self.templates = launch_mod.LaunchTemplates(self.ec2, self.call)
         self.block_offerings = CapacityBlockOfferings(self.ec2, self.call, clock)  # block fee estimates
+        # Prices that know the account's commitments (zonal RIs, Savings Plans), each read an hour at most.
+        self.reserved_instances = ReservedInstances(self.ec2, self.call, clock)
+        self._savingsplans = savingsplans
+        self.savings_plans = SavingsPlans(self._savingsplans_client, self.call, clock, self.config.region)
         # Launch resolution, one provider per AWS concern, each with its own cache. The clients are
         # made when first needed: a cluster that only observes never calls SSM, IAM or EKS.
         self._ssm, self._iam, self._eks = ssm, iam, eks
@@ -126,6 +133,20 @@ class EC2CloudProvider:
     def capacity_reservation_usage(self, reservation_id: str) -> dict[str, int]:
         """GetCapacityReservationUsage: units used per account (only the owner may ask)."""
         return self.discovery.usage(reservation_id)
+
+    # --- commitments: what the account already pays for -----------------------------------------
+    def _savingsplans_client(self) -> Any:
+        if self._savingsplans is None:
+            self._savingsplans = make_client("savingsplans", self.config, self.config.savingsplans_endpoint_url)
+        return self._savingsplans
+
+    def commitments(self) -> dict[str, Any]:
+        """WORLD.json `commitments` (scheduling/engine/commitments.py): the active zonal Reserved
+        Instances, the active EC2 Savings Plans with their rates here, and what could not be read (no
+        permission: list prices for that part, said on the overview)."""
+        ris, plans = self.reserved_instances.zonal(), self.savings_plans.with_rates()
+        return {"reservedInstances": ris.items, "savingsPlans": plans.items,
+                "listPricesBecause": [reading.refused for reading in (ris, plans) if reading.refused]}
 
     # --- the reservation doctor ------------------------------------------------------------------
     def pending_share_invitations(self) -> list[dict[str, Any]]:
