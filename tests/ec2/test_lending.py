@@ -4,16 +4,21 @@ interruption queue, and the pod is placed into the reservation once the units ar
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
-from reservations.models import CapacityReservation, Recommendation
+import pytest
+import time_machine
+from django.urls import reverse
+
+from reservations.models import CapacityReservation, Recommendation, UtilizationHour
+from reservations.recommendations import recompute
 from scheduling.adapters.ec2.client import Caller
 from scheduling.adapters.ec2.interruptionqueue import InterruptionQueue
-from scheduling.adapters.ec2.sync import sync_reservations
+from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
 from scheduling.engine import interruptions
 from scheduling.loop import provisioning
 from scheduling.loop.simulated import SimulatedCluster
-from scheduling.models import Decision, NodeClaim, NodePool
+from scheduling.models import AuditEntry, Decision, NodeClaim, NodePool
 from tests.faults import worlds
 
 pytestmark = pytest.mark.django_db
@@ -117,3 +122,84 @@ def test_observe_mode_reclaims_nothing_and_shows_the_command(world, clock, provi
     assert cli_command(advice) == (f"aws ec2 update-interruptible-capacity-reservation-allocation "
                                    f"--capacity-reservation-id {reservation} --target-instance-count 1")
     assert CapacityReservation.objects.get(reservation_id=reservation).lent_target == 2
+
+
+# --- the lend recommendation, applied through EC2 ------------------------------------------------
+
+def idle_history(reservation_id, now, total, used=0.0, peak=0.0, hours=8 * 24):
+    row = CapacityReservation.objects.get(reservation_id=reservation_id)
+    UtilizationHour.objects.bulk_create([
+        UtilizationHour(reservation=row, hour=now - timedelta(hours=h + 1), samples=60, first_sampled_at=now - timedelta(hours=h + 1),
+                        used=used, available=total - used, total=total, share_sum=60 * used / total, share_samples=60,
+                        peak_used=peak)
+        for h in range(hours)])
+
+
+@pytest.fixture
+def idle(world, clock, provider, settings, monkeypatch):
+    """An ODCR of 6 with no end date, idle for 8 days (the peak 1), and one with an end date."""
+    from scheduling.loop import backends
+
+    settings.KARPWEB_PROVIDER, settings.KARPWEB_MODE = "aws", "control"
+    monkeypatch.setattr(backends, "cloud", lambda: provider)
+    now = clock()
+    sync_catalogue(provider, now=now)
+    lendable = world.add_reservation("m5.large", worlds.ZONE, 6, tags={"team": "ml"})
+    ending = world.add_reservation("m5.large", worlds.ZONE, 6, end=now + timedelta(days=60))
+    assert sync_reservations(provider, now=now).errors == []
+    idle_history(lendable, now, 6, used=0.5, peak=1)
+    idle_history(ending, now, 6)
+    with time_machine.travel(now, tick=False):
+        yield {"now": now, "lendable": lendable, "ending": ending}
+
+
+def test_idle_units_with_no_end_date_are_advised_to_be_lent_and_lent_once(idle, world, operator_client):
+    recompute(idle["now"])
+    [rec] = Recommendation.objects.filter(kind=Recommendation.Kind.LEND)
+    assert rec.reservation.reservation_id == idle["lendable"]  # the one with an end date cannot lend
+    assert rec.details["count"] == 6 - 1 - 1 and rec.details["money"] == "warning" and rec.savings_per_month == 0
+    assert "nothing karpweb can count" in rec.details["moneyBasis"]
+    form = {"computed_at": rec.computed_at.isoformat()}
+    for _ in range(2):  # two clicks: lent once
+        assert operator_client.post(reverse("reservations:recommendation_apply", args=[rec.pk]), form).status_code == 302
+    [call] = world.calls_of("CreateInterruptibleCapacityReservationAllocation")
+    assert int(call.params["InstanceCount"]) == 4 and call.params["ClientToken"].startswith(f"karpweb-lend-{rec.pk}-")
+    assert world.reservation(idle["lendable"])["InterruptibleCapacityAllocation"]["InstanceCount"] == 4
+    row = CapacityReservation.objects.get(reservation_id=idle["lendable"])
+    assert (row.lent_count, row.available_instance_count, row.used_instance_count) == (4, 2, 0)
+    entry = AuditEntry.objects.get(object_id=str(row.pk))
+    assert entry.changes["lent_count"] == [0, 4] and entry.actor == "otto"
+    # Lending: no second lend, and no shrink or cancel that would reclaim a borrower's units.
+    recompute(idle["now"] + timedelta(minutes=5))
+    assert not Recommendation.objects.filter(reservation=row, state=Recommendation.State.OPEN).exists()
+
+
+def test_observe_mode_shows_the_lend_command(idle, settings, operator_client, world):
+    from reservations.recommendation_actions import cli_command
+
+    settings.KARPWEB_MODE = "observe"
+    recompute(idle["now"])
+    rec = Recommendation.objects.get(kind=Recommendation.Kind.LEND)
+    page = operator_client.get(reverse("reservations:recommendation", args=[rec.pk])).content.decode()
+    assert cli_command(rec).startswith(f"aws ec2 create-interruptible-capacity-reservation-allocation "
+                                       f"--capacity-reservation-id {idle['lendable']} --instance-count 4 --client-token ")
+    assert "create-interruptible-capacity-reservation-allocation" in page
+    refused = operator_client.post(reverse("reservations:recommendation_apply", args=[rec.pk]),
+                                   {"computed_at": rec.computed_at.isoformat()})
+    assert refused.status_code == 409 and not world.calls_of("CreateInterruptibleCapacityReservationAllocation")
+
+
+def test_lent_units_come_back_before_a_forecast_peak(idle, world, provider, clock):
+    from reservations.lending import reclaim_before_peaks
+
+    provider.lend_reservation_units(idle["lendable"], 4, client_token="lend-peak")
+    assert sync_reservations(provider, now=clock()).errors == []
+    row = CapacityReservation.objects.get(reservation_id=idle["lendable"])
+    assert reclaim_before_peaks(provider, idle["now"]) == {"units_reclaimed_for_peaks": 0}  # the history's peak is 1
+    # Every day at this hour the fleet used 5 of the 6: the next hour's forecast needs 3 of the 4 lent units.
+    for day in range(1, 8):
+        UtilizationHour.objects.filter(reservation=row, hour=idle["now"] - timedelta(days=day)).update(peak_used=5)
+    assert reclaim_before_peaks(provider, idle["now"]) == {"units_reclaimed_for_peaks": 3}
+    [call] = world.calls_of("UpdateInterruptibleCapacityReservationAllocation")
+    assert int(call.params["TargetInstanceCount"]) == 1
+    assert "the forecast" in Recommendation.objects.get(kind=Recommendation.Kind.RECLAIM).reason
