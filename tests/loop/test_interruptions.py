@@ -86,3 +86,22 @@ def test_a_rebalance_recommendation_is_shown_on_the_node_and_drains_nothing(demo
     assert Node.objects.filter(pk=node.pk, unschedulable=False).exists()
     page = viewer_client.get(reverse("scheduling:node", args=[node.name])).content.decode()
     assert "rebalance recommendation; recorded only" in page
+
+
+def test_ec2s_warning_names_only_the_instance_and_its_reservation_is_marked_full(demo, control):
+    """EC2's "EC2 Capacity Reservation Instance Interruption Warning" carries instance-id and instance-action
+    only (upstream's capacityreservationinterruption message): the reservation is the one the node runs in."""
+    import json
+
+    from scheduling.engine.interruptions import parse
+
+    node, _ = reserved_node_with_pods()
+    body = json.dumps({"version": "0", "source": "aws.ec2", "detail-type": "EC2 Capacity Reservation Instance Interruption Warning",
+                       "detail": {"instance-id": node.instance_id, "instance-action": "terminate"}})
+    event = parse(body)
+    assert (event.kind, event.instance_ids, event.reservation_id) == (RESERVATION_INTERRUPTED, (node.instance_id,), "")
+    assert nodes.act_on(event, SimulatedCloud(), SimulatedCluster(), timezone.now()) == 1
+    assert not Node.objects.filter(pk=node.pk).exists()
+    node.reservation.refresh_from_db()
+    assert node.reservation.available_instance_count == 0
+    assert not Offering.objects.filter(reservation=node.reservation, available=True).exists()
