@@ -203,3 +203,25 @@ def test_lent_units_come_back_before_a_forecast_peak(idle, world, provider, cloc
     [call] = world.calls_of("UpdateInterruptibleCapacityReservationAllocation")
     assert int(call.params["TargetInstanceCount"]) == 1
     assert "the forecast" in Recommendation.objects.get(kind=Recommendation.Kind.RECLAIM).reason
+
+
+def test_the_page_the_api_and_the_ledger_show_lent_units(world, clock, provider, settings, viewer_client):
+    from reservations import ledger
+
+    settings.KARPWEB_MODE = "control"
+    reservation, _ = lent_world(world, provider, clock)
+    with time_machine.travel(clock(), tick=False):
+        ledger.record_use({"123456789012": provider}, clock())
+        row = CapacityReservation.objects.get(reservation_id=reservation)
+        use = row.uses.get()
+        assert (use.used, use.unknown, use.lent) == (0, 0, 2)  # lent: neither the fleet's nor unknown
+        page = viewer_client.get(reverse("reservations:detail", args=[reservation])).content.decode()
+        assert f"<strong>2</strong> unit(s) lent as interruptible capacity to <code>{row.lent_to}</code>, active" in page
+        assert "not counted as idle" in page
+        lent_page = viewer_client.get(reverse("reservations:detail", args=[row.lent_to])).content.decode()
+        assert f'id="lent-by"><a href="{reverse("reservations:detail", args=[reservation])}">{reservation}</a>' in lent_page
+        answer = viewer_client.get(f"/api/v1/capacity-reservations/{reservation}/").json()
+        assert (answer["lentInstanceCount"], answer["lentTargetInstanceCount"], answer["lentTo"], answer["lentStatus"],
+                answer["usedInstanceCount"], answer["availableInstanceCount"]) == (2, 2, row.lent_to, "active", 0, 0)
+        assert viewer_client.get(f"/api/v1/capacity-reservations/{row.lent_to}/").json()["interruptionSourceID"] == reservation
+        assert viewer_client.get(f"/api/v1/capacity-reservations/{reservation}/uses/").json()["results"][0]["lent"] == 2
