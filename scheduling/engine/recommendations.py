@@ -23,8 +23,8 @@ or ``warning``) and where the figure comes from (``details["moneyBasis"]``).
 
 Every basis multiplies out to the figure shown: the price as shown (4 places), the hours as shown (one
 decimal), one rounding to the cent, in Decimal.
-* ``lend``: idle units of an ODCR the fleet owns with no end date, forecast to stay idle, lent as
-  interruptible capacity (scheduling/engine/lending.py has the rule; karpweb reclaims them as soon as a
+* ``lend``: idle units of an ODCR the fleet owns with no end date, forecast to stay idle and not
+  wanted by the fleet itself (no select, move or split for it), lent as interruptible capacity (scheduling/engine/lending.py has the rule; karpweb reclaims them as soon as a
   pod of the fleet could use them). Nothing saved that karpweb can count (``warning``): the owner pays
   for the reservation either way, and what a borrower pays is not known to karpweb.
 * ``end-date``: an ODCR ending within the warning window (14 days) whose recent use says it is still
@@ -169,6 +169,9 @@ def recommend(facts: list[ReservationFacts], now: datetime.datetime, policy: Pol
             per_reservation.append(shrink(reservation, now, policy))
         found += [r for r in per_reservation if r is not None]
     found += relocate(facts, now, policy)
+    # Idle units the fleet itself can use (select, move, split) are not lent to others.
+    used_better = {r.reservation_id for r in found if r.kind in (SELECT, MOVE, SPLIT)}
+    found = [r for r in found if r.kind != LEND or r.reservation_id not in used_better]
     return sorted(found, key=lambda r: (-r.savings_per_month, r.kind, r.reservation_id))
 
 
