@@ -686,6 +686,8 @@ class Recommendation(models.Model):
             return False, f"it is {self.get_state_display()}"
         if self.kind == self.Kind.EXTEND and not (self.details or {}).get("offerings"):
             return False, "EC2 offers no extension of this Capacity Block now"
+        if self.kind == self.Kind.RECLAIM:
+            return False, "the loop reclaims lent units itself in control mode"
         if self.kind == self.Kind.SELECT and not (self.details or {}).get("nodeClass"):
             return False, "no EC2NodeClass is known for the on-demand nodes beside it; edit one's selector terms"
         return True, ""

@@ -109,7 +109,7 @@ def test_two_workers_reclaim_once(world, clock, provider, settings):
     assert len(world.calls_of("UpdateInterruptibleCapacityReservationAllocation")) == 1
 
 
-def test_observe_mode_reclaims_nothing_and_shows_the_command(world, clock, provider, settings):
+def test_observe_mode_reclaims_nothing_and_shows_the_command(world, clock, provider, settings, viewer_client):
     from reservations.recommendation_actions import cli_command
 
     settings.KARPWEB_MODE = "observe"
@@ -122,6 +122,8 @@ def test_observe_mode_reclaims_nothing_and_shows_the_command(world, clock, provi
     assert cli_command(advice) == (f"aws ec2 update-interruptible-capacity-reservation-allocation "
                                    f"--capacity-reservation-id {reservation} --target-instance-count 1")
     assert CapacityReservation.objects.get(reservation_id=reservation).lent_target == 2
+    page = viewer_client.get(reverse("reservations:recommendation", args=[advice.pk])).content.decode()
+    assert 'id="reclaim">Shrinks the interruptible allocation' in page, page
 
 
 # --- the lend recommendation, applied through EC2 ------------------------------------------------
@@ -184,6 +186,7 @@ def test_observe_mode_shows_the_lend_command(idle, settings, operator_client, wo
     assert cli_command(rec).startswith(f"aws ec2 create-interruptible-capacity-reservation-allocation "
                                        f"--capacity-reservation-id {idle['lendable']} --instance-count 4 --client-token ")
     assert "create-interruptible-capacity-reservation-allocation" in page
+    assert 'id="lend">Lends 4 idle instances of' in page and "nothing karpweb can count" in page
     refused = operator_client.post(reverse("reservations:recommendation_apply", args=[rec.pk]),
                                    {"computed_at": rec.computed_at.isoformat()})
     assert refused.status_code == 409 and not world.calls_of("CreateInterruptibleCapacityReservationAllocation")
