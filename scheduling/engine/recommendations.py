@@ -245,8 +245,10 @@ def _needed(reservation: ReservationFacts, now: datetime.datetime, policy: Polic
 
 
 def _changeable(reservation: ReservationFacts) -> bool:
-    """Ours to modify at all: an ODCR of ours that lends no interruptible capacity."""
-    return reservation.reservation_type != "capacity-block" and reservation.owned_by_us and not reservation.lends_interruptible
+    """Ours to modify at all: an ODCR of ours that lends no interruptible capacity and is not itself the
+    interruptible reservation lent units sit in (they come back by a reclaim, not a shrink or cancel)."""
+    return (reservation.reservation_type != "capacity-block" and reservation.owned_by_us and not reservation.lends_interruptible
+            and not reservation.interruptible)
 
 
 def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:

@@ -27,6 +27,8 @@ def test_only_from_an_active_odcr_the_fleet_owns_with_no_end_date_lending_nothin
     assert lends(odcr(end=NOW + datetime.timedelta(days=90))) == []  # EC2 lends only from one with no end date
     assert lends(odcr(reservation_type="capacity-block")) == []
     assert lends(odcr(interruptible=True)) == []  # borrowed capacity is not lent on
+    # Nor shrunk or cancelled: its units go back to their source by a reclaim.
+    assert recommend([odcr(interruptible=True, selected_by=(), hours=hours(14, 0, peak=0), used_now=0)], NOW) == []
     assert lends(odcr(owned_by_us=False)) == []
     assert lends(odcr(lends_interruptible=True)) == []
     assert lends(odcr(state="scheduled")) == []
