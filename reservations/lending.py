@@ -17,7 +17,7 @@ Observe mode: an open ``reclaim`` Recommendation with the AWS CLI command, and a
 from __future__ import annotations
 
 import copy
-import logging
+import datetime
 from collections import defaultdict
 
 from django.db import transaction
@@ -31,7 +31,6 @@ from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode
 from scheduling.modes import control_refusal, global_mode
 
-log = logging.getLogger(__name__)
 FORECAST_DAYS = 7
 
 
@@ -83,7 +82,7 @@ def reclaim_before_peaks(cloud, now=None) -> dict:
     lending_now = lenders()
     if not lending_now or not hasattr(cloud, "reclaim_lent_units"):
         return {}
-    since = now - timezone.timedelta(days=FORECAST_DAYS + 1)
+    since = now - datetime.timedelta(days=FORECAST_DAYS + 1)
     hours = defaultdict(list)
     for row in UtilizationHour.objects.filter(reservation__in=lending_now, hour__gte=since) \
             .values("reservation_id", "hour", "used", "peak_used"):
@@ -110,10 +109,12 @@ def reclaim(cloud, r: CapacityReservation, count: int, why: str, now, details: d
                   details={**details, "count": count, "from": seen, "lentTo": r.lent_to, "money": "warning",
                            "moneyBasis": "nothing saved: the lent units come back to the fleet"})
     if global_mode() != Mode.CONTROL or control_refusal():
-        with transaction.atomic():
-            Recommendation.objects.filter(reservation=r, kind=Recommendation.Kind.RECLAIM,
-                                          state=Recommendation.State.OPEN).delete()
-            Recommendation.objects.create(reason=reason + " (observe mode: run the command shown)", **fields)
+        with transaction.atomic():  # one open reclaim per reservation: the newest count, kept while it holds
+            open_ones = Recommendation.objects.select_for_update().filter(
+                reservation=r, kind=Recommendation.Kind.RECLAIM, state=Recommendation.State.OPEN)
+            if not open_ones.filter(target_count=target).exists():
+                open_ones.delete()
+                Recommendation.objects.create(reason=reason + " (observe mode: run the command shown)", **fields)
         record([PendingDecision(kind=Decision.Kind.STATUS, subject=subject, reason=reason, mode=Mode.OBSERVE,
                                 reservation=r, details=fields["details"])], now)
         return 0

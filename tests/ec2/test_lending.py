@@ -119,6 +119,8 @@ def test_observe_mode_reclaims_nothing_and_shows_the_command(world, clock, provi
     assert counts["units_reclaimed"] == 0 and not world.calls_of("UpdateInterruptibleCapacityReservationAllocation")
     advice = Recommendation.objects.get(kind=Recommendation.Kind.RECLAIM)
     assert advice.state == Recommendation.State.OPEN and advice.target_count == 1
+    provisioning.provision(provider, SimulatedCluster(), now=clock())  # the next run: the same advice, the same row
+    assert list(Recommendation.objects.filter(kind=Recommendation.Kind.RECLAIM).values_list("pk", flat=True)) == [advice.pk]
     assert cli_command(advice) == (f"aws ec2 update-interruptible-capacity-reservation-allocation "
                                    f"--capacity-reservation-id {reservation} --target-instance-count 1")
     assert CapacityReservation.objects.get(reservation_id=reservation).lent_target == 2
