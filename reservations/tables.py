@@ -63,7 +63,7 @@ class CapacityReservationTable(PlainRowsTable):
         now = timezone.now()
         rows = list(CapacityReservation.objects.filter(pk__in=self.data.data.values("pk")).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "reservation_type", "end_date", "start_date"))
+            "state", "reservation_type", "end_date", "start_date", "interruptible_allocation"))  # used leaves lent units out
         prices = on_demand_prices({r.instance_type for r in rows})
         return now, prices, capacity_totals(rows, prices, now), fees_by_reservation(rows)
 

@@ -65,7 +65,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         # Every usable reservation, but only the columns the totals, idle cost and alarms read.
         reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "reservation_type", "start_date", "end_date",
+            "state", "reservation_type", "start_date", "end_date", "interruptible_allocation",  # used = total - available - lent
         ).order_by("reservation_id"))
         totals = capacity_totals(reservations, on_demand_prices({r.instance_type for r in reservations}), now)
         pool_healths = pools_with_health()
