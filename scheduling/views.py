@@ -74,7 +74,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now, catalogue_notice=catalogue_notice(), refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
-            used=totals["used"], idle=totals["idle"], total=totals["total"],
+            used=totals["used"], idle=totals["idle"], total=totals["total"], lent=totals["lent"],
             idle_cost=totals["idle_cost"], idle_sources=totals["idle_sources"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],
