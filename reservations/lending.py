@@ -26,12 +26,14 @@ from django.utils import timezone
 from reservations.models import CapacityReservation, Recommendation, UtilizationHour
 from scheduling.adapters.ec2.interface import CloudAPIError
 from scheduling.engine import lending
+from scheduling.engine.recommendations import Policy
 from scheduling.engine.simulate import simulate
+from scheduling.loop.engine_run import parse_readable
 from scheduling.loop.recording import PendingDecision, record
 from scheduling.models import Decision, Mode
 from scheduling.modes import control_refusal, global_mode
 
-FORECAST_DAYS = 7
+FORECAST_DAYS = Policy.lend_forecast_days  # the same hour on this many past days makes the forecast
 
 
 def lenders() -> list[CapacityReservation]:
@@ -55,8 +57,6 @@ def reclaim_for_pending(cloud, world: dict, now=None) -> dict:
         if r is not None:
             free[r.reservation_id] = int(item.get("AvailableInstanceCount") or 0)
             item["AvailableInstanceCount"] = free[r.reservation_id] + r.lent_target
-    from scheduling.loop.engine_run import parse_readable
-
     parsed, _ = parse_readable(what_if)  # what it cannot read, provisioning's own run records
     planned = defaultdict(list)
     for claim in simulate(parsed, disruptions=False)["nodeClaims"]:
