@@ -23,6 +23,7 @@ from collections import defaultdict
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.scope import working_cluster
 from reservations.models import CapacityReservation, Recommendation, UtilizationHour
 from scheduling.adapters.ec2.interface import CloudAPIError
 from scheduling.engine import lending
@@ -120,17 +121,18 @@ def reclaim(cloud, r: CapacityReservation, count: int, why: str, now, details: d
         return 0
     allocation = r.interruptible_allocation or {}
     # The claim: the mirror's target moves from what this worker saw, once; another worker's UPDATE finds nothing.
-    claimed = CapacityReservation.objects.filter(
+    claimed = CapacityReservation.objects.fleet().filter(
         pk=r.pk, interruptible_allocation__TargetInstanceCount=seen).update(
         interruptible_allocation={**allocation, "TargetInstanceCount": target, "Status": "updating"})
     if not claimed:
         return 0
     decision = PendingDecision(kind=Decision.Kind.STATUS, subject=subject, reason=reason, mode=Mode.CONTROL,
                                reservation=r, details=fields["details"])
+    cloud = _owners(cloud, r)
     try:
         answer = cloud.reclaim_lent_units(r.reservation_id, target)
     except CloudAPIError as exc:
-        CapacityReservation.objects.filter(pk=r.pk, interruptible_allocation__TargetInstanceCount=target).update(
+        CapacityReservation.objects.fleet().filter(pk=r.pk, interruptible_allocation__TargetInstanceCount=target).update(
             interruptible_allocation=allocation)  # nothing changed at EC2: the next run tries again
         Recommendation.objects.create(reason=reason, state=Recommendation.State.FAILED, error=f"{exc.code}: {exc.message}",
                                       **fields)
@@ -144,6 +146,16 @@ def reclaim(cloud, r: CapacityReservation, count: int, why: str, now, details: d
     record([decision], now)
     _mirror_answer(cloud, r, answer)
     return count
+
+
+def _owners(cloud, r: CapacityReservation):
+    """Only the owner reclaims: this run's cloud when its account owns `r` (or nothing says otherwise), else a
+    cluster of the owner's account's (scheduling.loop.backends.cloud_for_reservation)."""
+    if r.owner_account_id is None or r.owner_account_id == working_cluster().account_id:
+        return cloud
+    from scheduling.loop.backends import cloud_for_reservation
+
+    return cloud_for_reservation(r)
 
 
 def _mirror_answer(cloud, r: CapacityReservation, answer: dict) -> None:
