@@ -55,8 +55,8 @@ def reclaim_for_pending(cloud, world: dict, now=None) -> dict:
     free = {}
     for item in what_if.get("capacityReservations") or []:
         r = lending_now.get(item.get("CapacityReservationId"))
-        if r is not None:
-            free[r.reservation_id] = int(item.get("AvailableInstanceCount") or 0)
+        if r is not None:  # units already being reclaimed are on their way back: as good as free
+            free[r.reservation_id] = int(item.get("AvailableInstanceCount") or 0) + r.reclaiming
             item["AvailableInstanceCount"] = free[r.reservation_id] + r.lent_target
     parsed, _ = parse_readable(what_if)  # what it cannot read, provisioning's own run records
     planned = defaultdict(list)
@@ -72,7 +72,7 @@ def reclaim_for_pending(cloud, world: dict, now=None) -> dict:
             pods = sorted(p for claim in claims for p in claim["pods"])
             why = (f"pending pod{'s' if len(pods) != 1 else ''} {', '.join(pods[:3])}{' and more' if len(pods) > 3 else ''} "
                    f"could use {count} of its {r.lent_target} lent unit{'s' if r.lent_target != 1 else ''} "
-                   f"({free[rid]} free now)")
+                   f"({free[rid]} free or coming back)")
             reclaimed += reclaim(cloud, r, count, why, now, {"pods": pods})
     return {"units_reclaimed": reclaimed} if planned else {}
 

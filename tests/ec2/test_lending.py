@@ -73,7 +73,7 @@ def test_a_pending_pod_reclaims_lent_units_in_the_first_run_and_is_placed_once_t
     assert NodeClaim.objects.get().reservation_label == reservation
     applied = Recommendation.objects.get(kind=Recommendation.Kind.RECLAIM)
     assert applied.state == Recommendation.State.APPLIED and applied.target_count == 0
-    assert "pending pods default/first, default/second could use 2 of its 2 lent units" in applied.reason
+    assert "pending pods default/first, default/second could use 2 of its 2 lent units (0 free or coming back)" in applied.reason
     assert Decision.objects.get(subject=f"reservation {reservation}").outcome == Decision.Outcome.ACTED
     # The borrower's warning reached the interruption queue, read as Karpenter reads it.
     [message] = queue.receive()
@@ -96,6 +96,31 @@ def test_a_pending_pod_reclaims_lent_units_in_the_first_run_and_is_placed_once_t
     assert last["launched"] == 1
     assert set(NodeClaim.objects.values_list("reservation_label", flat=True)) == {reservation}
     assert world.reservation(reservation)["AvailableInstanceCount"] == 0
+
+
+def test_units_on_their_way_back_are_not_reclaimed_twice(world, clock, provider, settings):
+    """Every lent unit borrowed: a waiting pod reclaims one; while its borrower has its two minutes, the next runs
+    count that unit as coming back and reclaim no other."""
+    settings.KARPWEB_MODE = "control"
+    reservation = worlds.build(world, provider, clock(), units=3, pods=0)
+    reserved_only()
+    lent = world.lend(reservation, 3)
+    for _ in range(3):
+        world.launch_borrower(lent)
+    assert sync_reservations(provider, now=clock()).errors == []
+    worlds.pending_pod("waiting")
+    for seconds in (5, 30, 30):
+        clock.advance(seconds=seconds)
+        provisioning.provision(provider, SimulatedCluster(), now=clock())
+        assert sync_reservations(provider, now=clock()).errors == []
+    [call] = world.calls_of("UpdateInterruptibleCapacityReservationAllocation")
+    assert int(call.params["TargetInstanceCount"]) == 2
+    row = CapacityReservation.objects.get(reservation_id=reservation)
+    assert (row.lent_count, row.lent_target, row.reclaiming) == (3, 2, 1)
+    clock.advance(minutes=2)
+    assert sync_reservations(provider, now=clock()).errors == []
+    assert provisioning.provision(provider, SimulatedCluster(), now=clock())["launched"] == 1
+    assert len(world.calls_of("UpdateInterruptibleCapacityReservationAllocation")) == 1
 
 
 def test_two_workers_reclaim_once(world, clock, provider, settings):
