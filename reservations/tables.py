@@ -114,6 +114,10 @@ class CapacityReservationTable(PlainRowsTable):
             flags.append('<span class="badge warn" title="Under 20 % utilization for 24 hours">low use</span>')
         if record.interruptible:
             flags.append('<span class="badge">interruptible</span>')
+        if record.lent_count:
+            flags.append(format_html('<span class="badge" title="Lent as interruptible capacity: neither used by the fleet '
+                                     'nor free for it, not idle">lends {}{}</span>', record.lent_count,
+                                     f", reclaiming {record.reclaiming}" if record.reclaiming else ""))
         if record.is_ultraserver:
             flags.append('<span class="badge">UltraServer</span>')
         if record.is_committed(self._summary[0]):

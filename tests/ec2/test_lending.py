@@ -248,6 +248,8 @@ def test_the_page_the_api_and_the_ledger_show_lent_units(world, clock, provider,
         page = viewer_client.get(reverse("reservations:detail", args=[reservation])).content.decode()
         assert f"<strong>2</strong> unit(s) lent as interruptible capacity to <code>{row.lent_to}</code>, active" in page
         assert "not counted as idle" in page
+        listing = viewer_client.get(reverse("reservations:list")).content.decode()
+        assert ">lends 2</span>" in listing
         overview = viewer_client.get(reverse("scheduling:overview")).content.decode()
         assert 'id="lent-not-idle">(2 more lent as interruptible capacity: not idle, not counted)' in overview
         lent_page = viewer_client.get(reverse("reservations:detail", args=[row.lent_to])).content.decode()
