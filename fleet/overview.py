@@ -131,7 +131,8 @@ class FleetOverviewView(ViewerRequiredMixin, TemplateView):
 
         usable = list(CapacityReservation.objects.usable(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "start_date", "end_date", "reservation_type", "owner_id", "region").order_by("reservation_id"))
+            "state", "start_date", "end_date", "reservation_type", "owner_id", "region",
+            "interruptible_allocation").order_by("reservation_id"))  # used leaves lent units out
         prices = on_demand_prices({r.instance_type for r in usable})
         totals = capacity_totals(usable, prices, now)
         for reservation in usable:

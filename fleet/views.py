@@ -73,7 +73,7 @@ def account_reservations(account) -> dict:
     seen = list(CapacityReservation.objects.fleet().seen_by(account).select_related("owner_account")
                 .only("reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
                       "total_instance_count", "available_instance_count", "owner_id", "owner_account__name",
-                      "owner_account__account_id").order_by("reservation_id"))
+                      "owner_account__account_id", "interruptible_allocation").order_by("reservation_id"))
     others = defaultdict(list)
     for visibility in (ReservationVisibility.objects.filter(reservation__in=seen, shared=True)
                        .exclude(account=account).select_related("account").order_by("account__name")):

@@ -327,6 +327,10 @@ KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS = env_int("KARPWEB_RECOMMEND_SHRINK_WINDOW_
 KARPWEB_RECOMMEND_HEADROOM_INSTANCES = env_int("KARPWEB_RECOMMEND_HEADROOM_INSTANCES", 1, minimum=0)
 KARPWEB_RECOMMEND_HEADROOM_PERCENT = env_float("KARPWEB_RECOMMEND_HEADROOM_PERCENT", 10.0, minimum=0, below=1000)
 KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS = env_int("KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS", 14, minimum=1)
+# Lending idle units as interruptible capacity (#50): idle this many hours (and forecast to stay idle)
+# before a lend is advised, keeping this many units back beyond the forecast peak.
+KARPWEB_LEND_IDLE_HOURS = env_int("KARPWEB_LEND_IDLE_HOURS", 24, minimum=1)
+KARPWEB_LEND_MARGIN_INSTANCES = env_int("KARPWEB_LEND_MARGIN_INSTANCES", 1, minimum=0)
 # The pod label whose values the usage page holds reserved units by, beside the namespace (#48).
 KARPWEB_TEAM_LABEL = env_label_key("KARPWEB_TEAM_LABEL", "team")
 # How often the overview, node and reservation pages refresh themselves (static/js/refresh.js).

@@ -4,7 +4,8 @@
   units are attributed (scheduling.engine.attribution) to our clusters, our accounts' instances no
   cluster knows, other accounts and unknown, from DescribeInstances of our accounts, every
   cluster's nodes (unscoped: the whole fleet) and, for the reservations our accounts own,
-  GetCapacityReservationUsage. One ReservationUse row per reservation per sync.
+  GetCapacityReservationUsage. One ReservationUse row per reservation per sync. Units lent as
+  interruptible capacity are counted apart (`lent`): neither used by the fleet nor free for it.
 - **Holds** (`hold_units`, `settle_hold`): before a launch into a reservation, a cluster claims the
   units in one transaction that locks the reservation's row (SELECT ... FOR UPDATE); the claim is
   refused unless (available at the last EC2 read - units launched since it - other clusters' live
@@ -119,10 +120,11 @@ def record_use(clouds: Mapping[str, object], now=None) -> dict:
             a = attribute(total=r.total_instance_count, available=r.available_instance_count,
                           reservation_instances=in_reservation.get(r.reservation_id, ()),
                           cluster_instances=cluster_instances, cluster_accounts=cluster_accounts,
-                          account_instances=account_instances, usage=usage.get(r.reservation_id))
+                          account_instances=account_instances, usage=usage.get(r.reservation_id), lent=r.lent_count)
             found[r.pk] = a
             rows.append(ReservationUse(reservation=r, sampled_at=now, total=a.total, used=a.used, clusters=a.clusters,
-                                       our_accounts=a.our_accounts, other_accounts=a.other_accounts, unknown=a.unknown))
+                                       our_accounts=a.our_accounts, other_accounts=a.other_accounts, unknown=a.unknown,
+                                       lent=a.lent))
         ReservationUse.objects.bulk_create(rows, batch_size=500)
         explained = 0
         for contention in ReservationContention.objects.filter(explained_at__isnull=True, reservation_id__in=list(found)):

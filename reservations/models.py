@@ -208,7 +208,8 @@ class CapacityReservation(models.Model):
 
     @property
     def used_instance_count(self) -> int:
-        return max(self.total_instance_count - self.available_instance_count, 0)
+        """Units instances run in: lent units have left the available count but nobody here uses them."""
+        return max(self.total_instance_count - self.available_instance_count - self.lent_count, 0)
 
     @property
     def utilization(self) -> float:
@@ -285,6 +286,28 @@ class CapacityReservation(models.Model):
         """The source of an interruptible allocation: shrinking or cancelling it reclaims a borrower's units."""
         return bool((self.interruptible_allocation or {}).get("InstanceCount")
                     or (self.interruptible_allocation or {}).get("TargetInstanceCount"))
+
+    @property
+    def lent_count(self) -> int:
+        """Units lent as interruptible capacity now (InterruptibleCapacityAllocation.InstanceCount): gone from its
+        available count, neither used by the fleet nor free for it, until reclaimed."""
+        allocation = self.interruptible_allocation or {}
+        return 0 if allocation.get("Status") == "canceled" else int(allocation.get("InstanceCount") or 0)
+
+    @property
+    def lent_target(self) -> int:
+        allocation = self.interruptible_allocation or {}
+        return 0 if allocation.get("Status") == "canceled" else int(allocation.get("TargetInstanceCount") or 0)
+
+    @property
+    def lent_to(self) -> str:
+        """The interruptible reservation that holds the lent units."""
+        return (self.interruptible_allocation or {}).get("InterruptibleCapacityReservationId") or ""
+
+    @property
+    def reclaiming(self) -> int:
+        """Units being reclaimed (their borrowers warned, not yet gone)."""
+        return max(self.lent_count - self.lent_target, 0)
 
     @property
     def planning_exclusion(self) -> str:
@@ -583,6 +606,8 @@ class Recommendation(models.Model):
         END_DATE = "end-date", "end date ahead"
         SPLIT = "split", "split off and share"
         MOVE = "move", "move units"
+        LEND = "lend", "lend as interruptible"
+        RECLAIM = "reclaim", "reclaim lent units"
 
     class State(models.TextChoices):
         OPEN = "open", "open"
@@ -667,6 +692,8 @@ class Recommendation(models.Model):
             return False, f"it is {self.get_state_display()}"
         if self.kind == self.Kind.EXTEND and not (self.details or {}).get("offerings"):
             return False, "EC2 offers no extension of this Capacity Block now"
+        if self.kind == self.Kind.RECLAIM:
+            return False, "the loop reclaims lent units itself in control mode"
         if self.kind == self.Kind.SELECT and not (self.details or {}).get("nodeClass"):
             return False, "no EC2NodeClass is known for the on-demand nodes beside it; edit one's selector terms"
         return True, ""
@@ -693,6 +720,8 @@ class ReservationUse(models.Model):
                                     help_text="Our account ID -> units its instances no cluster knows use.")
     other_accounts = models.JSONField(default=dict, blank=True, help_text="Other account ID -> units it uses.")
     unknown = models.PositiveIntegerField(default=0, help_text="Used units nothing above explains.")
+    lent = models.PositiveIntegerField(default=0, help_text="Units lent as interruptible capacity: neither used "
+                                                            "by the fleet nor free for it.")
 
     class Meta:
         ordering = ["-sampled_at"]

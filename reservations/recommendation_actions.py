@@ -1,5 +1,6 @@
 """Applying a recommendation (control mode, an operator): ModifyCapacityReservation (shrink, end
-date), CancelCapacityReservation, PurchaseCapacityBlockExtension, CreateCapacityReservationBySplitting
+date), CancelCapacityReservation, PurchaseCapacityBlockExtension, CreateInterruptibleCapacityReservationAllocation
+(lend), CreateCapacityReservationBySplitting
 (split: the new reservation's id is kept in the recommendation's details, and the page gives the AWS
 RAM command that shares it; karpweb creates no share), MoveCapacityReservationInstances (move), and for select the EC2NodeClass's
 capacityReservationSelectorTerms gaining an id term (through the selector-term editor's save). Each apply is claimed with a
@@ -31,7 +32,8 @@ from scheduling.models import AuditEntry, Mode
 from scheduling.modes import control_refusal, global_mode
 
 APPLICABLE = (Recommendation.Kind.SHRINK, Recommendation.Kind.CANCEL, Recommendation.Kind.EXTEND,
-              Recommendation.Kind.END_DATE, Recommendation.Kind.SELECT, Recommendation.Kind.SPLIT, Recommendation.Kind.MOVE)
+              Recommendation.Kind.END_DATE, Recommendation.Kind.SELECT, Recommendation.Kind.SPLIT, Recommendation.Kind.MOVE,
+              Recommendation.Kind.LEND)
 
 
 # An extension dearer than the work it protects is bought only when the operator says so, in so many words.
@@ -68,6 +70,12 @@ def cli_command(rec: Recommendation, *, offering_id: str | None = None, end_date
         return (f"aws ec2 move-capacity-reservation-instances --source-capacity-reservation-id {rid} "
                 f"--destination-capacity-reservation-id {shlex.quote(rec.details.get('destination') or '')} "
                 f"--instance-count {rec.details.get('count')}")
+    if rec.kind == Recommendation.Kind.LEND:
+        return (f"aws ec2 create-interruptible-capacity-reservation-allocation --capacity-reservation-id {rid} "
+                f"--instance-count {rec.details.get('count')} --client-token {shlex.quote(_client_token(rec))}")
+    if rec.kind == Recommendation.Kind.RECLAIM:
+        return (f"aws ec2 update-interruptible-capacity-reservation-allocation --capacity-reservation-id {rid} "
+                f"--target-instance-count {rec.target_count}")
     if rec.kind == Recommendation.Kind.END_DATE:
         when = (end_date or "YYYY-MM-DDTHH:MM:SSZ")
         when = when.strftime("%Y-%m-%dT%H:%M:%SZ") if hasattr(when, "strftime") else when
@@ -293,6 +301,8 @@ def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_
         _resize(cloud, reservation.reservation_id, -count)
         rec.details.update(newReservationId=new.get("CapacityReservationId", ""), newReservationArn=new.get("CapacityReservationArn", ""))
         Recommendation.objects.filter(pk=rec.pk).update(details=rec.details)
+    elif rec.kind == Recommendation.Kind.LEND:
+        _lend(cloud, rec, reservation)
     elif rec.kind == Recommendation.Kind.MOVE:
         count = rec.details["count"]
         cloud.move_reservation_instances(reservation.reservation_id, rec.details["destination"], count,
@@ -302,6 +312,19 @@ def _act(cloud, rec: Recommendation, reservation: CapacityReservation, offering_
     else:
         bought = cloud.purchase_capacity_block_extension(offering_id, reservation.reservation_id)
         record_extension_paid(reservation.reservation_id, bought.get("UpfrontFee"))  # the block's price includes it
+
+
+def _lend(cloud, rec: Recommendation, reservation: CapacityReservation) -> None:
+    """The interruptible allocation; the mirror follows at once (the next EC2 sync confirms it, with the new
+    interruptible reservation's id)."""
+    count = rec.details["count"]
+    answer = cloud.lend_reservation_units(reservation.reservation_id, count, client_token=_client_token(rec))
+    if getattr(cloud, "keeps_reservations_in_database", False):
+        return  # the simulated EC2 has changed the row already
+    allocation = {"InstanceCount": count, "TargetInstanceCount": int(answer.get("TargetInstanceCount") or count),
+                  "Status": answer.get("Status") or "pending", "InterruptionType": answer.get("InterruptionType") or "adhoc"}
+    CapacityReservation.objects.filter(pk=reservation.pk).update(
+        interruptible_allocation=allocation, available_instance_count=Greatest(F("available_instance_count") - count, 0))
 
 
 def _client_token(rec: Recommendation) -> str:
@@ -353,6 +376,8 @@ def _action_changes(rec: Recommendation, offering_id, end_date) -> dict:
         return {"total_instance_count": [rec.seen_total, rec.seen_total - rec.details["count"]],
                 "split_off": [None, f"{rec.details.get('newReservationId')} ({rec.details['count']} instances)"],
                 "recommendation": [None, rec.reason]}
+    if rec.kind == Recommendation.Kind.LEND:
+        return {"lent_count": [0, rec.details["count"]], "recommendation": [None, rec.reason]}
     if rec.kind == Recommendation.Kind.MOVE:
         return {"total_instance_count": [rec.seen_total, rec.seen_total - rec.details["count"]],
                 "moved_to": [None, f"{rec.details['destination']} ({rec.details['count']} instances)"],

@@ -58,7 +58,9 @@ def policy_from_settings() -> Policy:
     return Policy(shrink_window_days=settings.KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS,
                   headroom_instances=settings.KARPWEB_RECOMMEND_HEADROOM_INSTANCES,
                   headroom_percent=settings.KARPWEB_RECOMMEND_HEADROOM_PERCENT,
-                  end_date_warning_days=settings.KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS)
+                  end_date_warning_days=settings.KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS,
+                  lend_idle_hours=settings.KARPWEB_LEND_IDLE_HOURS,
+                  lend_margin_instances=settings.KARPWEB_LEND_MARGIN_INSTANCES)
 
 
 def recompute(now=None, policy: Policy | None = None, extension_offerings=None) -> int:
@@ -127,7 +129,8 @@ def current_claim(rec: Recommendation, now=None, extension_offerings=None):
 
 
 def facts(reservations: list[CapacityReservation], now, policy: Policy, extension_offerings=None) -> list[ReservationFacts]:
-    since = now - datetime.timedelta(days=max(policy.shrink_window_days, policy.cancel_window_days))
+    since = now - datetime.timedelta(days=max(policy.shrink_window_days, policy.cancel_window_days,
+                                              policy.lend_forecast_days + 1), hours=policy.lend_idle_hours)
     hours = defaultdict(list)
     for row in UtilizationHour.objects.filter(reservation__in=reservations, hour__gte=since, hour__lt=now) \
             .values("reservation_id", "hour", "used", "total", "peak_used"):
@@ -196,7 +199,7 @@ def facts(reservations: list[CapacityReservation], now, policy: Policy, extensio
             owned_by_us=r.owner_account_id is not None or bool(seen_by[r.pk] & unknown), fleet_used=use.used if use is not None else 0,
             other_accounts=tuple(sorted(others)), paid_nodes_by_cluster=tuple(sorted(by_cluster.items())),
             committed_count=r.committed_instance_count, commitment_end=r.commitment_end_date,
-            lends_interruptible=r.lends_interruptible_capacity, owner=r.owner_id, platform=r.instance_platform,
+            lends_interruptible=r.lends_interruptible_capacity, interruptible=r.interruptible, owner=r.owner_id, platform=r.instance_platform,
             tenancy=r.tenancy, placement_group=r.placement_group_arn,
             cluster_demand=tuple(sorted({(nc.cluster.name, paid_where[(nc.cluster.name, r.instance_type, r.availability_zone)])
                                          for nc in r.node_classes.all()})),

@@ -63,7 +63,7 @@ class CapacityReservationTable(PlainRowsTable):
         now = timezone.now()
         rows = list(CapacityReservation.objects.filter(pk__in=self.data.data.values("pk")).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "reservation_type", "end_date", "start_date"))
+            "state", "reservation_type", "end_date", "start_date", "interruptible_allocation"))  # used leaves lent units out
         prices = on_demand_prices({r.instance_type for r in rows})
         return now, prices, capacity_totals(rows, prices, now), fees_by_reservation(rows)
 
@@ -114,6 +114,10 @@ class CapacityReservationTable(PlainRowsTable):
             flags.append('<span class="badge warn" title="Under 20 % utilization for 24 hours">low use</span>')
         if record.interruptible:
             flags.append('<span class="badge">interruptible</span>')
+        if record.lent_count:
+            flags.append(format_html('<span class="badge" title="Lent as interruptible capacity: neither used by the fleet '
+                                     'nor free for it, not idle">lends {}{}</span>', record.lent_count,
+                                     f", reclaiming {record.reclaiming}" if record.reclaiming else ""))
         if record.is_ultraserver:
             flags.append('<span class="badge">UltraServer</span>')
         if record.is_committed(self._summary[0]):

@@ -105,6 +105,7 @@ class ReservationDetailView(ViewerRequiredMixin, TemplateView):
             low_utilization=reservation.is_low_utilization(now),
             idle=idle_value(reservation, prices, now),
             recommendations=reservation.recommendations.filter(state=Recommendation.State.OPEN),
+            last_reclaim=reservation.recommendations.filter(kind=Recommendation.Kind.RECLAIM).order_by("-computed_at", "-id").first(),
             fleet_use=reservation.uses.order_by("-sampled_at").first(),  # the fleet ledger (reservations/ledger.py)
             contentions=reservation.contentions.select_related("cluster")[:20],
             doctor=active_findings().filter(reservation_id=reservation.reservation_id).select_related("cluster"),

@@ -40,6 +40,8 @@ def capacity_totals(reservations, prices: dict[tuple[str, str], float], now=None
         "reservations": len(usable), "unusable": len(reservations) - len(usable) - upcoming, "upcoming": upcoming,
         "used": sum(r.used_instance_count for r in usable), "idle": sum(r.available_instance_count for r in usable),
         "total": sum(r.total_instance_count for r in usable),
+        # Lent as interruptible capacity: gone from the available count, so never in `idle` (nor its cost).
+        "lent": sum(r.lent_count for r in usable),
         "idle_cost": sum(v.cost for v in values if v.cost), "unpriced": sum(1 for v in values if v.cost is None),
         "idle_sources": idle_by_source(values),
     }

@@ -67,7 +67,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         # Every usable reservation, but only the columns the totals, idle cost and alarms read.
         reservations = list(CapacityReservation.objects.usable(now).with_recent_utilization(now).only(
             "reservation_id", "instance_type", "availability_zone", "total_instance_count", "available_instance_count",
-            "state", "reservation_type", "start_date", "end_date",
+            "state", "reservation_type", "start_date", "end_date", "interruptible_allocation",  # used = total - available - lent
         ).order_by("reservation_id"))
         totals = capacity_totals(reservations, on_demand_prices({r.instance_type for r in reservations}), now)
         pool_healths = pools_with_health()
@@ -78,7 +78,7 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
             now=now, catalogue_notice=catalogue_notice(), refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
             # Which prices the figures use (zonal RIs, Savings Plans, or list and why); the simulated cloud has none.
             prices=price_status() if not self.request.htmx and is_aws() else None,
-            used=totals["used"], idle=totals["idle"], total=totals["total"],
+            used=totals["used"], idle=totals["idle"], total=totals["total"], lent=totals["lent"],
             idle_cost=totals["idle_cost"], idle_sources=totals["idle_sources"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
             drains=drains[:5],

@@ -88,7 +88,7 @@ class WorldEditForm(forms.Form):
         super().__init__(*args, **kwargs)
         reservations = list(CapacityReservation.objects.order_by("reservation_id").only(
             "reservation_id", "instance_type", "availability_zone", "reservation_type", "state",
-            "total_instance_count", "available_instance_count", "start_date"))
+            "total_instance_count", "available_instance_count", "start_date", "interruptible_allocation"))
         choices = [("", "—")] + [(r.reservation_id, _reservation_label(r)) for r in reservations]
         self.fields["remove_id"].choices = choices
         self.fields["count_id"].choices = choices

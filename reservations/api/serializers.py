@@ -215,6 +215,16 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
     secondsUntilCommitmentEnd = serializers.SerializerMethodField(
         help_text="Seconds until commitmentEndDate; null when it has no commitment or the commitment is over.")
     deliveryPreference = ro("delivery_preference", help_text="fixed or incremental (future-dated reservations); empty otherwise.")
+    lentInstanceCount = serializers.IntegerField(
+        source="lent_count", read_only=True, help_text="Units lent as interruptible capacity now "
+        "(InterruptibleCapacityAllocation.instanceCount): neither used by the fleet nor free for it, not idle.")
+    lentTargetInstanceCount = serializers.IntegerField(
+        source="lent_target", read_only=True, help_text="The allocation's target: below lentInstanceCount while units are reclaimed.")
+    lentTo = ro("lent_to", help_text="The interruptible Capacity Reservation that holds the lent units.")
+    lentStatus = serializers.SerializerMethodField(help_text="The allocation's status (pending, active, updating while "
+                                                             "units are reclaimed, canceled); empty when it lends nothing.")
+    interruptionSourceID = ro("interruption_source_id", help_text="For an interruptible reservation: the reservation "
+                                                                  "that lends its units (InterruptionInfo).")
     excludedFromPlanning = ro("planning_excluded", help_text="karpweb's own override (set in the admin, audited): "
                               "karpweb plans no launch or consolidation into it.")
     excludedFromPlanningReason = ro("planning_excluded_reason", help_text="Why, as the operator wrote it.")
@@ -233,12 +243,16 @@ class CapacityReservationSerializer(serializers.ModelSerializer):
             "endDate", "endDateType", "tags", "nodeClasses", "lastSeen", "alarms", "openInstances",
             "capacityReservationGroups", "excludedFromPlanning", "excludedFromPlanningReason", "excludedFromPlanningBy",
             "excludedFromPlanningSince", "upcoming", "secondsUntilStart", "committedInstanceCount", "commitmentEndDate",
-            "secondsUntilCommitmentEnd", "deliveryPreference",
+            "secondsUntilCommitmentEnd", "deliveryPreference", "lentInstanceCount", "lentTargetInstanceCount", "lentTo",
+            "lentStatus", "interruptionSourceID",
         ]
         read_only_fields = fields
 
     def _now(self):
         return self.context.setdefault("now", timezone.now())
+
+    def get_lentStatus(self, obj) -> str:
+        return (obj.interruptible_allocation or {}).get("Status") or ""
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_lowUtilization(self, obj) -> bool:
@@ -328,7 +342,7 @@ class ReservationUseSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ReservationUse
-        fields = ["sampledAt", "total", "used", "clusters", "ourAccounts", "otherAccounts", "unknown"]
+        fields = ["sampledAt", "total", "used", "clusters", "ourAccounts", "otherAccounts", "unknown", "lent"]
         read_only_fields = fields
 
 

@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reservations', '0020_buy_advice'),
+        ('reservations', '0022_lend_and_reclaim'),
     ]
 
     operations = [

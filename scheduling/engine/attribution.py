@@ -11,7 +11,9 @@ nodes, by instance id from their providerID), the units are attributed to:
 - unknown: used units nothing above explains (another account's, when the reservation is shared
   with us and its owner's usage is not ours to read; or an instance we have not listed yet).
 
-The attributed units never exceed the used ones (total - available): EC2's counts win.
+The attributed units never exceed the used ones (total - available - lent): EC2's counts win. Units the
+owner lends as interruptible capacity (InterruptibleCapacityAllocation) have left the available count
+but are neither used by the fleet nor free for it: they are counted apart (`lent`), never as unknown.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Attribution:
     other_accounts: dict[str, int] = field(default_factory=dict)  # account id (not ours) -> units
     unknown: int = 0
     instances: dict[str, list[str]] = field(default_factory=dict)  # cluster name -> its instance ids in it
+    lent: int = 0  # lent as interruptible capacity: neither used by the fleet nor free for it
 
     @property
     def fleet_used(self) -> int:
@@ -47,12 +50,13 @@ class Attribution:
     def as_dict(self) -> dict:
         return {"total": self.total, "used": self.used, "clusters": dict(sorted(self.clusters.items())),
                 "ourAccounts": dict(sorted(self.our_accounts.items())),
-                "otherAccounts": dict(sorted(self.other_accounts.items())), "unknown": self.unknown}
+                "otherAccounts": dict(sorted(self.other_accounts.items())), "unknown": self.unknown, "lent": self.lent}
 
 
 def attribute(*, total: int, available: int, reservation_instances: Iterable[str],
               cluster_instances: Mapping[str, Iterable[str]], cluster_accounts: Mapping[str, str],
-              account_instances: Mapping[str, Iterable[str]], usage: Mapping[str, int] | None = None) -> Attribution:
+              account_instances: Mapping[str, Iterable[str]], usage: Mapping[str, int] | None = None,
+              lent: int = 0) -> Attribution:
     """Attribute the used units of one reservation.
 
     `reservation_instances`: instance ids EC2 reports in the reservation (DescribeInstances of our
@@ -60,8 +64,10 @@ def attribute(*, total: int, available: int, reservation_instances: Iterable[str
     cluster name, the instance ids of its nodes. `cluster_accounts`: cluster name -> its account id.
     `account_instances`: per account of ours, the instance ids DescribeInstances listed in it (so
     its keys are our accounts). `usage`: GetCapacityReservationUsage's InstanceUsages (account id ->
-    UsedInstanceCount), when the owner is ours; None when not known."""
-    used = max(int(total) - int(available), 0)
+    UsedInstanceCount), when the owner is ours; None when not known. `lent`: units lent as interruptible
+    capacity (gone from `available`, used by nobody of the fleet)."""
+    lent = min(max(int(lent), 0), max(int(total) - int(available), 0))
+    used = max(int(total) - int(available) - lent, 0)
     ours = set(account_instances)
     owner_of = {iid: account for account, ids in account_instances.items() for iid in ids}
     cluster_of = {iid: name for name, ids in cluster_instances.items() for iid in ids}
@@ -103,4 +109,4 @@ def attribute(*, total: int, available: int, reservation_instances: Iterable[str
         for key in [k for k, v in bucket.items() if v == 0]:
             del bucket[key]
     return Attribution(total=int(total), used=used, clusters=clusters, our_accounts=our_accounts,
-                       other_accounts=other_accounts, unknown=budget, instances=instances)
+                       other_accounts=other_accounts, unknown=budget, instances=instances, lent=lent)

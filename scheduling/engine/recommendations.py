@@ -25,6 +25,10 @@ or ``warning``) and where the figure comes from (``details["moneyBasis"]``).
 
 Every basis multiplies out to the figure shown: the price as shown (4 places), the hours as shown (one
 decimal), one rounding to the cent, in Decimal.
+* ``lend``: idle units of an ODCR the fleet owns with no end date, forecast to stay idle and not
+  wanted by the fleet itself (no select, move or split for it), lent as interruptible capacity (scheduling/engine/lending.py has the rule; karpweb reclaims them as soon as a
+  pod of the fleet could use them). Nothing saved that karpweb can count (``warning``): the owner pays
+  for the reservation either way, and what a borrower pays is not known to karpweb.
 * ``end-date``: an ODCR ending within the warning window (14 days) whose recent use says it is still
   needed: a warning (nothing saved; the money is what the used instances cost per month).
 
@@ -58,10 +62,11 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
 from .commitments import LIST, at_basis, basis_words
+from . import lending
 
 SHRINK, CANCEL, SELECT, EXTEND, END_DATE = "shrink", "cancel", "select", "extend", "end-date"
-SPLIT, MOVE = "split", "move"
-KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE, SPLIT, MOVE)
+SPLIT, MOVE, LEND = "split", "move", "lend"
+KINDS = (SHRINK, CANCEL, SELECT, EXTEND, END_DATE, SPLIT, MOVE, LEND)
 HOURS_PER_MONTH = 730
 CENT, TENTH, PRICE_PLACES = Decimal("0.01"), Decimal("0.1"), Decimal("0.0001")
 MONTHLY, ONE_OFF, WARNING = "monthly", "one-off", "warning"
@@ -77,6 +82,9 @@ class Policy:
     end_date_warning_days: int = 14
     still_needed_above: float = 0.50  # mean use over the cancel window that says "still needed"
     coverage: float = 0.9  # share of the window's hours that must have samples before anything is said
+    lend_idle_hours: int = 24  # units idle this long (and forecast to stay idle) may be lent (scheduling/engine/lending.py)
+    lend_margin_instances: int = 1  # kept back beyond the forecast peak
+    lend_forecast_days: int = 7  # the past days whose same hours make the forecast
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,7 @@ class ReservationFacts:
     committed_count: int | None = None
     commitment_end: datetime.datetime | None = None
     lends_interruptible: bool = False  # the source of an interruptible allocation
+    interruptible: bool = False  # itself an interruptible reservation (borrowed capacity)
     # The shape MoveCapacityReservationInstances compares (with instance_type, zone and end), and its owner.
     owner: str = ""
     platform: str = "Linux/UNIX"
@@ -159,7 +168,7 @@ def recommend(facts: list[ReservationFacts], now: datetime.datetime, policy: Pol
         if reservation.state not in ("active", "scheduled"):
             continue
         per_reservation = [r for r in (cancel(reservation, now, policy), select(reservation), extend(reservation, now),
-                                       end_date(reservation, now, policy)) if r is not None]
+                                       end_date(reservation, now, policy), lend(reservation, now, policy)) if r is not None]
         if not any(r.kind == CANCEL for r in per_reservation):
             per_reservation.append(shrink(reservation, now, policy))
         found += [r for r in per_reservation if r is not None]
@@ -168,6 +177,9 @@ def recommend(facts: list[ReservationFacts], now: datetime.datetime, policy: Pol
     for r in found:  # each figure says its price when it is not the list price (absent: list)
         if basis.get(r.reservation_id, LIST) != LIST:
             r.details["priceBasis"] = basis[r.reservation_id]
+    # Idle units the fleet itself can use (select, move, split) are not lent to others.
+    used_better = {r.reservation_id for r in found if r.kind in (SELECT, MOVE, SPLIT)}
+    found = [r for r in found if r.kind != LEND or r.reservation_id not in used_better]
     return sorted(found, key=lambda r: (-r.savings_per_month, r.kind, r.reservation_id))
 
 
@@ -246,8 +258,10 @@ def _needed(reservation: ReservationFacts, now: datetime.datetime, policy: Polic
 
 
 def _changeable(reservation: ReservationFacts) -> bool:
-    """Ours to modify at all: an ODCR of ours that lends no interruptible capacity."""
-    return reservation.reservation_type != "capacity-block" and reservation.owned_by_us and not reservation.lends_interruptible
+    """Ours to modify at all: an ODCR of ours that lends no interruptible capacity and is not itself the
+    interruptible reservation lent units sit in (they come back by a reclaim, not a shrink or cancel)."""
+    return (reservation.reservation_type != "capacity-block" and reservation.owned_by_us and not reservation.lends_interruptible
+            and not reservation.interruptible)
 
 
 def shrink(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
@@ -476,3 +490,35 @@ def _split(reservation: ReservationFacts, count: int, idle: int, needed: int, no
                    "nor moved into): ")
                 + f"{count} idle instance{'s' if count != 1 else ''} {'cost' if count != 1 else 'costs'} "
                 f"${_money(count, reservation):,.2f} a month. Split {count} off into a new reservation and {whom}"))
+
+
+def lendable(reservation: ReservationFacts) -> bool:
+    """EC2 lends only from an active ODCR with no end date; karpweb only from one the fleet owns that lends nothing yet."""
+    return (reservation.state == "active" and reservation.reservation_type != "capacity-block" and reservation.end is None
+            and reservation.owned_by_us and not reservation.interruptible and not reservation.lends_interruptible)
+
+
+def lend(reservation: ReservationFacts, now: datetime.datetime, policy: Policy) -> Recommendation | None:
+    if not lendable(reservation):
+        return None
+    found = lending.lend_count(
+        total=reservation.total, free_now=reservation.total - reservation.used_now, used_now=reservation.used_now,
+        fleet_used=reservation.fleet_used, hours=tuple(lending.UseHour(h.start, h.high) for h in reservation.hours), now=now,
+        idle_hours=policy.lend_idle_hours, forecast_days=policy.lend_forecast_days, margin=policy.lend_margin_instances,
+        coverage=policy.coverage)
+    if found is None:
+        return None
+    count, peak = found
+    plural = "s" if count != 1 else ""
+    return Recommendation(
+        LEND, reservation.reservation_id, savings_per_month=0.0,
+        reason=(f"{reservation.reservation_id} ({reservation.total} x {reservation.instance_type} in {reservation.zone}, no end "
+                f"date) used at most {peak} instance{'s' if peak != 1 else ''} in the last {policy.lend_idle_hours} hours and, "
+                f"forecast from the same hours of the last {policy.lend_forecast_days} days, will not need more: lend {count} "
+                f"idle instance{plural} as interruptible capacity (keeping {policy.lend_margin_instances} spare); karpweb "
+                f"reclaims them as soon as a pod of the fleet could use them"),
+        details={"count": count, "peak": peak, "idleHours": policy.lend_idle_hours, "money": WARNING,
+                 "lentCostPerMonth": _money(count, reservation),
+                 "moneyBasis": ("nothing karpweb can count: the reservation is paid for whether its units are lent or idle, "
+                                "and what a borrower pays is not known to karpweb; for context: "
+                                + _monthly_basis(count, "lent", reservation))})

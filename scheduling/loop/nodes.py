@@ -683,9 +683,12 @@ def act_on(event: interruptions.Interruption, cloud, cluster, now) -> int:
             decision.outcome = Decision.Outcome.ACTED
             acted += 1
         decisions.append(decision)
-    if event.kind == interruptions.RESERVATION_INTERRUPTED and event.reservation_id:
-        # After the terminations: a unit an instance leaves in a reclaimed reservation is not free.
-        mark_unavailable([event.reservation_id])
+    if event.kind == interruptions.RESERVATION_INTERRUPTED:
+        # After the terminations: a unit an instance leaves in a reclaimed reservation is not free. EC2's
+        # warning names only the instance (as upstream, the reservation is the one its NodeClaim runs in).
+        reclaimed = {event.reservation_id} if event.reservation_id else {
+            (node or claim).reservation.reservation_id for node, claim in targets if (node or claim).reservation_id}
+        mark_unavailable(sorted(reclaimed))
     if not targets:
         log.info("interruption for %s: no node or NodeClaim of this cluster runs there", ", ".join(event.instance_ids))
     record(decisions, now)

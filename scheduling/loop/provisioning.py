@@ -10,7 +10,7 @@ import string
 from django.db.models import Q
 from django.utils import timezone
 
-from reservations import ledger
+from reservations import ledger, lending
 from reservations.groups import launch_group_arn
 from reservations.models import CapacityReservation
 from scheduling.engine.commitments import SAVINGS_PLAN, at_basis
@@ -46,6 +46,8 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists() and not static_pools_short():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
         return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
+    # Lent units a waiting pod could use come back first, in this run (reservations/lending.py).
+    reclaimed = lending.reclaim_for_pending(cloud, current_world, now)
     # The plan only: the lifecycle pass decides disruptions (its own engine run).
     decisions = simulate_readable(world_at(now) if world_at is not None else current_world(now), now, disruptions=False)
     pools = {pool.name: pool for pool in NodePool.objects.select_related("node_class")}
@@ -98,7 +100,7 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     if not getattr(cloud, "keeps_reservations_in_database", False):
         refresh_reservations(cloud, launched_into, refused_by, now)
     pending += unplaced_decisions(decisions, pools)
-    counts = _counts(decisions, launched, failed, relaunched, record(pending, now))
+    counts = {**_counts(decisions, launched, failed, relaunched, record(pending, now)), **reclaimed}
     events += kube_events.binding_events(controlled_bindings(decisions.get("bindings") or [], refusal))
     counts["events_written"] = kube_events.publish(cluster, events)
     if held_elsewhere and not replanning:

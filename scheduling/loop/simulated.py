@@ -144,6 +144,35 @@ class SimulatedCloud:
             _resize(destination, instance_count)
         return {"InstanceCount": instance_count}
 
+    def lend_reservation_units(self, reservation_id, instance_count, *, client_token) -> dict:
+        """CreateInterruptibleCapacityReservationAllocation on the row: only available units of an active ODCR with
+        no end date; nobody borrows in the simulated world, so the lent units simply leave its available count."""
+        operation = "create_interruptible_capacity_reservation_allocation"
+        with transaction.atomic():
+            source = CapacityReservation.objects.select_for_update().get(reservation_id=reservation_id)
+            if (source.interruptible_allocation or {}).get("Token") == client_token:
+                return {"SourceCapacityReservationId": reservation_id, "TargetInstanceCount": source.lent_target, "Status": "active"}
+            if source.state != "active" or source.end_date is not None or source.is_capacity_block or source.lent_count:
+                raise CloudAPIError("InvalidParameterValue", f"{reservation_id} cannot lend interruptible capacity", operation)
+            _check_count(source, instance_count, source.available_instance_count, operation)
+            source.interruptible_allocation = {"InstanceCount": instance_count, "TargetInstanceCount": instance_count,
+                                               "Status": "active", "InterruptionType": "adhoc", "Token": client_token}
+            source.available_instance_count -= instance_count
+            source.save(update_fields=["interruptible_allocation", "available_instance_count"])
+        return {"SourceCapacityReservationId": reservation_id, "TargetInstanceCount": instance_count, "Status": "active"}
+
+    def reclaim_lent_units(self, reservation_id, target_count) -> dict:
+        """UpdateInterruptibleCapacityReservationAllocation on the row: no borrower runs here, so the units are back at once."""
+        with transaction.atomic():
+            source = CapacityReservation.objects.select_for_update().get(reservation_id=reservation_id)
+            back = max(source.lent_count - target_count, 0)
+            source.interruptible_allocation = {**(source.interruptible_allocation or {}), "InstanceCount": target_count,
+                                               "TargetInstanceCount": target_count, "Status": "active"}
+            source.available_instance_count += back
+            source.save(update_fields=["interruptible_allocation", "available_instance_count"])
+        return {"SourceCapacityReservationId": reservation_id, "InstanceCount": target_count,
+                "TargetInstanceCount": target_count, "Status": "active"}
+
     def capacity_block_extension_offerings(self, reservation_id) -> list:
         from scheduling.simulated_extensions import extension_offerings
 

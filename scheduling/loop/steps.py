@@ -12,7 +12,7 @@ from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.buying import recompute_buy_advice
 from reservations.groups import sync_groups
-from reservations import block_fees, commitments, doctor, ledger, utilization
+from reservations import block_fees, commitments, doctor, ledger, lending, utilization
 from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.open_trap import sync_launch_templates
@@ -74,8 +74,9 @@ def sync_ec2(now=None) -> dict:
         counts.update(block_fees.refresh_estimates(estimate, now))  # what a block whose fee nobody entered cost
     counts.update(commitments.refresh(cloud, now))  # zonal RIs and Savings Plans: the prices they give
     counts["hours_rolled_up"] = utilization.roll_up_recent(now)
+    counts.update(lending.reclaim_before_peaks(cloud, now))  # lent units back before the fleet's forecast peak
     offerings = getattr(cloud, "capacity_block_extension_offerings", None)
-    counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date
+    counts.update(recompute_hourly(now, offerings))  # shrink, cancel, select, extend, end date, lend
     for member in clusters_of_the_account_and_region():  # the reservation doctor, per cluster, after this sync
         with cluster_scope(member) if member is not None else contextlib.nullcontext():
             add_counts(counts, doctor.examine(backends.cloud(), now))

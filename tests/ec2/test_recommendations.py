@@ -82,10 +82,14 @@ def seeded(world, clock, provider):
 
 
 def test_the_expected_recommendations_with_their_money(seeded, provider):
-    assert recompute(seeded["now"], extension_offerings=provider.capacity_block_extension_offerings) == 4
+    assert recompute(seeded["now"], extension_offerings=provider.capacity_block_extension_offerings) == 5
     found = {(r.kind, r.reservation.reservation_id): r for r in Recommendation.objects.select_related("reservation")}
+    # #50: idle units with no end date may be lent (the peak and a spare kept back; nothing karpweb can count is
+    # saved), unless the fleet's own on-demand nodes could use them (the unused one: select it instead).
     assert set(found) == {("shrink", seeded["shrink"]), ("cancel", seeded["unused"]), ("select", seeded["unused"]),
-                          ("extend", seeded["block"])}
+                          ("extend", seeded["block"]), ("lend", seeded["shrink"])}
+    assert found[("lend", seeded["shrink"])].details["count"] == 10 - 4 - 1
+    assert found[("lend", seeded["shrink"])].savings_per_month == 0 and found[("lend", seeded["shrink"])].money == "warning"
     assert found[("shrink", seeded["shrink"])].target_count == 5
     assert found[("shrink", seeded["shrink"])].savings_per_month == round(5 * M5 * 730, 2)
     assert found[("cancel", seeded["unused"])].savings_per_month == round(4 * M5 * 730, 2)

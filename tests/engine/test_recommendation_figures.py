@@ -9,8 +9,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from hypothesis import given, settings, strategies as st
 
-from scheduling.engine.recommendations import ExtensionOffering, recommend
-from tests.engine.test_recommendations import NOW, committed_odcr, destination, hours, kinds, odcr
+from scheduling.engine.recommendations import ExtensionOffering
+from tests.engine.test_recommendations import NOW, committed_odcr, destination, hours, kinds, odcr, recommend
 from tests.support.properties import examples
 
 

@@ -8,9 +8,19 @@ from hypothesis import given, settings, strategies as st
 
 
 from scheduling.engine.recommendations import (
-    ExtensionOffering, Hour, Policy, ReservationFacts, headroom, recommend,
+    ExtensionOffering, Hour, Policy, ReservationFacts, headroom,
 )
+from scheduling.engine.recommendations import recommend as engine_recommend
 from tests.support.properties import examples
+
+# These tests are about the kinds that change a reservation; lending idle units (#50) is an alternative to
+# them, tested in tests/engine/test_lending.py: here an idle window longer than any history leaves it out.
+WITHOUT_LENDING = Policy(lend_idle_hours=100 * 24)
+
+
+def recommend(facts, now, policy=WITHOUT_LENDING):
+    return engine_recommend(facts, now, policy)
+
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -80,3 +80,20 @@ def test_a_shrink_applied_from_the_all_clusters_view_acts_in_the_owners_account(
     assert response.status_code == 200, response.json()
     assert response.json()["state"] == "applied"
     assert two_accounts["theirs"].reservation(two_accounts["reservation"])["TotalInstanceCount"] == rec.target_count
+
+
+def test_lent_units_are_reclaimed_in_the_owners_account(two_accounts, clock):
+    """#50: a pod of the default cluster reclaims ml-prod's lent units: the call goes out as ml-prod (the default
+    cluster's own account could not change its reservation)."""
+    from reservations.lending import reclaim
+
+    theirs, rid = two_accounts["theirs"], two_accounts["reservation"]
+    theirs.lend(rid, 4)
+    with cluster_scope(two_accounts["prod"]):
+        assert sync_reservations(backends.cloud(), now=clock()).errors == []
+    row = CapacityReservation.objects.fleet().get(reservation_id=rid)
+    assert row.lent_target == 4
+    with cluster_scope(two_accounts["dev"]), time_machine.travel(clock(), tick=False):
+        assert reclaim(backends.cloud(), row, 2, "a pod of dev", clock(), {}) == 2
+    assert theirs.reservation(rid)["InterruptibleCapacityAllocation"]["TargetInstanceCount"] == 2
+    assert Recommendation.objects.get(kind=Recommendation.Kind.RECLAIM).state == Recommendation.State.APPLIED

@@ -86,3 +86,45 @@ def test_a_rebalance_recommendation_is_shown_on_the_node_and_drains_nothing(demo
     assert Node.objects.filter(pk=node.pk, unschedulable=False).exists()
     page = viewer_client.get(reverse("scheduling:node", args=[node.name])).content.decode()
     assert "rebalance recommendation; recorded only" in page
+
+
+def test_ec2s_warning_names_only_the_instance_and_its_reservation_is_marked_full(demo, control):
+    """EC2's "EC2 Capacity Reservation Instance Interruption Warning" carries instance-id and instance-action
+    only (upstream's capacityreservationinterruption message): the reservation is the one the node runs in."""
+    import json
+
+    from scheduling.engine.interruptions import parse
+
+    node, _ = reserved_node_with_pods()
+    body = json.dumps({"version": "0", "source": "aws.ec2", "detail-type": "EC2 Capacity Reservation Instance Interruption Warning",
+                       "detail": {"instance-id": node.instance_id, "instance-action": "terminate"}})
+    event = parse(body)
+    assert (event.kind, event.instance_ids, event.reservation_id) == (RESERVATION_INTERRUPTED, (node.instance_id,), "")
+    assert nodes.act_on(event, SimulatedCloud(), SimulatedCluster(), timezone.now()) == 1
+    assert not Node.objects.filter(pk=node.pk).exists()
+    node.reservation.refresh_from_db()
+    assert node.reservation.available_instance_count == 0
+    assert not Offering.objects.filter(reservation=node.reservation, available=True).exists()
+
+
+def test_the_simulated_world_lends_and_reclaims_for_a_waiting_pod_in_the_same_run(demo, control):
+    """A waiting pod that needs the demo's m5.large ODCR, whose free units are all lent: the provisioning
+    run reclaims one (the simulated EC2 has no borrower: it is back at once) and launches into it."""
+    from scheduling.loop import provisioning
+
+    rid = "cr-0a1b2c3d4e5f60001"  # m5.large, no end date, selected by the default EC2NodeClass
+    Pod.objects.create(namespace="default", name="needs-the-odcr", uid="uid-needs-the-odcr", phase="Pending",
+                       owner_kind="ReplicaSet", owner_name="app-1", cpu_request_millicores=500, memory_request_bytes=2**29,
+                       spec={"nodeSelector": {"karpenter.k8s.aws/capacity-reservation-id": rid},
+                             "containers": [{"name": "app", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]})
+    Node.objects.update(unschedulable=True)  # no room on the nodes there: it needs a new one in the ODCR
+    reservation = CapacityReservation.objects.get(reservation_id=rid)
+    free = reservation.available_instance_count
+    SimulatedCloud().lend_reservation_units(rid, free, client_token="lend-demo")
+    reservation.refresh_from_db()
+    assert (reservation.lent_count, reservation.available_instance_count, reservation.used_instance_count) == (free, 0, 6)
+
+    counts = provisioning.provision(SimulatedCloud(), SimulatedCluster(), timezone.now())
+    reservation.refresh_from_db()
+    assert counts["units_reclaimed"] == 1 and (reservation.lent_target, reservation.lent_count) == (free - 1, free - 1)
+    assert Decision.objects.filter(kind="launch", outcome="acted", reservation=reservation).count() == 1

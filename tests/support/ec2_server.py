@@ -49,6 +49,8 @@ What the server adds (see ``docs/ec2.md`` for the full list):
 * A call log (:attr:`EC2TestServer.calls`) of every EC2 action with its parsed parameters.
 * ``CreateCapacityReservationBySplitting`` and ``MoveCapacityReservationInstances`` with EC2's
   validations (their own block below).
+* ``CreateInterruptibleCapacityReservationAllocation`` and ``UpdateInterruptibleCapacityReservationAllocation``
+  (lend and reclaim, with the two-minute interruption warning on an SQS queue): ``ec2_server_lending.py``.
 
 Everything here is test support, not product code.
 """
@@ -1725,3 +1727,4 @@ def start_server(region: str = DEFAULT_REGION) -> EC2TestServer:
     return EC2TestServer(region=region).start()
 
 from tests.support import ec2_server_commitments  # noqa: E402,F401  (Reserved Instances, Savings Plans)
+from tests.support import ec2_server_lending  # noqa: E402,F401  (interruptible capacity: lend and reclaim)

@@ -239,6 +239,26 @@ class EC2CloudProvider:
         self.discovery.invalidate()
         return answer
 
+    def lend_reservation_units(self, reservation_id: str, instance_count: int, *, client_token: str) -> dict[str, Any]:
+        """Lends idle units as an interruptible reservation (CreateInterruptibleCapacityReservationAllocation); the
+        client token makes a retried call lend once."""
+        answer = self.call(self.ec2, "create_interruptible_capacity_reservation_allocation", CapacityReservationId=reservation_id,
+                           InstanceCount=instance_count, ClientToken=client_token)
+        self.discovery.invalidate()
+        return answer
+
+    def reclaim_lent_units(self, reservation_id: str, target_count: int) -> dict[str, Any]:
+        """Shrinks the interruptible allocation to `target_count` (UpdateInterruptibleCapacityReservationAllocation):
+        EC2 warns the borrowers beyond it and gives their units back two minutes later. An absolute target: a retry
+        asks for the same thing."""
+        answer = self.call(self.ec2, "update_interruptible_capacity_reservation_allocation", CapacityReservationId=reservation_id,
+                           TargetInstanceCount=target_count)
+        self.discovery.invalidate()
+        # Units free at once are back: launches into them must not wait for the next sync's count.
+        self.availability.sync({r["CapacityReservationId"]: int(r.get("AvailableInstanceCount") or 0)
+                                for r in self.discovery.by_ids([reservation_id]) if r.get("State") == "active"})
+        return answer
+
     def capacity_block_extension_offerings(self, reservation_id: str) -> list[ExtensionOffering]:
         """What EC2 sells to extend a Capacity Block by a day, two days or a week (the duration is required)."""
         offers = []

@@ -254,7 +254,8 @@ def refresh_reservations(provider: Any, launched: Sequence[str], refused: Sequen
     return len(found)
 
 
-REFRESHED_FIELDS = ("state", "total_instance_count", "available_instance_count", "end_date", "last_seen", "counted_at")
+REFRESHED_FIELDS = ("state", "total_instance_count", "available_instance_count", "end_date", "last_seen", "counted_at",
+                    "interruptible_allocation")
 
 
 def _write_reserved_offerings(
