@@ -249,3 +249,40 @@ def test_a_viewer_may_not_approve(gang, viewer, world, clock, provider):
     with at(clock), opened(access_of(viewer)), pytest.raises(PermissionDenied):
         approve(gang.pk, user=viewer, source=API)
     assert not CapacityBlockPurchase.objects.exists()
+
+
+def test_a_gang_on_an_ultraserver_type_is_advised_ultraserver_blocks_and_buys_one(world, clock, provider, operator,
+                                                                                  settings):
+    """trn2u.48xlarge is sold in Capacity Blocks only inside Trn2 UltraServers (four instances each): pods that select
+    it get UltraServer offerings (UltraserverType, UltraserverCount), and the block bought is one."""
+    settings.KARPWEB_MODE = "control"
+    settings.KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = 100_000
+    with at(clock):
+        sync_catalogue(provider, now=clock())
+        node_class = EC2NodeClass.objects.create(name="trn", spec=launchable_spec(provider))
+        NodePool.objects.create(name="trn", node_class=node_class, requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]}])
+        for i in range(5):
+            Pod.objects.create(namespace="ml", name=f"moe-{i}", uid=f"uid-moe-{i}", phase="Pending", owner_kind="Job",
+                               owner_name="moe", spec={
+                                   "nodeSelector": {"node.kubernetes.io/instance-type": "trn2u.48xlarge"},
+                                   "containers": [{"name": "train", "resources": {"requests": {
+                                       "cpu": "100", "memory": "1000Gi", "aws.amazon.com/neuron": "16"}}}]})
+        assert recompute_buy_advice(provider, clock())["buy_advice"] >= 1
+    asked = [c.params for c in world.calls_of("DescribeCapacityBlockOfferings")]
+    assert asked and all(p.get("UltraserverType") == "u-trn2x64" and str(p.get("UltraserverCount")) == "2" for p in asked)
+    advice = BuyAdvice.objects.order_by("upfront_fee").first()
+    assert (advice.instance_type, advice.instance_count, advice.ultraserver_type, advice.nodes_used) == (
+        "trn2u.48xlarge", 8, "u-trn2x64", 5)
+    bought = buy(advice, operator, provider, clock)
+    assert bought.state == "purchased" and world.reservation(bought.reservation_id)["InstanceType"] == "trn2u.48xlarge"
+    assert world.calls_of("DescribeCapacityBlockOfferings")[-1].params.get("UltraserverType") == "u-trn2x64"
+
+
+def test_advice_keeps_its_id_while_ec2_quotes_the_same_offering(gang, clock, provider):
+    ids = set(BuyAdvice.objects.values_list("pk", flat=True))
+    clock.advance(minutes=5)
+    with at(clock):
+        recompute_buy_advice(provider, clock())
+    assert set(BuyAdvice.objects.values_list("pk", flat=True)) == ids
+    assert BuyAdvice.objects.get(pk=gang.pk).computed_at == clock()

@@ -22,6 +22,7 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models.instance_types import INSTANCE_TYPES, InstanceTypeBackend
 from moto.ec2.responses import EC2Response
 
 from tests.support import ec2_server as _server
@@ -141,6 +142,12 @@ def _clear_payments(backend: Any, now: datetime) -> None:
                 r["State"] = "scheduled"
                 del payments[rid]
 
+
+# moto's data leaves out trn2u.48xlarge's Trainium2 devices; EC2's DescribeInstanceTypes gives it trn2.48xlarge's
+# (the same instance, inside a Trn2 UltraServer).
+for _described in InstanceTypeBackend.instance_types:
+    if _described["InstanceType"] == "trn2u.48xlarge" and INSTANCE_TYPES.get("trn2.48xlarge", {}).get("NeuronInfo"):
+        _described.setdefault("NeuronInfo", copy.deepcopy(INSTANCE_TYPES["trn2.48xlarge"]["NeuronInfo"]))
 
 _original_refresh = _server._refresh
 
