@@ -343,13 +343,22 @@ def waiting_pods(keys) -> list[str]:
 # --- compared with waiting ----------------------------------------------------------------------
 
 
-def waiting_for(advice: BuyAdvice, now) -> Waiting:
+def waiting_for(advice: BuyAdvice, now, prices: dict[str, float] | None = None) -> Waiting:
     """Buying compared with waiting for this offering: the hours until the block starts, and what the same nodes
-    would list at on demand where EC2 offers the type on demand now (the catalogue's offerings)."""
-    price = (Offering.objects.filter(instance_type__name=advice.instance_type, capacity_type=CapacityType.ON_DEMAND,
-                                     reservation=None, available=True).order_by("price")
-             .values_list("price", flat=True).first())
-    return compared_with_waiting(advice.start, now, advice.hours, advice.upfront_fee, advice.nodes_used, price)
+    would list at on demand where EC2 offers the type on demand now (`prices`: on_demand_offered of a page's rows)."""
+    prices = on_demand_offered([advice.instance_type]) if prices is None else prices
+    return compared_with_waiting(advice.start, now, advice.hours, advice.upfront_fee, advice.nodes_used,
+                                 prices.get(advice.instance_type))
+
+
+def on_demand_offered(instance_types) -> dict[str, float]:
+    """The lowest on-demand price of each type where the catalogue offers it available now (one query)."""
+    prices: dict[str, float] = {}
+    for name, price in (Offering.objects.filter(instance_type__name__in=set(instance_types), reservation=None,
+                                                capacity_type=CapacityType.ON_DEMAND, available=True)
+                        .values_list("instance_type__name", "price")):
+        prices[name] = min(price, prices.get(name, price))
+    return prices
 
 
 def purchases_for(advice_rows) -> dict[tuple, CapacityBlockPurchase]:

@@ -207,5 +207,5 @@ def compared_with_waiting(option_start: datetime, now: datetime, hours: int, fee
 
 
 def _hours(delta: timedelta) -> str:
-    hours = delta.total_seconds() / 3600
-    return f"{hours:.0f} h" if hours >= 1 else f"{max(1, round(hours * 60))} min"
+    hours, minutes = divmod(max(1, int(delta.total_seconds() // 60)), 60)
+    return " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "") if part)

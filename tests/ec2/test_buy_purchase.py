@@ -286,3 +286,73 @@ def test_advice_keeps_its_id_while_ec2_quotes_the_same_offering(gang, clock, pro
         recompute_buy_advice(provider, clock())
     assert set(BuyAdvice.objects.values_list("pk", flat=True)) == ids
     assert BuyAdvice.objects.get(pk=gang.pk).computed_at == clock()
+
+
+# --- the API: approve, then purchase, with the cluster's own provider (its account's credentials) -----------------
+
+
+@pytest.fixture
+def api(gang, settings, ec2_endpoint, operator):
+    """The operator's API client; karpweb's loop backends talk to the EC2 test server (as in production, from the
+    cluster's row and the settings)."""
+    from rest_framework.test import APIClient
+
+    from scheduling.loop import backends
+    from tests.support.clusters import use_cluster
+
+    settings.KARPWEB_PROVIDER = "aws"
+    settings.KARPWEB_EC2_ENDPOINT_URL = ec2_endpoint
+    settings.KARPWEB_AWS_REGION = "us-east-1"
+    settings.KARPWEB_PRICING_SOURCE = "bundled"
+    use_cluster(region="us-east-1")
+    client = APIClient()
+    client.force_authenticate(operator)
+    yield client
+    backends.forget()
+
+
+def post(api, clock, advice, action, body=None):
+    with at(clock):
+        return api.post(f"/api/v1/capacity-block-advice/{advice.pk}/{action}/", body or {}, format="json")
+
+
+def test_the_api_approves_then_buys_once(api, gang, world, clock, operator):
+    refused = post(api, clock, gang, "purchase")
+    assert refused.status_code == 409 and "approval" in refused.json()
+    approved = post(api, clock, gang, "approve")
+    assert approved.status_code == 200, approved.content
+    assert (approved.json()["state"], approved.json()["approvedBy"], approved.json()["nodeClass"]) == (
+        "approved", operator.username, "gpu")
+    with at(clock):
+        listed = api.get("/api/v1/capacity-block-advice/", {"gang": "Job/pretrain"}).json()["results"]
+    mine = next(r for r in listed if r["id"] == gang.pk)
+    assert mine["purchase"]["state"] == "approved" and "runs in 23 h 30 min, for 24 h" in mine["comparedWithWaiting"]
+    assert "on-demand nodes of this type are offered ($4,719.36" in mine["comparedWithWaiting"]
+    assert mine["cliCommand"].startswith("aws ec2 purchase-capacity-block --capacity-block-offering-id")
+    bought = post(api, clock, gang, "purchase")
+    assert bought.status_code == 200, bought.content
+    assert bought.json()["state"] == "purchased" and bought.json()["reservationID"].startswith("cr-")
+    assert post(api, clock, gang, "purchase").json()["reservationID"] == bought.json()["reservationID"]
+    assert len(world.calls_of("PurchaseCapacityBlock")) == 1
+
+
+@pytest.mark.parametrize(("setting", "value", "field"), [("KARPWEB_MODE", "observe", "mode"),
+                                                        ("KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT", 10, "spendLimit")])
+def test_the_api_refuses_naming_the_field(api, gang, world, clock, settings, setting, value, field):
+    assert post(api, clock, gang, "approve").status_code == 200
+    setattr(settings, setting, value)
+    refused = post(api, clock, gang, "purchase")
+    assert refused.status_code == 409 and list(refused.json()) == [field], refused.content
+    assert not world.calls_of("PurchaseCapacityBlock")
+
+
+def test_the_api_refuses_bad_approvals(api, gang, viewer, clock):
+    from rest_framework.test import APIClient
+
+    unknown = post(api, clock, gang, "approve", {"nodeClass": "nope"})
+    assert unknown.status_code == 400 and "nodeClass" in unknown.json()
+    assert post(api, clock, gang, "approve", {"nodeclass": "gpu"}).status_code == 400  # a typo is no silent no-op
+    reader = APIClient()
+    reader.force_authenticate(viewer)
+    assert post(reader, clock, gang, "approve").status_code == 403
+    assert not CapacityBlockPurchase.objects.exists()
