@@ -546,7 +546,7 @@ class DoctorFindingSerializer(serializers.ModelSerializer):
 
 class BuyAdviceSerializer(serializers.ModelSerializer):
     """A Capacity Block offering that would hold a gang of pending accelerator pods (docs/console.md,
-    "Capacity Blocks for waiting GPU work (advice)")."""
+    "Capacity Blocks for waiting GPU work")."""
 
     cluster = ClusterNameField()
     account = AccountOfClusterField()
@@ -594,7 +594,8 @@ class BuyAdviceSerializer(serializers.ModelSerializer):
 
 
 class CapacityBlockPurchaseSerializer(serializers.ModelSerializer):
-    """A Capacity Block an operator approved for a waiting gang, and what karpweb bought (docs/console.md, "Buying")."""
+    """A Capacity Block an operator approved for a waiting gang, and what karpweb bought (docs/console.md,
+    "Buying a Capacity Block for a waiting gang")."""
 
     offeringID = ro("offering_id")
     nodeClass = ro("node_class", help_text="The EC2NodeClass whose selector terms gain the block's id.")

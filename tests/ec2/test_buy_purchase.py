@@ -18,7 +18,7 @@ from reservations.models import BuyAdvice, CapacityBlockFee, CapacityBlockPurcha
 from reservations.purchases import (PURCHASE_TAG, PurchaseRefused, approve, purchase, purchase_advice, purchase_tag,
                                     spent_in_window)
 from scheduling.adapters.ec2.sync import sync_catalogue, sync_reservations
-from scheduling.loop import disruption, provisioning, simulated
+from scheduling.loop import backends, disruption, provisioning, simulated
 from scheduling.loop.engine_run import simulate_readable
 from scheduling.loop.simulated import SimulatedCluster
 from scheduling.models import AuditEntry, Decision, Mode, NodePool, Pod
@@ -297,7 +297,6 @@ def api(gang, settings, ec2_endpoint, operator):
     cluster's row and the settings)."""
     from rest_framework.test import APIClient
 
-    from scheduling.loop import backends
     from tests.support.clusters import use_cluster
 
     settings.KARPWEB_PROVIDER = "aws"
@@ -356,3 +355,41 @@ def test_the_api_refuses_bad_approvals(api, gang, viewer, clock):
     reader.force_authenticate(viewer)
     assert post(reader, clock, gang, "approve").status_code == 403
     assert not CapacityBlockPurchase.objects.exists()
+
+
+# --- the pages: the pod page's Approve and Buy (the CLI command in observe mode), the list of advice -------------
+
+
+def test_the_pod_page_approves_then_buys_and_shows_the_block_bought(api, gang, operator_client, world, clock):
+    page = "/pods/ml/pretrain-1/"
+    with at(clock):
+        shown = operator_client.get(page).content.decode()
+        assert 'class="buy-approve"' in shown and 'class="buy-purchase"' not in shown and "runs in 23 h 30 min" in shown
+        operator_client.post(f"/capacity-blocks/to-buy/{gang.pk}/approve/")
+        shown = operator_client.get(page).content.decode()
+        assert 'class="buy-purchase"' in shown and f"Buy for ${gang.upfront_fee}" in shown
+        listed = operator_client.get("/capacity-blocks/to-buy/").content.decode()
+        assert "Job/pretrain" in listed and "approved" in listed
+        assert operator_client.post(f"/capacity-blocks/to-buy/{gang.pk}/purchase/").status_code == 302
+        row = CapacityBlockPurchase.objects.get()
+        assert row.state == "purchased" and len(world.calls_of("PurchaseCapacityBlock")) == 1
+        recompute_buy_advice(backends.cloud(), clock())
+        shown = operator_client.get(page).content.decode()
+    assert 'id="blocks-bought"' in shown and row.reservation_id in shown and 'id="buy-advice"' not in shown
+
+
+def test_in_observe_mode_the_pod_page_shows_the_cli_command_and_no_buy_button(api, gang, operator_client, clock,
+                                                                            settings):
+    settings.KARPWEB_MODE = "observe"
+    with at(clock):
+        shown = operator_client.get("/pods/ml/pretrain-0/").content.decode()
+    assert f"aws ec2 purchase-capacity-block --capacity-block-offering-id {gang.offering_id}" in shown
+    assert 'class="buy-purchase"' not in shown and "it buys nothing" in shown
+
+
+def test_a_refused_purchase_on_the_page_names_the_field(api, gang, operator_client, world, clock, settings):
+    settings.KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = 0
+    with at(clock):
+        operator_client.post(f"/capacity-blocks/to-buy/{gang.pk}/approve/")
+        followed = operator_client.post(f"/capacity-blocks/to-buy/{gang.pk}/purchase/", follow=True).content.decode()
+    assert "spendLimit: buying Capacity Blocks is off" in followed and not world.calls_of("PurchaseCapacityBlock")
