@@ -384,7 +384,7 @@ def test_in_observe_mode_the_pod_page_shows_the_cli_command_and_no_buy_button(ap
     with at(clock):
         shown = operator_client.get("/pods/ml/pretrain-0/").content.decode()
     assert f"aws ec2 purchase-capacity-block --capacity-block-offering-id {gang.offering_id}" in shown
-    assert 'class="buy-purchase"' not in shown and "it buys nothing" in shown
+    assert 'class="buy-purchase"' not in shown and "karpweb buys nothing here (it only observes)" in shown
 
 
 def test_a_refused_purchase_on_the_page_names_the_field(api, gang, operator_client, world, clock, settings):

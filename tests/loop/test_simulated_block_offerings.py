@@ -37,3 +37,23 @@ def test_the_simulated_loop_advises_a_block_for_the_waiting_gpu_pod(time_machine
     Pod.objects.filter(name="trainer-pending-0").delete()
     steps.sync_ec2(later + datetime.timedelta(minutes=1))
     assert not BuyAdvice.objects.exists()
+
+
+def test_the_simulated_ec2_quotes_blocks_but_sells_none(time_machine, operator, operator_client, settings):
+    """Its pod page shows the AWS CLI command and no Buy button; a purchase asked for anyway is refused, naming why."""
+    from reservations.purchases import PurchaseRefused, approve, purchase_advice
+    from scheduling.models import AuditEntry
+
+    settings.KARPWEB_MODE = "control"
+    time_machine.move_to(SEEDED, tick=False)
+    call_command("seed_demo", "--one-cluster", now=SEEDED.isoformat())
+    steps.sync_ec2(SEEDED + datetime.timedelta(minutes=5))
+    advice = BuyAdvice.objects.order_by("upfront_fee").first()
+    page = operator_client.get("/pods/default/trainer-pending-0/").content.decode()
+    assert "the simulated EC2 quotes Capacity Blocks but sells none" in page and 'class="buy-purchase"' not in page
+    assert f"aws ec2 purchase-capacity-block --capacity-block-offering-id {advice.offering_id}" in page
+    settings.KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = 100_000
+    approve(advice.pk, user=operator, source=AuditEntry.Source.API, node_class="ml")
+    with pytest.raises(PurchaseRefused) as refused:
+        purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API)
+    assert refused.value.field == "cloud"
