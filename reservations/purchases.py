@@ -154,8 +154,9 @@ def node_classes_for(advice: BuyAdvice | CapacityBlockPurchase) -> list[str]:
 # --- buy -------------------------------------------------------------------------------------------
 
 
-def purchase(purchase_id: int, *, user, source: str, cloud=None) -> CapacityBlockPurchase:
-    """Buy an approved offering once. `cloud`: the provider of the row's cluster (default: its own, in its scope)."""
+def purchase(purchase_id: int, *, user, source: str, cloud) -> CapacityBlockPurchase:
+    """Buy an approved offering once. `cloud`: the provider of the row's cluster, or a function giving it in the
+    row's scope (the faces pass the loop's `backends.cloud`)."""
     row = CapacityBlockPurchase.objects.fleet().select_related("cluster", "cluster__account").filter(pk=purchase_id).first()
     if row is None:
         raise PurchaseRefused("id", f"Capacity Block purchase {purchase_id} does not exist")
@@ -169,10 +170,8 @@ def purchase(purchase_id: int, *, user, source: str, cloud=None) -> CapacityBloc
             refusal = control_refusal()
             raise PurchaseRefused("mode", "karpweb is in observe mode" + (f" ({refusal})" if refusal else "")
                                   + f": it buys nothing; run this instead: {cli_command(row)}")
-        if cloud is None:
-            from scheduling.loop import backends
-
-            cloud = backends.cloud()
+        if callable(cloud):
+            cloud = cloud()  # the row's cluster's provider, made in its scope (its account's credentials)
         if getattr(cloud, "purchase_capacity_block", None) is None:
             raise PurchaseRefused("cloud", "this cloud sells no Capacity Blocks (the simulated one only quotes them)")
         earlier = _bought_before(cloud, row)
@@ -187,7 +186,7 @@ def purchase(purchase_id: int, *, user, source: str, cloud=None) -> CapacityBloc
         return _buy(cloud, row, fee, user=user, source=source)
 
 
-def purchase_advice(advice_id: int, *, user, source: str, cloud=None) -> CapacityBlockPurchase:
+def purchase_advice(advice_id: int, *, user, source: str, cloud) -> CapacityBlockPurchase:
     """Buy the offering of this buy advice, which an operator approved for its gang."""
     advice = BuyAdvice.objects.fleet().select_related("cluster").filter(pk=advice_id).first()
     if advice is None:

@@ -683,10 +683,11 @@ class BuyPurchaseView(OperatorRequiredMixin, View):
 
     def post(self, request, pk):
         from reservations.purchases import PurchaseRefused, purchase_advice
+        from scheduling.loop import backends
 
         advice = get_object_or_404(BuyAdvice, pk=pk)
         try:
-            bought = purchase_advice(pk, user=request.user, source=AuditEntry.Source.UI)
+            bought = purchase_advice(pk, user=request.user, source=AuditEntry.Source.UI, cloud=backends.cloud)
         except PurchaseRefused as refused:
             messages.error(request, f"{refused.field}: {refused.message}")
         else:

@@ -514,10 +514,11 @@ class BuyAdviceViewSet(ReadOnlyViewSet):
     @action(detail=True, methods=["post"])
     def purchase(self, request, pk=None):
         from reservations.purchases import PurchaseRefused, purchase_advice
+        from scheduling.loop import backends
 
         advice = self.get_object()
         try:
-            row = purchase_advice(advice.pk, user=request.user, source=AuditEntry.Source.API)
+            row = purchase_advice(advice.pk, user=request.user, source=AuditEntry.Source.API, cloud=backends.cloud)
         except PurchaseRefused as refused:
             return Response({refused.field: [refused.message]}, status=refused.status)
         return Response(CapacityBlockPurchaseSerializer(row).data)

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from reservations.models import BuyAdvice
-from scheduling.loop import steps
+from scheduling.loop import backends, steps
 from scheduling.models import CapacityType, Offering, Pod
 
 pytestmark = pytest.mark.django_db
@@ -55,5 +55,5 @@ def test_the_simulated_ec2_quotes_blocks_but_sells_none(time_machine, operator, 
     settings.KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = 100_000
     approve(advice.pk, user=operator, source=AuditEntry.Source.API, node_class="ml")
     with pytest.raises(PurchaseRefused) as refused:
-        purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API)
+        purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API, cloud=backends.cloud)
     assert refused.value.field == "cloud"
