@@ -354,12 +354,14 @@ def buy_controls(pod, advice: list) -> dict:
     blocks bought for it, and whether karpweb may buy here (control mode) or shows the AWS CLI command instead."""
     from reservations.models import CapacityBlockPurchase
     from fleet.connection import is_aws
-    from reservations.purchases import cli_command, on_demand_offered, purchases_for, waiting_for
+    from reservations.models import EC2NodeClass
+    from reservations.purchases import cli_command, node_classes_for, on_demand_offered, purchases_for, waiting_for
 
     now = timezone.now()
     purchases, prices = purchases_for(advice), on_demand_offered({a.instance_type for a in advice})
+    classes = sorted(EC2NodeClass.objects.filter(cluster_id=pod.cluster_id).values_list("name", flat=True))
     rows = [{"advice": a, "purchase": purchases.get(a.key), "waiting": waiting_for(a, now, prices).words(),
-             "cli": cli_command(a)} for a in advice]
+             "cli": cli_command(a), "node_classes": node_classes_for(a) or classes} for a in advice]
     bought = [p for p in CapacityBlockPurchase.objects.fleet().filter(
         cluster_id=pod.cluster_id, namespace=pod.namespace, state=CapacityBlockPurchase.State.PURCHASED, end__gt=now)
         if str(pod) in p.pods]
