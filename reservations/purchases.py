@@ -162,8 +162,9 @@ def purchase(purchase_id: int, *, user, source: str, cloud) -> CapacityBlockPurc
         raise PurchaseRefused("id", f"Capacity Block purchase {purchase_id} does not exist")
     check_may_change(row.cluster_id, row.cluster.account_id, f"the Capacity Block purchase for {row.namespace}/{row.gang}")
     with scope_of(row):
-        if row.state == State.PURCHASED:
-            return row  # a second click: bought once
+        if row.state == State.PURCHASED or (row.state == State.PURCHASING and row.claimed_at
+                                            and timezone.now() - row.claimed_at < STALE_CLAIM):
+            return row  # a second click: bought once, or being bought by the first
         if row.state == State.FAILED:
             raise PurchaseRefused("approval", f"this purchase failed ({row.error}); approve the offering again to retry")
         if global_mode() != Mode.CONTROL:
