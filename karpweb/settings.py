@@ -326,6 +326,10 @@ KARPWEB_KEPT_WORLD_CHECK_SECONDS = env_int("KARPWEB_KEPT_WORLD_CHECK_SECONDS", 6
 KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS = env_int("KARPWEB_RECOMMEND_SHRINK_WINDOW_DAYS", 14, minimum=1)
 KARPWEB_RECOMMEND_HEADROOM_INSTANCES = env_int("KARPWEB_RECOMMEND_HEADROOM_INSTANCES", 1, minimum=0)
 KARPWEB_RECOMMEND_HEADROOM_PERCENT = env_float("KARPWEB_RECOMMEND_HEADROOM_PERCENT", 10.0, minimum=0, below=1000)
+# Buying Capacity Blocks for waiting GPU gangs (reservations/purchases.py): the most karpweb may spend on them, in
+# dollars per AWS account over any 30 days (what it bought there in the window plus the next block). 0, the
+# default, turns buying off: nobody spends money through karpweb until an administrator says how much.
+KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = env_int("KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT", 0, minimum=0)
 KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS = env_int("KARPWEB_RECOMMEND_END_DATE_WARNING_DAYS", 14, minimum=1)
 # Lending idle units as interruptible capacity (#50): idle this many hours (and forecast to stay idle)
 # before a lend is advised, keeping this many units back beyond the forecast peak.

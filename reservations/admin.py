@@ -6,6 +6,7 @@ from django.utils.html import format_html
 
 from reservations.models import (
     BuyAdvice,
+    CapacityBlockPurchase,
     PriceCommitments,
     CapacityBlockFee,
     DoctorFinding,
@@ -218,6 +219,18 @@ class BuyAdviceAdmin(ReadOnlyAdmin):
     list_filter = ("instance_type", "cluster")
     list_select_related = ("cluster",)
     search_fields = ("gang", "namespace", "offering_id")
+
+
+@admin.register(CapacityBlockPurchase)
+class CapacityBlockPurchaseAdmin(ReadOnlyAdmin):
+    """Capacity Blocks operators approved for waiting gangs and what karpweb bought: read-only (approve and buy on
+    the pod page or through the API, which check the rules)."""
+
+    list_display = ("gang", "namespace", "cluster", "state", "instance_count", "instance_type", "start", "upfront_fee",
+                    "reservation_id", "approved_by", "purchased_by")
+    list_filter = ("state", "cluster")
+    list_select_related = ("cluster",)
+    search_fields = ("gang", "namespace", "offering_id", "reservation_id")
 
 
 @admin.register(PriceCommitments)

@@ -1,7 +1,9 @@
 """Buy advice (issue #50): for each gang of pending accelerator pods in the scope's cluster, the Capacity
 Block offerings EC2 quotes (DescribeCapacityBlockOfferings) that would hold every pod of it at once,
 cheapest first (scheduling/engine/buying.py decides which hold it). Recomputed at each EC2 sync; the
-provider keeps EC2's answers an hour. Advice only: nothing is bought."""
+provider keeps EC2's answers an hour. A row keeps its id while EC2 quotes the same offering for the same gang (an
+operator approves the row the page showed); a gang a block was bought for gets no more advice until that block
+ends. Buying is reservations/purchases.py's."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import logging
 
 from django.db import transaction
 
-from reservations.models import BuyAdvice
+from reservations.models import BuyAdvice, CapacityBlockPurchase
 from scheduling.engine import WorldError, parse_world
-from scheduling.engine.buying import ACCELERATORS, accelerator_gangs, nodes_needed, options, parse_offerings
+from scheduling.engine.buying import (ACCELERATORS, ULTRASERVER_TYPES, accelerator_gangs, admits_type, nodes_needed, options,
+                                      parse_offerings, ultraserver_asks)
 from scheduling.engine.world import TERMINAL_PHASES
 from scheduling.models import Pod
 from scheduling.world import instance_types, pods
@@ -38,18 +41,48 @@ def recompute_buy_advice(cloud, now) -> dict:
         log.warning("buy advice not recomputed: %s", "; ".join(error.lines()[:3]))
         return {"buy_advice_errors": 1}
     types = {it.name: it for it in world.instance_types}
+    bought = _gangs_with_a_block(now)
     rows = []
     for gang in accelerator_gangs(world.pods):
+        if (gang.namespace, gang.name[:300]) in bought:
+            continue  # its block is bought: it waits for the block's start
         offers = []
         for it in _types_for(gang, types.values()):
             count = nodes_needed(gang.pods, it.allocatable, len(gang.pods))
             if count is not None:
-                offers += parse_offerings(lister(it.name, count, BLOCK_HOURS))
+                offers += _offerings(lister, it.name, count)
         rows += [_row(option, now) for option in options(gang, offers, types, now)[:OPTIONS_KEPT]]
-    with transaction.atomic():
-        BuyAdvice.objects.all().delete()
-        BuyAdvice.objects.bulk_create(rows)
+    _replace(rows)
     return {"buy_advice": len(rows)}
+
+
+def _offerings(lister, instance_type: str, count: int) -> list:
+    """EC2's offerings of `count` instances of the type; UltraServers of it where EC2 sells the type only so."""
+    if instance_type not in ULTRASERVER_TYPES:
+        return parse_offerings(lister(instance_type, count, BLOCK_HOURS))
+    found = []
+    for ultraserver, how_many in ultraserver_asks(instance_type, count):
+        found += parse_offerings(lister(instance_type, count, BLOCK_HOURS, ultraserver_type=ultraserver,
+                                        ultraserver_count=how_many))
+    return found
+
+
+def _gangs_with_a_block(now) -> set[tuple[str, str]]:
+    return set(CapacityBlockPurchase.objects.filter(state=CapacityBlockPurchase.State.PURCHASED, end__gt=now)
+               .values_list("namespace", "gang"))
+
+
+def _replace(rows: list[BuyAdvice]) -> None:
+    """This sync's advice in place of the last: a row EC2 still quotes keeps its id (its figures refreshed)."""
+    fields = ["pods", "instance_type", "availability_zone", "instance_count", "nodes_used", "ultraserver_type", "start",
+              "end", "hours", "upfront_fee", "computed_at"]
+    with transaction.atomic():
+        kept = {(row.namespace, row.gang, row.offering_id) for row in rows}
+        stale = [pk for pk, *key in BuyAdvice.objects.values_list("pk", "namespace", "gang", "offering_id")
+                 if tuple(key) not in kept]
+        BuyAdvice.objects.filter(pk__in=stale).delete()
+        BuyAdvice.objects.bulk_create(rows, update_conflicts=True, update_fields=fields,
+                                      unique_fields=["cluster", "namespace", "gang", "offering_id"])
 
 
 def _asks_for_accelerators(spec) -> bool:
@@ -64,10 +97,12 @@ def _asks_for_accelerators(spec) -> bool:
 
 
 def _types_for(gang, types) -> list:
-    """The cheapest instance types whose room holds the gang's largest accelerator request."""
+    """The cheapest instance types its pods' node selection admits whose room holds the gang's largest accelerator
+    request."""
     wanted = {name: max(p.requests.get(name, 0) for p in gang.pods) for name in ACCELERATORS}
     wanted = {name: amount for name, amount in wanted.items() if amount}
-    fitting = [it for it in types if all(it.allocatable.get(name, 0) >= amount for name, amount in wanted.items())]
+    fitting = [it for it in types if all(it.allocatable.get(name, 0) >= amount for name, amount in wanted.items())
+               and admits_type(gang, it)]
     return sorted(fitting, key=lambda it: (it.on_demand_price(), it.name))[:TYPES_ASKED]
 
 
@@ -77,4 +112,4 @@ def _row(option, now) -> BuyAdvice:
                      offering_id=offering.offering_id, instance_type=offering.instance_type,
                      availability_zone=offering.zone, instance_count=offering.count, nodes_used=option.nodes,
                      start=offering.start, end=offering.end, hours=offering.hours, upfront_fee=offering.fee,
-                     computed_at=now)
+                     ultraserver_type=offering.ultraserver_type, computed_at=now)

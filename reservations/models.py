@@ -917,6 +917,8 @@ class BuyAdvice(models.Model):
     end = models.DateTimeField()
     hours = models.PositiveIntegerField()
     upfront_fee = models.DecimalField(max_digits=12, decimal_places=2, help_text="What EC2 asks up front ($).")
+    ultraserver_type = models.CharField("UltraServer type", max_length=64, blank=True,
+                                        help_text="An UltraServer offering's type (its instances come whole UltraServers).")
     computed_at = models.DateTimeField()
 
     objects = ClusterScopedManager()
@@ -930,6 +932,69 @@ class BuyAdvice(models.Model):
     def __str__(self):
         return f"{self.namespace}/{self.gang}: {self.instance_count} x {self.instance_type} from {self.start:%Y-%m-%d %H:%M}"
 
+    @property
+    def key(self) -> tuple:
+        return (self.cluster_id, self.namespace, self.gang, self.offering_id)
+
+
+class CapacityBlockPurchase(models.Model):
+    """A Capacity Block an operator approved for a waiting gang, and what karpweb bought (issue #50, "Buy";
+    reservations/purchases.py). Its own row, not a state of the BuyAdvice it came from: the advice is EC2's quote
+    of the moment, replaced at each EC2 sync and gone once the gang runs, while what was approved and paid must
+    last (who approved, the reservation bought, its fee: the spending limit sums them over 30 days). It keeps the
+    offering as approved; the purchase re-checks it with EC2 before it buys."""
+
+    class State(models.TextChoices):
+        APPROVED = "approved", "approved"
+        PURCHASING = "purchasing", "purchasing"
+        PURCHASED = "purchased", "purchased"
+        FAILED = "failed", "failed"
+
+    LIVE = (State.APPROVED, State.PURCHASING)  # one at a time per gang
+
+    cluster = cluster_field("block_purchases")
+    namespace = models.CharField(max_length=253)
+    gang = models.CharField(max_length=300)
+    pods = models.JSONField(default=list, help_text="The waiting pods (namespace/name) the block is bought for.")
+    offering_id = models.CharField("offering", max_length=64)
+    instance_type = models.CharField(max_length=64)
+    availability_zone = models.CharField("AZ", max_length=32)
+    instance_count = models.PositiveIntegerField()
+    ultraserver_type = models.CharField("UltraServer type", max_length=64, blank=True)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    hours = models.PositiveIntegerField()
+    upfront_fee = models.DecimalField(max_digits=12, decimal_places=2, help_text="The fee approved ($).")
+    node_class = models.CharField("EC2NodeClass", max_length=253,
+                                  help_text="The class whose capacityReservationSelectorTerms gain the block's id.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.APPROVED, db_index=True)
+    approved_by = models.CharField(max_length=150)
+    approved_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a purchase began (a crashed one is retried).")
+    purchased_by = models.CharField(max_length=150, blank=True)
+    purchased_at = models.DateTimeField(null=True, blank=True)
+    reservation_id = models.CharField("reservation", max_length=64, blank=True, help_text="The block bought (cr-...).")
+    paid_fee = models.DecimalField("fee paid", max_digits=12, decimal_places=2, null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    objects = ClusterScopedManager()
+
+    class Meta:
+        ordering = ["-approved_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "namespace", "gang"], condition=Q(state__in=["approved", "purchasing"]),
+                                    name="one_live_block_purchase_per_gang"),
+            models.UniqueConstraint(fields=["cluster", "offering_id"], condition=Q(state="purchased"),
+                                    name="one_purchase_per_offering"),
+        ]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.gang}: {self.instance_count} x {self.instance_type} ({self.state})"
+
+    @property
+    def purchase_tag(self) -> str:
+        """The value of the `karpweb:purchase` tag the block is bought with: how a retry finds it."""
+        return f"{self.cluster_id}-{self.pk}-{self.offering_id}"
 
 class PriceCommitments(models.Model):
     """What an account already pays for, per region, as the EC2 sync last read it: its active zonal

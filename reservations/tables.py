@@ -7,7 +7,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from karpweb.tables import BLANK, ClusterColumn, PlainRowsTable, choice_labels, id_link, link, short_datetimes
-from reservations.models import CapacityReservation, EC2NodeClass, Recommendation
+from karpweb.urlcache import cluster_detail_url
+from reservations.models import BuyAdvice, CapacityReservation, EC2NodeClass, Recommendation
 from reservations.block_fees import fees_by_reservation, idle_value
 from scheduling.queries import capacity_totals, on_demand_prices
 from scheduling.templatetags.karpweb import idle_value as idle_value_html
@@ -182,3 +183,50 @@ class RecommendationTable(tables.Table):
 
     def render_savings_per_month(self, record):
         return format_html('<span class="money money-{}" title="{}">{}</span>', record.money, record.money_basis, record.money_text)
+
+
+class BuyAdviceTable(tables.Table):
+    """Capacity Block offerings for waiting accelerator gangs (reservations/buying.py), with their purchase."""
+
+    gang = tables.Column(verbose_name="Gang")
+    namespace = tables.Column(verbose_name="Namespace")
+    instance_type = tables.Column(verbose_name="Block")
+    availability_zone = tables.Column(verbose_name="AZ")
+    start = tables.DateTimeColumn(verbose_name="From (UTC)", format="Y-m-d H:i")
+    hours = tables.Column(verbose_name="Hours")
+    upfront_fee = tables.Column(verbose_name="Upfront fee")
+    waiting = tables.Column(empty_values=(), orderable=False, verbose_name="Compared with waiting")
+    purchase = tables.Column(empty_values=(), orderable=False, verbose_name="Purchase")
+
+    class Meta:
+        model = BuyAdvice
+        fields = ("gang", "namespace", "instance_type", "availability_zone", "start", "hours", "upfront_fee", "waiting",
+                  "purchase")
+        attrs = {"class": "table"}
+
+    def render_gang(self, record):
+        first = (record.pods or [""])[0]
+        if "/" not in first:
+            return record.gang
+        namespace, name = first.split("/", 1)
+        url = cluster_detail_url("scheduling:pod", record.cluster_id, namespace, name)
+        return format_html('<a href="{}">{}</a> ({} pod{})', url, record.gang, len(record.pods),
+                           "" if len(record.pods) == 1 else "s")
+
+    def render_instance_type(self, record):
+        ultra = f", {record.ultraserver_type}" if record.ultraserver_type else ""
+        return f"{record.instance_count} × {record.instance_type}{ultra} ({record.nodes_used} used)"
+
+    def render_upfront_fee(self, value):
+        return f"${value:,.2f}"
+
+    def render_waiting(self, record):
+        from reservations.purchases import waiting_for
+
+        return waiting_for(record, timezone.now(), getattr(self, "prices", None)).words()
+
+    def render_purchase(self, record):
+        bought = (getattr(self, "purchases", None) or {}).get(record.key)
+        if bought is None:
+            return "not approved"
+        return f"{bought.state}{f' ({bought.reservation_id})' if bought.reservation_id else ''} by {bought.approved_by}"

@@ -29,10 +29,11 @@ from reservations.selector_terms import (
     validation_problems,
 )
 from reservations import exports
-from reservations.filtersets import CapacityReservationFilterSet, EC2NodeClassFilterSet, RecommendationFilterSet
+from reservations.filtersets import (BuyAdviceFilterSet, CapacityReservationFilterSet, EC2NodeClassFilterSet,
+                                     RecommendationFilterSet)
 from reservations.doctor import active_findings
 from reservations.models import (
-    CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass, OpenReservationInstance, Recommendation,
+    BuyAdvice, CapacityReservation, CapacityReservationGroup, DoctorFinding, EC2NodeClass, OpenReservationInstance, Recommendation,
     UtilizationHour, hour_of,
 )
 from reservations.recommendation_actions import APPLICABLE, CONFIRM_NOT_ADVISED, ApplyRefused, cli_command, share_command
@@ -45,7 +46,7 @@ from scheduling.pod_placement import classes_selecting
 from scheduling.upcoming import upcoming_uses
 from reservations.recommendation_actions import apply as apply_recommendation
 from reservations.open_mode import OpenModeConflict, set_open_mode
-from reservations.tables import CapacityReservationTable, EC2NodeClassTable, RecommendationTable
+from reservations.tables import BuyAdviceTable, CapacityReservationTable, EC2NodeClassTable, RecommendationTable
 from scheduling.engine.groups import group_arns
 from scheduling.engine.instances import instance_id
 from scheduling.models import AuditEntry, Mode, Node
@@ -638,3 +639,63 @@ class OpenTrapFixView(OperatorRequiredMixin, View):
         response = view.render_to_response(view.get_context_data(refused=message))
         response.status_code = status
         return response
+
+
+class BuyAdviceListView(ObjectListView):
+    """Capacity Blocks that would hold each waiting accelerator gang (issue #50), with their approval and purchase:
+    the controls are on the gang's pod page."""
+
+    title = "Capacity Blocks to buy"
+    filterset_class = BuyAdviceFilterSet
+    table_class = BuyAdviceTable
+
+    def get_queryset(self):
+        return BuyAdvice.objects.select_related("cluster").order_by("namespace", "gang", "upfront_fee", "start")
+
+    def get_context_data(self, **kwargs):
+        from reservations.purchases import on_demand_offered, purchases_for
+
+        context = super().get_context_data(**kwargs)
+        table = context["table"]
+        shown = [row.record for row in table.paginated_rows]  # the page's rows: their purchases and prices at once
+        table.purchases = purchases_for(shown)
+        table.prices = on_demand_offered({a.instance_type for a in shown})
+        return context
+
+
+class BuyApproveView(OperatorRequiredMixin, View):
+    """The pod page's Approve: records the operator's approval of one offering for the pod's gang."""
+
+    def post(self, request, pk):
+        from reservations.purchases import PurchaseRefused, approve
+
+        advice = get_object_or_404(BuyAdvice, pk=pk)
+        try:
+            approve(pk, user=request.user, source=AuditEntry.Source.UI, node_class=request.POST.get("node_class", "")[:253])
+        except PurchaseRefused as refused:
+            messages.error(request, f"{refused.field}: {refused.message}")
+        else:
+            messages.success(request, f"Approved offering {advice.offering_id} for {advice.gang}: an operator may buy it.")
+        return _back_to_pod(advice)
+
+
+class BuyPurchaseView(OperatorRequiredMixin, View):
+    """The pod page's Buy: PurchaseCapacityBlock for the approved offering (control mode)."""
+
+    def post(self, request, pk):
+        from reservations.purchases import PurchaseRefused, purchase_advice
+        from scheduling.loop import backends
+
+        advice = get_object_or_404(BuyAdvice, pk=pk)
+        try:
+            bought = purchase_advice(pk, user=request.user, source=AuditEntry.Source.UI, cloud=backends.cloud)
+        except PurchaseRefused as refused:
+            messages.error(request, f"{refused.field}: {refused.message}")
+        else:
+            messages.success(request, f"Bought Capacity Block {bought.reservation_id} (${bought.paid_fee}) for {advice.gang}.")
+        return _back_to_pod(advice)
+
+
+def _back_to_pod(advice):
+    namespace, name = (advice.pods or ["/"])[0].split("/", 1)
+    return redirect(cluster_detail_url("scheduling:pod", advice.cluster_id, namespace, name))

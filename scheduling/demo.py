@@ -274,8 +274,8 @@ class _BlockSeller:
     def __init__(self, now):
         self.now = now
 
-    def capacity_block_offerings(self, instance_type, instance_count, hours):
-        return block_offerings(instance_type, instance_count, hours, self.now)
+    def capacity_block_offerings(self, instance_type, instance_count, hours, *, ultraserver_type="", **_):
+        return [] if ultraserver_type else block_offerings(instance_type, instance_count, hours, self.now)
 
 
 def _seed_recommendations(now):

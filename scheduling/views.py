@@ -353,6 +353,30 @@ def blocks_for(pod) -> list:
     return [advice for advice in found if str(pod) in advice.pods]
 
 
+def buy_controls(pod, advice: list) -> dict:
+    """The pod page's buying: the offerings for its gang with their purchase and how each compares with waiting, the
+    blocks bought for it, and whether karpweb may buy here (control mode) or shows the AWS CLI command instead."""
+    from reservations.models import CapacityBlockPurchase
+    from fleet.connection import is_aws
+    from reservations.models import EC2NodeClass
+    from reservations.purchases import cli_command, node_classes_for, on_demand_offered, purchases_for, waiting_for
+
+    now = timezone.now()
+    purchases, prices = purchases_for(advice), on_demand_offered({a.instance_type for a in advice})
+    classes = sorted(EC2NodeClass.objects.filter(cluster_id=pod.cluster_id).values_list("name", flat=True))
+    rows = [{"advice": a, "purchase": purchases.get(a.key), "waiting": waiting_for(a, now, prices).words(),
+             "cli": cli_command(a), "node_classes": node_classes_for(a) or classes} for a in advice]
+    bought = [p for p in CapacityBlockPurchase.objects.fleet().filter(
+        cluster_id=pod.cluster_id, namespace=pod.namespace, state=CapacityBlockPurchase.State.PURCHASED, end__gt=now)
+        if str(pod) in p.pods]
+    with scope_of(pod):
+        control, refusal = global_mode() == Mode.CONTROL, control_refusal()
+        if control and not is_aws():
+            control, refusal = False, "the simulated EC2 quotes Capacity Blocks but sells none"
+    return {"buy_advice": advice, "buy_rows": rows, "blocks_bought": bought, "buy_control": control,
+            "buy_refusal": refusal}
+
+
 class PodDetailView(ViewerRequiredMixin, TemplateView):
     template_name = "scheduling/pod_detail.html"
 
@@ -369,7 +393,7 @@ class PodDetailView(ViewerRequiredMixin, TemplateView):
             context["engine_answer"] = engine_answer
             context["engine_problems"] = outcome.problems
             context["engine_answered_at"] = answered_at
-            context["buy_advice"] = blocks_for(pod)
+            context.update(buy_controls(pod, blocks_for(pod)))
         # "Why not reserved?": where it runs (or would), in what capacity, and what keeps it from a reservation.
         context["placement"] = placement(pod, timezone.now(), engine_answer)
         return context

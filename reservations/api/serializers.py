@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reservations.models import (BuyAdvice, CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention,
+from reservations.models import (BuyAdvice, CapacityBlockPurchase, CapacityReservation, DoctorFinding, EC2NodeClass, Recommendation, ReservationContention,
                                  ReservationInstance, ReservationUse,
                                  UtilizationHour, UtilizationSample)
 from reservations.selector_terms import validation_problems
@@ -562,7 +562,7 @@ class DoctorFindingSerializer(serializers.ModelSerializer):
 
 class BuyAdviceSerializer(serializers.ModelSerializer):
     """A Capacity Block offering that would hold a gang of pending accelerator pods (docs/console.md,
-    "Capacity Blocks for waiting GPU work (advice)")."""
+    "Capacity Blocks for waiting GPU work")."""
 
     cluster = ClusterNameField()
     account = AccountOfClusterField()
@@ -575,13 +575,67 @@ class BuyAdviceSerializer(serializers.ModelSerializer):
     endDate = when("end", null=False)
     upfrontFee = ro("upfront_fee", field_class=serializers.DecimalField, max_digits=12, decimal_places=2,
                     help_text="What EC2 asks up front ($).")
+    ultraserverType = ro("ultraserver_type", help_text="An UltraServer offering's type; empty for instances.")
     computedAt = when("computed_at", null=False)
+    comparedWithWaiting = serializers.SerializerMethodField(
+        help_text="When the gang would run in the block, against waiting (and what on-demand nodes of the type list at "
+                  "for the same hours, where EC2 offers them).")
+    cliCommand = serializers.SerializerMethodField(help_text="The AWS CLI command that buys it (observe mode).")
+    purchase = serializers.SerializerMethodField(help_text="Its approval and purchase, if an operator approved it.")
 
     class Meta:
         model = BuyAdvice
         fields = ["id", "cluster", "account", "namespace", "gang", "pods", "offeringID", "instanceType", "availabilityZone",
-                  "instanceCount", "nodesUsed", "startDate", "endDate", "hours", "upfrontFee", "computedAt"]
+                  "instanceCount", "nodesUsed", "ultraserverType", "startDate", "endDate", "hours", "upfrontFee",
+                  "computedAt", "comparedWithWaiting", "cliCommand", "purchase"]
         read_only_fields = fields
+
+    def get_comparedWithWaiting(self, advice) -> str:
+        from reservations.purchases import waiting_for
+
+        return waiting_for(advice, timezone.now(), self.context.get("prices")).words()
+
+    def get_cliCommand(self, advice) -> str:
+        from reservations.purchases import cli_command
+
+        return cli_command(advice)
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_purchase(self, advice):
+        from reservations.purchases import purchases_for
+
+        known = self.context.get("purchases")
+        found = (known if known is not None else purchases_for([advice])).get(advice.key)
+        return CapacityBlockPurchaseSerializer(found).data if found is not None else None
+
+
+class CapacityBlockPurchaseSerializer(serializers.ModelSerializer):
+    """A Capacity Block an operator approved for a waiting gang, and what karpweb bought (docs/console.md,
+    "Buying a Capacity Block for a waiting gang")."""
+
+    offeringID = ro("offering_id")
+    nodeClass = ro("node_class", help_text="The EC2NodeClass whose selector terms gain the block's id.")
+    approvedBy = ro("approved_by")
+    approvedAt = when("approved_at", null=False)
+    purchasedBy = ro("purchased_by")
+    purchasedAt = when("purchased_at")
+    reservationID = ro("reservation_id", help_text="The block bought (cr-...), once bought.")
+    upfrontFee = ro("upfront_fee", field_class=serializers.DecimalField, max_digits=12, decimal_places=2,
+                    help_text="The fee approved ($).")
+    paidFee = ro("paid_fee", field_class=serializers.DecimalField, max_digits=12, decimal_places=2, allow_null=True,
+                 help_text="The fee paid ($), once bought.")
+
+    class Meta:
+        model = CapacityBlockPurchase
+        fields = ["id", "namespace", "gang", "offeringID", "state", "nodeClass", "approvedBy", "approvedAt", "purchasedBy",
+                  "purchasedAt", "reservationID", "upfrontFee", "paidFee", "error"]
+        read_only_fields = fields
+
+
+class BuyApproveSerializer(StrictInputMixin, serializers.Serializer):
+    nodeClass = serializers.CharField(required=False, allow_blank=True, max_length=253,
+                                      help_text="The EC2NodeClass that will select the block; blank: the only class of "
+                                                "the NodePools that admit its nodes.")
 
 
 class OpenTrapPatchSerializer(serializers.Serializer):

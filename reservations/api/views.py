@@ -25,7 +25,7 @@ from reservations.api.serializers import (
     SelectorTermsPreviewSerializer,
     SelectorTermsWriteSerializer,
     ReservationContentionSerializer,
-    ReservationInstanceSerializer, BuyAdviceSerializer,
+    ReservationInstanceSerializer, BuyAdviceSerializer, BuyApproveSerializer, CapacityBlockPurchaseSerializer,
     ReservationUseSerializer,
     UtilizationHourSerializer,
     UtilizationSampleSerializer,
@@ -466,6 +466,62 @@ class BuyAdviceViewSet(ReadOnlyViewSet):
     ordering_fields = ["upfront_fee", "start", "namespace", "gang"]
     ordering = ["namespace", "gang", "upfront_fee", "start", "id"]
     queryset = BuyAdvice.objects.select_related("cluster")
+
+    def get_serializer(self, *args, **kwargs):
+        """A page's purchases and on-demand prices read once for all its rows."""
+        from reservations.purchases import on_demand_offered, purchases_for
+
+        if kwargs.get("many") and args:
+            rows = list(args[0])
+            kwargs.setdefault("context", self.get_serializer_context()).update(
+                purchases=purchases_for(rows), prices=on_demand_offered({r.instance_type for r in rows}))
+            args = (rows, *args[1:])
+        return super().get_serializer(*args, **kwargs)
+
+    @extend_schema(
+        summary="Approve buying this Capacity Block for its gang (operators)",
+        description="Records the operator's approval of this offering for its gang, and the EC2NodeClass that will "
+                    "select the block (one approval at a time per gang; approving it again returns it). Nothing is bought "
+                    "yet: see purchase. 409 naming the field when the gang no longer waits or has another offering "
+                    "approved; 400 when no EC2NodeClass can be told.",
+        request=BuyApproveSerializer,
+        responses={200: CapacityBlockPurchaseSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        from reservations.purchases import PurchaseRefused, approve
+
+        advice = self.get_object()
+        body = BuyApproveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            row = approve(advice.pk, user=request.user, source=AuditEntry.Source.API,
+                          node_class=body.validated_data.get("nodeClass") or "")
+        except PurchaseRefused as refused:
+            return Response({refused.field: [refused.message]}, status=refused.status)
+        return Response(CapacityBlockPurchaseSerializer(row).data)
+
+    @extend_schema(
+        summary="Buy this approved Capacity Block (operators, control mode)",
+        description="PurchaseCapacityBlock with the account's credentials, once (a second call returns the purchase), "
+                    "after re-checking that EC2 still sells the offering at the approved fee and the gang still waits. "
+                    "409 naming the field: not approved (`approval`), observe mode (`mode`, with the AWS CLI command), "
+                    "over KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT (`spendLimit`), the offering gone (`offering`), the gang "
+                    "placed (`gang`).",
+        request=None,
+        responses={200: CapacityBlockPurchaseSerializer, **error_responses(401, 403, 404, 409)},
+    )
+    @action(detail=True, methods=["post"])
+    def purchase(self, request, pk=None):
+        from reservations.purchases import PurchaseRefused, purchase_advice
+        from scheduling.loop import backends
+
+        advice = self.get_object()
+        try:
+            row = purchase_advice(advice.pk, user=request.user, source=AuditEntry.Source.API, cloud=backends.cloud)
+        except PurchaseRefused as refused:
+            return Response({refused.field: [refused.message]}, status=refused.status)
+        return Response(CapacityBlockPurchaseSerializer(row).data)
 
 
 @extend_schema(

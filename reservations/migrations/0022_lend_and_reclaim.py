@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reservations', '0020_buy_advice'),
+        ('reservations', '0021_capacity_block_purchase'),
     ]
 
     operations = [

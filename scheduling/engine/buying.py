@@ -103,7 +103,7 @@ def options(gang: Gang, offerings: list[BlockOffering], instance_types: dict[str
 def _allowed(pod: Pod, it: InstanceType, offering: BlockOffering) -> bool:
     """Whether the pod's node selection admits a node of this offering (instance and offering labels only:
     the NodePool that would launch it adds its own)."""
-    labels = {**it.labels, ZONE: offering.zone, CAPACITY_TYPE: RESERVED, RESERVATION_TYPE: "capacity-block"}
+    labels = block_labels(it.labels, offering.zone)
     for alternative in pod.alternatives:
         if all((req.admits_absent if labels.get(req.key) is None else req.has(labels[req.key]))
                for req in alternative if req.key in NODE_KEYS):
@@ -147,3 +147,65 @@ def parse_offerings(items: Any) -> list[BlockOffering]:
 
 def _time(value: Any) -> datetime:
     return value if isinstance(value, datetime) else parse_time(str(value))
+
+
+# Instance types whose Capacity Blocks EC2 sells only inside UltraServers: UltraServer type and instances in one.
+# A gang whose pods would run on one of them (their node selection admits it: a nodeSelector or affinity on
+# node.kubernetes.io/instance-type or the instance family) is asked for UltraServer offerings, as many as hold its
+# nodes. Karpenter has no UltraServer label of its own to read.
+ULTRASERVER_TYPES = {"p6e-gb200.36xlarge": (("u-p6e-gb200x36", 9), ("u-p6e-gb200x72", 18)),
+                     "trn2u.48xlarge": (("u-trn2x64", 4),)}
+
+
+def ultraserver_asks(instance_type: str, nodes: int) -> list[tuple[str, int]]:
+    """(UltraServer type, how many) holding `nodes` instances of an UltraServer-only type; [] for any other type."""
+    return [(name, -(-nodes // size)) for name, size in ULTRASERVER_TYPES.get(instance_type, ())]
+
+
+def admits_type(gang: Gang, it: InstanceType) -> bool:
+    """Whether every pod's node selection admits the type (its instance labels only; zone and capacity come later)."""
+    return all(any(all((req.admits_absent if it.labels.get(req.key) is None else req.has(it.labels[req.key]))
+                       for req in alternative if req.key in INSTANCE_LABELS) for alternative in pod.alternatives)
+               for pod in gang.pods)
+
+
+def block_labels(type_labels: dict[str, str], zone: str) -> dict[str, str]:
+    """The labels a node of a Capacity Block has: its instance type's, its zone, reserved capacity."""
+    return {**type_labels, ZONE: zone, CAPACITY_TYPE: RESERVED, RESERVATION_TYPE: "capacity-block"}
+
+
+def pool_admits(requirements: Iterable[Any], labels: dict[str, str]) -> bool:
+    """Whether a NodePool's requirements (parsed) admit a node with these labels on the keys a block decides
+    (instance, zone, capacity type); its other keys it gives its nodes itself."""
+    return all((req.admits_absent if labels.get(req.key) is None else req.has(labels[req.key]))
+               for req in requirements if req.key in NODE_KEYS)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Buying compared with waiting, for one offering: when the gang would run in the block, and what the same
+    nodes would list at on demand for the block's hours where EC2 offers the type on demand now."""
+
+    starts_in: timedelta
+    hours: int
+    fee: Decimal
+    on_demand_cost: Decimal | None  # nodes x hours x the type's on-demand price; None: not offered on demand
+
+    def words(self) -> str:
+        start = "starts now" if self.starts_in <= timedelta(0) else f"runs in {_hours(self.starts_in)}"
+        said = f"With the block the gang {start}, for {self.hours} h. "
+        if self.on_demand_cost is None:
+            return said + "Waiting: no capacity of this type is known to free up for it (not offered on demand)."
+        return said + (f"Waiting: on-demand nodes of this type are offered (${self.on_demand_cost:,.2f} for the same "
+                       f"{self.hours} h, against ${self.fee:,.2f}), but the plan could not place the gang there now.")
+
+
+def compared_with_waiting(option_start: datetime, now: datetime, hours: int, fee: Decimal, nodes: int,
+                          on_demand_price: float | None) -> Waiting:
+    cost = None if on_demand_price is None else (Decimal(str(on_demand_price)) * nodes * hours).quantize(Decimal("0.01"))
+    return Waiting(option_start - now, hours, fee, cost)
+
+
+def _hours(delta: timedelta) -> str:
+    hours, minutes = divmod(max(1, int(delta.total_seconds() // 60)), 60)
+    return " ".join(part for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "") if part)

@@ -183,9 +183,11 @@ class SimulatedCloud:
 
         return purchase_extension(offering_id, reservation_id)
 
-    def capacity_block_offerings(self, instance_type, instance_count, hours) -> list[dict]:
+    def capacity_block_offerings(self, instance_type, instance_count, hours, *, ultraserver_type="", **_) -> list[dict]:
         from scheduling.simulated_extensions import block_offerings
 
+        if ultraserver_type:
+            return []  # the simulated EC2 sells no UltraServers
         return block_offerings(instance_type, instance_count, hours, timezone.now())  # new blocks for waiting GPU gangs
 
     def cluster_launch_templates(self) -> list:

@@ -98,6 +98,7 @@ def test_writes_document_conflicts_and_validation(schema):
         ("/api/v1/ec2nodeclasses/{name}/preview/", "post"), ("/api/v1/nodepools/{name}/", "patch"),
         ("/api/v1/simulate/", "post"), ("/api/v1/controller/allow-control/", "post"),
         ("/api/v1/recommendations/{id}/apply/", "post"), ("/api/v1/open-reservation-traps/fix/", "post"),
+        ("/api/v1/capacity-block-advice/{id}/approve/", "post"), ("/api/v1/capacity-block-advice/{id}/purchase/", "post"),
         ("/api/v1/accounts/", "post"), ("/api/v1/accounts/{account_id}/", "patch"),
         ("/api/v1/accounts/{account_id}/external-id/", "post"),
         ("/api/v1/clusters/", "post"), ("/api/v1/clusters/{name}/", "patch"), ("/api/v1/clusters/{name}/", "delete"),

@@ -82,6 +82,6 @@ def test_a_waiting_pods_page_shows_the_blocks_that_would_hold_its_gang(provider,
     best = BuyAdvice.objects.order_by("upfront_fee", "start").first()
     page = viewer_client.get("/pods/ml/sweep-1/").content.decode()
     assert 'id="buy-advice"' in page and "Capacity Blocks that would hold its gang (Job/sweep)" in page
-    assert f"${best.upfront_fee}" in page and best.offering_id in page and "Advice only" in page
+    assert f"${best.upfront_fee}" in page and best.offering_id in page and "An operator approves one" in page
     Pod.objects.create(namespace="ml", name="notebook-0", spec={"containers": [{"name": "lab"}]})  # no accelerator
     assert 'id="buy-advice"' not in viewer_client.get("/pods/ml/notebook-0/").content.decode()

@@ -29,7 +29,7 @@ SERVICES = {"ec2": "ec2", "pricing": "pricing", "resource-groups": "resource-gro
 # Authorized by AWS along with a call, never called on their own: tags given at creation need them.
 IMPLIED = {
     "ec2:RunInstances": "an instant CreateFleet is authorized as RunInstances on each resource it launches with",
-    "ec2:CreateTags": "RunInstances, CreateFleet and CreateLaunchTemplate with TagSpecifications",
+    "ec2:CreateTags": "RunInstances, CreateFleet, CreateLaunchTemplate and PurchaseCapacityBlock with TagSpecifications",
     "iam:PassRole": "a launch with an instance profile, and AddRoleToInstanceProfile, pass the node role",
     "iam:TagInstanceProfile": "CreateInstanceProfile with Tags",
 }

@@ -84,3 +84,46 @@ def test_offerings_missing_what_they_need_are_skipped():
     good = offering("good")
     assert [o.offering_id for o in parse_offerings([good, {"CapacityBlockOfferingId": "half"},
                                                      {**good, "UpfrontFee": "n/a"}, {**good, "InstanceCount": 0}])] == ["good"]
+
+
+# --- buying: UltraServer asks, the NodePools that take a block, compared with waiting ------------------------------
+
+
+def test_ultraserver_only_types_are_asked_as_enough_ultraservers():
+    from scheduling.engine.buying import ultraserver_asks
+
+    assert ultraserver_asks("trn2u.48xlarge", 5) == [("u-trn2x64", 2)]
+    assert ultraserver_asks("p6e-gb200.36xlarge", 10) == [("u-p6e-gb200x36", 2), ("u-p6e-gb200x72", 1)]
+    assert ultraserver_asks("p5.48xlarge", 5) == []
+
+
+def test_a_gangs_node_selection_decides_the_types_asked_for():
+    from scheduling.engine.buying import admits_type
+
+    w, types = parsed([trainer("a-0", owner=("Job", "a"), selector={"node.kubernetes.io/instance-type": "trn2.48xlarge"})])
+    [gang] = accelerator_gangs(w.pods)
+    assert not admits_type(gang, types["p5.48xlarge"]) and admits_type(gang, types["trn2.48xlarge"])
+
+
+def test_a_pool_admits_a_block_on_the_keys_the_block_decides():
+    from scheduling.engine.buying import block_labels, pool_admits
+    from scheduling.engine.requirements import Requirement
+
+    labels = block_labels({"node.kubernetes.io/instance-type": "p5.48xlarge"}, "us-east-1a")
+    reserved = Requirement.of("karpenter.sh/capacity-type", "In", ["reserved"])
+    spot = Requirement.of("karpenter.sh/capacity-type", "In", ["spot"])
+    team = Requirement.of("team", "In", ["ml"])  # the pool's own label: its nodes get it
+    assert pool_admits([reserved, team], labels) and not pool_admits([spot], labels)
+    assert not pool_admits([Requirement.of("topology.kubernetes.io/zone", "In", ["us-east-1b"])], labels)
+
+
+def test_compared_with_waiting_says_when_and_what_on_demand_would_list_at():
+    from scheduling.engine.buying import compared_with_waiting
+
+    start = NOW + timedelta(hours=23, minutes=30)
+    offered = compared_with_waiting(start, NOW, 24, Decimal("1510.27"), 2, 98.32)
+    assert offered.on_demand_cost == Decimal("4719.36")
+    assert offered.words().startswith("With the block the gang runs in 23 h 30 min, for 24 h.")
+    none = compared_with_waiting(start, NOW, 24, Decimal("1510.27"), 2, None).words()
+    assert "no capacity of this type is known to free up" in none
+    assert "starts now" in compared_with_waiting(NOW - timedelta(minutes=1), NOW, 24, Decimal(1), 1, None).words()

@@ -411,6 +411,28 @@ def _new_reservation(
     return reservation
 
 
+def _new_capacity_block(backend: Any, instance_type: str, zone: str, count: int, *, start: datetime, end: datetime,
+                        ultraserver_type: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Capacity Block's reservation (``capacity-block``, targeted, with an end date) and its DescribeCapacityBlocks
+    record, as EC2 makes them when one is bought."""
+    with _LOCK:
+        block_id = "cb-" + secrets.token_hex(9)[:17]
+        r = _new_reservation(backend, instance_type=instance_type, zone=zone, count=count, owner_id=backend.account_id,
+                             match="targeted", start=start, end=end, tags=tags, reservation_type="capacity-block",
+                             capacity_block_id=block_id)
+        st = _state(backend)
+        rid = r["CapacityReservationId"]
+        block: dict[str, Any] = {"CapacityBlockId": block_id, "AvailabilityZone": zone,
+                                 "AvailabilityZoneId": r["AvailabilityZoneId"], "CapacityReservationIds": [rid],
+                                 "StartDate": start, "EndDate": end, "CreateDate": CLOCK.now(), "State": r["State"],
+                                 "Tags": r["Tags"]}
+        if ultraserver_type:
+            block["UltraserverType"] = ultraserver_type
+            st.ultraserver[rid] = ultraserver_type
+        st.capacity_blocks[block_id] = block
+        return r
+
+
 def _release_members(backend: Any, st: _CapacityState, rid: str, *, terminate: bool) -> None:
     """A reservation ended: its instances leave it (ODCR) or are terminated (capacity block)."""
     for instance_id in sorted(st.members.get(rid, set())):
@@ -910,33 +932,6 @@ class _CapacityReservationActions(EC2Response):
                 st.extension_offerings[offer_id] = (rid, hours, f"{fee:.2f}")
         return ActionResult({"CapacityBlockExtensionOfferings": offers})
 
-    def describe_capacity_block_offerings(self) -> ActionResult:
-        """Blocks for sale of a type, count and duration (required; 1-14 days, or whole weeks up to 182 days, as
-        EC2 sells them): two start dates, the later one dearer, at CAPACITY_BLOCK_HOUR_PRICE per instance-hour."""
-        self.error_on_dryrun()
-        instance_type, count = self._get_param("InstanceType"), int(self._get_param("InstanceCount") or 0)
-        hours = self._get_param("CapacityDurationHours")
-        if hours is None:
-            raise EC2ClientError("MissingParameter", "The request must contain the parameter CapacityDurationHours")
-        hours = int(hours)
-        if not (hours % 24 == 0 and 24 <= hours <= 14 * 24 or hours % 168 == 0 and 14 * 24 < hours <= 182 * 24):
-            raise EC2ClientError("InvalidParameterValue", f"The Capacity Block duration {hours} hours is not supported: "
-                                 "choose 1 to 14 days, or up to 182 days in 7-day increments")
-        if not instance_type or not 1 <= count <= 64:
-            raise EC2ClientError("InvalidParameterValue", "InstanceType and an InstanceCount of 1 to 64 are required")
-        tomorrow = CLOCK.now().replace(hour=11, minute=30, second=0, microsecond=0) + timedelta(days=1)
-        offers = []
-        for days_ahead, markup in ((0, 1.0), (7, 1.1)):
-            start = tomorrow + timedelta(days=days_ahead)
-            fee = hours * count * CAPACITY_BLOCK_HOUR_PRICE * markup
-            seed = f"{instance_type}/{count}/{hours}/{start.isoformat()}"
-            offers.append({"CapacityBlockOfferingId": f"cb-{hashlib.sha256(seed.encode()).hexdigest()[:17]}",
-                           "InstanceType": instance_type, "AvailabilityZone": f"{self.region}a", "InstanceCount": count,
-                           "StartDate": start, "EndDate": start + timedelta(hours=hours),
-                           "CapacityBlockDurationHours": hours, "UpfrontFee": f"{fee:.2f}", "CurrencyCode": "USD",
-                           "Tenancy": "default"})
-        return ActionResult({"CapacityBlockOfferings": offers})
-
     def purchase_capacity_block_extension(self) -> ActionResult:
         """The block ends later; the payment is pending for a minute of server time, then succeeds."""
         self.error_on_dryrun()
@@ -1140,7 +1135,6 @@ for _name in (
     "cancel_capacity_reservation",
     "modify_capacity_reservation",
     "describe_capacity_block_extension_offerings",
-    "describe_capacity_block_offerings",
     "purchase_capacity_block_extension",
     "describe_capacity_block_extension_history",
     "describe_capacity_blocks",
@@ -1535,38 +1529,8 @@ class EC2TestServer:
         tags: dict[str, str] | None = None,
     ) -> str:
         """A purchased Capacity Block (a ``capacity-block`` reservation, targeted, with an end date)."""
-        with _LOCK:
-            block_id = "cb-" + secrets.token_hex(9)[:17]
-            r = _new_reservation(
-                self.backend,
-                instance_type=instance_type,
-                zone=zone,
-                count=count,
-                owner_id=self.account_id,
-                match="targeted",
-                start=start,
-                end=end,
-                tags=tags,
-                reservation_type="capacity-block",
-                capacity_block_id=block_id,
-            )
-            st = _state(self.backend)
-            rid = r["CapacityReservationId"]
-            block: dict[str, Any] = {
-                "CapacityBlockId": block_id,
-                "AvailabilityZone": zone,
-                "AvailabilityZoneId": r["AvailabilityZoneId"],
-                "CapacityReservationIds": [rid],
-                "StartDate": start,
-                "EndDate": end,
-                "CreateDate": CLOCK.now(),
-                "State": r["State"],
-                "Tags": r["Tags"],
-            }
-            if ultraserver_type:
-                block["UltraserverType"] = ultraserver_type
-                st.ultraserver[rid] = ultraserver_type
-            st.capacity_blocks[block_id] = block
+        rid = _new_capacity_block(self.backend, instance_type, zone, count, start=start, end=end,
+                                  ultraserver_type=ultraserver_type, tags=tags)["CapacityReservationId"]
         _refresh(self.backend)
         return rid
 
@@ -1728,3 +1692,4 @@ def start_server(region: str = DEFAULT_REGION) -> EC2TestServer:
 
 from tests.support import ec2_server_commitments  # noqa: E402,F401  (Reserved Instances, Savings Plans)
 from tests.support import ec2_server_lending  # noqa: E402,F401  (interruptible capacity: lend and reclaim)
+from tests.support import ec2_server_buying  # noqa: E402,F401  (Capacity Block offerings and purchases)

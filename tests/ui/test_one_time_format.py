@@ -18,6 +18,8 @@ NOT_PAGES = ("admin", "api", "metrics", "healthz", "favicon.ico", "oidc", "logou
 NOT_FROM_OBJECTS = {
     "reservations:open_trap_yaml",  # a YAML file to apply, not a page
     "reservations:recommendation_apply",  # answers a POST from the recommendation's page
+    "reservations:buy_approve",  # answer POSTs from a waiting pod's page
+    "reservations:buy_purchase",
 }
 
 

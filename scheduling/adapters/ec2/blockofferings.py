@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 OFFERINGS_TTL = timedelta(hours=1)
 
-Shape = tuple[str, int, int]  # (instance type, instance count, duration in hours)
+Shape = tuple[str, int, int, str, int]  # (instance type, instance count, hours, UltraServer type, UltraServer count)
 
 
 class CapacityBlockOfferings:
@@ -37,25 +37,36 @@ class CapacityBlockOfferings:
         fees = [float(o["UpfrontFee"]) for o in self.offerings(instance_type, instance_count, hours) if o.get("UpfrontFee")]
         return min(fees, default=None)
 
-    def offerings(self, instance_type: str, instance_count: int, hours: int) -> list[dict]:
-        """EC2's offerings for this shape as it writes them (every page), [] when it has none or refuses it."""
-        shape, now = (instance_type, instance_count, hours), self._clock()
+    def offerings(self, instance_type: str, instance_count: int, hours: int, *, ultraserver_type: str = "",
+                  ultraserver_count: int = 0, fresh: bool = False) -> list[dict]:
+        """EC2's offerings for this shape as it writes them (every page), [] when it has none or refuses it. An
+        UltraServer shape asks for `ultraserver_count` UltraServers of `ultraserver_type` (EC2 answers their
+        instance type and count). `fresh`: ask EC2 now (a purchase re-checks that its offering is still sold)."""
+        shape, now = (instance_type, instance_count, hours, ultraserver_type, ultraserver_count), self._clock()
         with self._lock:
             cached = self._cache.get(shape)
-            if cached is not None and now - cached[0] < OFFERINGS_TTL:
+            if cached is not None and now - cached[0] < OFFERINGS_TTL and not fresh:
                 return cached[1]
         found = self._describe(shape)
         with self._lock:
             self._cache[shape] = (now, found)
         return found
 
+    def forget(self) -> None:
+        """After a purchase: the offering bought is no longer sold."""
+        with self._lock:
+            self._cache.clear()
+
     def _describe(self, shape: Shape) -> list[dict]:
-        instance_type, instance_count, hours = shape
+        instance_type, instance_count, hours, ultraserver_type, ultraserver_count = shape
         found, token = [], None
         try:
             while True:
-                params: dict[str, Any] = {"InstanceType": instance_type, "InstanceCount": instance_count,
-                                          "CapacityDurationHours": hours}
+                params: dict[str, Any] = {"CapacityDurationHours": hours}
+                if ultraserver_type:
+                    params.update(UltraserverType=ultraserver_type, UltraserverCount=ultraserver_count)
+                else:
+                    params.update(InstanceType=instance_type, InstanceCount=instance_count)
                 if token:
                     params["NextToken"] = token
                 self.api_calls += 1

@@ -273,9 +273,37 @@ class EC2CloudProvider:
         """The lowest upfront fee EC2 quotes today for a block of this shape (DescribeCapacityBlockOfferings)."""
         return self.block_offerings.lowest_fee(instance_type, instance_count, hours)
 
-    def capacity_block_offerings(self, instance_type: str, instance_count: int, hours: int) -> list[dict]:
-        """DescribeCapacityBlockOfferings' items for this shape (cached an hour, as the fee estimate)."""
-        return self.block_offerings.offerings(instance_type, instance_count, hours)
+    def capacity_block_offerings(self, instance_type: str, instance_count: int, hours: int, *, ultraserver_type: str = "",
+                                 ultraserver_count: int = 0, fresh: bool = False) -> list[dict]:
+        """DescribeCapacityBlockOfferings' items for this shape (cached an hour, as the fee estimate; `fresh`: asked
+        now); an UltraServer shape is asked for by UltraserverType and UltraserverCount."""
+        return self.block_offerings.offerings(instance_type, instance_count, hours, ultraserver_type=ultraserver_type,
+                                              ultraserver_count=ultraserver_count, fresh=fresh)
+
+    def purchase_capacity_block(self, offering_id: str, *, platform: str, tags: Mapping[str, str]) -> dict[str, Any]:
+        """PurchaseCapacityBlock: the new block's reservation as EC2 answers it (payment-pending, then scheduled).
+        EC2 takes no ClientToken here: the caller makes it idempotent (reservations/purchases.py finds a block
+        bought before by its tags, `reservations_tagged`, before it buys)."""
+        answer = self.call(self.ec2, "purchase_capacity_block", CapacityBlockOfferingId=offering_id,
+                           InstancePlatform=platform, TagSpecifications=[{
+                               "ResourceType": "capacity-reservation",
+                               "Tags": [{"Key": key, "Value": value} for key, value in tags.items()]}])
+        self.block_offerings.forget()
+        self.discovery.invalidate()
+        return answer.get("CapacityReservation") or {}
+
+    def reservations_tagged(self, key: str, value: str) -> list[dict[str, Any]]:
+        """The account's reservations, in any state, with this tag (DescribeCapacityReservations, one filter)."""
+        found, token = [], None
+        while True:
+            params: dict[str, Any] = {"Filters": [{"Name": f"tag:{key}", "Values": [value]}]}
+            if token:
+                params["NextToken"] = token
+            answer = self.call(self.ec2, "describe_capacity_reservations", **params)
+            found += answer.get("CapacityReservations") or []
+            token = answer.get("NextToken")
+            if not token:
+                return found
 
     def purchase_capacity_block_extension(self, offering_id: str, reservation_id: str) -> dict[str, Any]:
         answer = self.call(self.ec2, "purchase_capacity_block_extension", CapacityBlockExtensionOfferingId=offering_id,
