@@ -7,7 +7,7 @@ at a time, in the reservation it will launch into; upstream holds a unit in ever
 reservation per claim, which is what limits it to one reserved claim per loop (see
 `scheduler.py`). The ledger never lets the holders of a reservation outnumber its capacity. Units the
 owner lends as interruptible capacity are not in a reservation's available count (EC2 took them out),
-so no claim is planned into them; reclaiming them (reservations/lending.py) gives them back.
+so no claim is planned into them; reclaiming them (scheduling/loop/lending.py) gives them back.
 """
 
 from __future__ import annotations

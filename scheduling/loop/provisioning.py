@@ -10,7 +10,8 @@ import string
 from django.db.models import Q
 from django.utils import timezone
 
-from reservations import ledger, lending
+from reservations import ledger
+from scheduling.loop import lending
 from reservations.groups import launch_group_arn
 from reservations.models import CapacityReservation
 from scheduling.engine.commitments import SAVINGS_PLAN, at_basis
@@ -46,7 +47,7 @@ def provision(cloud, cluster, now=None, world_at=None, *, replanning: bool = Fal
     if not Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).exists() and not static_pools_short():
         # Nothing waits: no engine run (seconds at thousands of nodes), nothing to plan.
         return {**_counts(NOTHING_PLANNED, 0, 0, relaunched, record(pending, now)), "pending_pods": 0}
-    # Lent units a waiting pod could use come back first, in this run (reservations/lending.py).
+    # Lent units a waiting pod could use come back first, in this run (scheduling/loop/lending.py).
     reclaimed = lending.reclaim_for_pending(cloud, current_world, now)
     # The plan only: the lifecycle pass decides disruptions (its own engine run).
     decisions = simulate_readable(world_at(now) if world_at is not None else current_world(now), now, disruptions=False)

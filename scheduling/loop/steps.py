@@ -12,7 +12,8 @@ from fleet.models import Cluster
 from fleet.scope import cluster_scope, current_cluster, working_cluster
 from reservations.buying import recompute_buy_advice
 from reservations.groups import sync_groups
-from reservations import block_fees, commitments, doctor, ledger, lending, utilization
+from reservations import block_fees, commitments, doctor, ledger, utilization
+from scheduling.loop import lending
 from reservations.models import DoctorFinding, EC2NodeClass
 from reservations.open_mode import sync_open_instances
 from reservations.open_trap import sync_launch_templates

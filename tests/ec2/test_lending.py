@@ -124,7 +124,7 @@ def test_units_on_their_way_back_are_not_reclaimed_twice(world, clock, provider,
 
 
 def test_two_workers_reclaim_once(world, clock, provider, settings):
-    from reservations.lending import reclaim
+    from scheduling.loop.lending import reclaim
 
     settings.KARPWEB_MODE = "control"
     reservation, _ = lent_world(world, provider, clock)
@@ -220,7 +220,7 @@ def test_observe_mode_shows_the_lend_command(idle, settings, operator_client, wo
 
 
 def test_lent_units_come_back_before_a_forecast_peak(idle, world, provider, clock):
-    from reservations.lending import reclaim_before_peaks
+    from scheduling.loop.lending import reclaim_before_peaks
 
     provider.lend_reservation_units(idle["lendable"], 4, client_token="lend-peak")
     assert sync_reservations(provider, now=clock()).errors == []

@@ -85,7 +85,7 @@ def test_a_shrink_applied_from_the_all_clusters_view_acts_in_the_owners_account(
 def test_lent_units_are_reclaimed_in_the_owners_account(two_accounts, clock):
     """#50: a pod of the default cluster reclaims ml-prod's lent units: the call goes out as ml-prod (the default
     cluster's own account could not change its reservation)."""
-    from reservations.lending import reclaim
+    from scheduling.loop.lending import reclaim
 
     theirs, rid = two_accounts["theirs"], two_accounts["reservation"]
     theirs.lend(rid, 4)
