@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-from fleet.connection import is_aws
 from fleet.scope import NoClusterScope, working_cluster
 from reservations.models import PriceCommitments
 from scheduling.engine.commitments import Commitments, parse_commitments
@@ -54,9 +53,7 @@ def refresh(cloud, now) -> dict:
 
 
 def current_row(cluster=None) -> PriceCommitments | None:
-    if not is_aws():  # the simulated cloud has no commitments: list prices
-        return None
-    key = _account_and_region(cluster)
+    key = _account_and_region(cluster)  # a row exists only where an EC2 sync (or the demo's seeding) wrote one
     if key is None:
         return None
     return PriceCommitments.objects.filter(account_id=key[0], region=key[1]).first()
@@ -100,7 +97,7 @@ def price_words(row: PriceCommitments | None) -> dict:
 
 def by_account_and_region() -> "CommitmentsLookup":
     """Every account and region's commitments, to price reservations fleet-wide (one query)."""
-    rows = list(PriceCommitments.objects.all()) if is_aws() else []
+    rows = list(PriceCommitments.objects.all())
     return CommitmentsLookup({(row.account_id, row.region): parse_commitments(row.as_world(), lambda path, message: None)
                               for row in rows})
 

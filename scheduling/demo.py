@@ -29,8 +29,8 @@ from fleet.models import AwsAccount, Cluster
 from fleet.scope import cluster_scope, default_cluster, unscoped
 from reservations import doctor
 from reservations.buying import recompute_buy_advice
-from reservations.models import (CapacityBlockFee, CapacityReservation, EC2NodeClass, ReservationVisibility, UtilizationHour,
-                                 UtilizationSample, record_visibility, used_allocations)
+from reservations.models import (CapacityBlockFee, CapacityReservation, EC2NodeClass, PriceCommitments, ReservationVisibility,
+                                 UtilizationHour, UtilizationSample, record_visibility, used_allocations)
 from reservations.utilization import roll_up
 from reservations.status import refresh_node_class_status
 from scheduling.adapters.ec2.amis import variant_of
@@ -209,6 +209,7 @@ def seed(now: datetime.datetime, fleet: bool = True) -> None:
                 refuse_overfull_nodes()
                 refresh_node_class_status(now)
         _seed_samples(now, reservations)
+        _seed_commitments(now, fleet)
         _seed_recommendations(now)
         for cluster in [first, *others]:  # the reservation doctor and buy advice, as after an EC2 sync
             with cluster_scope(cluster):
@@ -266,6 +267,33 @@ def _seed_fleet(fleet: bool = True) -> tuple[Cluster, list[Cluster], dict[str, A
         "account": accounts[account_id], "region": REGION, "connection": Cluster.Connection.SIMULATED})[0]
         for name, account_id in OTHER_CLUSTERS.items()] if fleet else []
     return first, others, accounts
+
+
+# What the accounts already pay for, as an EC2 sync would have read it (reservations/commitments.py): demo-prod's
+# EC2 Instance Savings Plan prices its on-demand c5.xlarge (its hourly commitment is that node's rate, spent by it);
+# demo-research's zonal Reserved Instance makes an on-demand m6i.large in us-east-1b free at the margin.
+SAVINGS_PLAN_DISCOUNT = Decimal("0.72")  # the plan's rate against the list price
+
+
+def _commitments(account_id: str) -> dict:
+    if account_id == ACCOUNT:
+        rate = float((Decimal(str(INSTANCE_TYPES["c5.xlarge"][0])) * SAVINGS_PLAN_DISCOUNT).quantize(Decimal("0.0001")))
+        plan = {"savingsPlanId": "sp-0demo0prod0c5", "savingsPlanType": "EC2Instance", "commitment": rate,
+                "rates": [{"instanceType": "c5.xlarge", "rate": rate}]}
+        return {"reserved_instances": [], "savings_plans": [plan]}
+    ri = {"ReservedInstancesId": "ri-0demo-research-m6i", "InstanceType": "m6i.large", "AvailabilityZone": "us-east-1b",
+          "InstanceCount": 1, "Scope": "Availability Zone", "State": "active", "OfferingClass": "standard",
+          "End": "2027-06-30T00:00:00Z"}
+    return {"reserved_instances": [ri], "savings_plans": []}
+
+
+def _seed_commitments(now, fleet: bool) -> None:
+    if not fleet:  # a fleet of one: the second account is gone, and so is what it paid for
+        PriceCommitments.objects.filter(account_id=SECOND_ACCOUNT, region=REGION).delete()
+    for account_id in (ACCOUNT, SECOND_ACCOUNT) if fleet else (ACCOUNT,):
+        PriceCommitments.objects.update_or_create(account_id=account_id, region=REGION,
+                                                  defaults={**_commitments(account_id), "list_prices_because": [],
+                                                            "read_at": now})
 
 
 class _BlockSeller:

@@ -10,7 +10,6 @@ from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
-from fleet.connection import is_aws
 from fleet.models import Cluster
 from fleet.scope import current_cluster_id, scope_of
 from karpweb.jsonsafe import printable
@@ -76,8 +75,8 @@ class OverviewView(ViewerRequiredMixin, TemplateView):
         drains = upcoming_capacity_blocks(now, with_nodes=False)
         context.update(
             now=now, catalogue_notice=catalogue_notice(), refresh_seconds=settings.KARPWEB_PAGE_REFRESH_SECONDS,
-            # Which prices the figures use (zonal RIs, Savings Plans, or list and why); the simulated cloud has none.
-            prices=price_status() if not self.request.htmx and is_aws() else None,
+            # Which prices the figures use (zonal RIs, Savings Plans, or list and why).
+            prices=price_status() if not self.request.htmx else None,
             used=totals["used"], idle=totals["idle"], total=totals["total"], lent=totals["lent"],
             idle_cost=totals["idle_cost"], idle_sources=totals["idle_sources"], unpriced=totals["unpriced"],
             low_utilization=[r for r in reservations if r.is_low_utilization(now)],
