@@ -174,7 +174,7 @@ def purchase(purchase_id: int, *, user, source: str, cloud) -> CapacityBlockPurc
         if callable(cloud):
             cloud = cloud()  # the row's cluster's provider, made in its scope (its account's credentials)
         if getattr(cloud, "purchase_capacity_block", None) is None:
-            raise PurchaseRefused("cloud", "this cloud sells no Capacity Blocks (the simulated one only quotes them)")
+            raise PurchaseRefused("cloud", "this cloud sells no Capacity Blocks")
         earlier = _bought_before(cloud, row)
         if earlier is not None:  # an attempt whose outcome was not recorded bought it: record that block
             return _record(row, earlier, row.upfront_fee, user=user, source=source)

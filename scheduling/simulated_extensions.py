@@ -59,6 +59,10 @@ def purchase_extension(offering: str, reservation_id: str) -> dict:
             "CapacityBlockExtensionEndDate": block.end_date}
 
 
+def offering_id_of(instance_type: str, instance_count: int, hours: int, start: datetime.datetime) -> str:
+    return f"cbo-{instance_type}-{instance_count}x{hours}h-{start:%Y%m%d}"
+
+
 def block_offerings(instance_type: str, instance_count: int, hours: int, now: datetime.datetime) -> list[dict]:
     """New blocks of `instance_count` x `instance_type` for `hours`, in DescribeCapacityBlockOfferings' shape:
     in the first zone that sells the type on demand, from 11:30 UTC tomorrow or a week later (10 % dearer), at
@@ -72,7 +76,7 @@ def block_offerings(instance_type: str, instance_count: int, hours: int, now: da
     offers = []
     for ahead, markup in BLOCK_STARTS:
         start = tomorrow + ahead
-        offers.append({"CapacityBlockOfferingId": f"cbo-{instance_type}-{instance_count}x{hours}h-{start:%Y%m%d}",
+        offers.append({"CapacityBlockOfferingId": offering_id_of(instance_type, instance_count, hours, start),
                        "InstanceType": instance_type, "AvailabilityZone": zone, "InstanceCount": instance_count,
                        "StartDate": start, "EndDate": start + datetime.timedelta(hours=hours),
                        "CapacityBlockDurationHours": hours, "CurrencyCode": "USD", "Tenancy": "default",

@@ -355,9 +355,7 @@ def blocks_for(pod) -> list:
 def buy_controls(pod, advice: list) -> dict:
     """The pod page's buying: the offerings for its gang with their purchase and how each compares with waiting, the
     blocks bought for it, and whether karpweb may buy here (control mode) or shows the AWS CLI command instead."""
-    from reservations.models import CapacityBlockPurchase
-    from fleet.connection import is_aws
-    from reservations.models import EC2NodeClass
+    from reservations.models import CapacityBlockPurchase, EC2NodeClass
     from reservations.purchases import cli_command, node_classes_for, on_demand_offered, purchases_for, waiting_for
 
     now = timezone.now()
@@ -370,8 +368,6 @@ def buy_controls(pod, advice: list) -> dict:
         if str(pod) in p.pods]
     with scope_of(pod):
         control, refusal = global_mode() == Mode.CONTROL, control_refusal()
-        if control and not is_aws():
-            control, refusal = False, "the simulated EC2 quotes Capacity Blocks but sells none"
     return {"buy_advice": advice, "buy_rows": rows, "blocks_bought": bought, "buy_control": control,
             "buy_refusal": refusal}
 

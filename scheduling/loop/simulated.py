@@ -14,12 +14,14 @@ database, so that karpweb shows itself working with no AWS account and no cluste
 import datetime
 import math
 import random
+import re
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from fleet.defaults import UNKNOWN_ACCOUNT_ID
+from fleet.scope import working_cluster
 from reservations.models import CapacityReservation, used_allocations
 from scheduling.adapters.ec2.interface import CloudAPIError, InstanceMembership, LaunchResult, TerminateResult
 from scheduling.adapters.ec2.launch import NODECLAIM_TAG
@@ -34,7 +36,8 @@ from scheduling.models import CapacityType, InstanceType, Node, NodeClaim, NodeP
 from scheduling.world import node_allocatable
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-SPLIT_TOKEN_TAG = "karpweb.io/split-client-token"  # a split's client token, kept on the reservation it made
+SPLIT_TOKEN_TAG = "karpweb.io/split-client-token"
+SOLD_OFFERING_TAG = "karpweb.io/simulated-offering"  # the offering a simulated Capacity Block was bought from  # a split's client token, kept on the reservation it made
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 RESERVATION_ID_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 
@@ -188,7 +191,35 @@ class SimulatedCloud:
 
         if ultraserver_type:
             return []  # the simulated EC2 sells no UltraServers
-        return block_offerings(instance_type, instance_count, hours, timezone.now())  # new blocks for waiting GPU gangs
+        sold = set(CapacityReservation.objects.fleet().filter(tags__has_key=SOLD_OFFERING_TAG)
+                   .values_list(f"tags__{SOLD_OFFERING_TAG}", flat=True))
+        return [offer for offer in block_offerings(instance_type, instance_count, hours, timezone.now())
+                if offer["CapacityBlockOfferingId"] not in sold]  # new blocks for waiting GPU gangs, each sold once
+
+    def purchase_capacity_block(self, offering_id, *, platform, tags) -> dict:
+        """PurchaseCapacityBlock on the rows: a scheduled Capacity Block of the offering, active from its start
+        (tick_ec2), drained and reclaimed at its end like every block."""
+        with transaction.atomic():
+            wanted = _offering_shape(offering_id)
+            offer = next((o for o in self.capacity_block_offerings(*wanted) if o["CapacityBlockOfferingId"] == offering_id),
+                         None) if wanted else None
+            if offer is None:
+                raise CloudAPIError("InvalidParameterValue", f"The offering {offering_id} is not for sale (sold, or its "
+                                    "start has passed)", "purchase_capacity_block")
+            cluster = working_cluster()
+            block = CapacityReservation.objects.create(
+                reservation_id=f"cr-{random.getrandbits(68):017x}", owner_id=cluster.account.account_id,
+                region=cluster.region, instance_type=offer["InstanceType"], instance_platform=platform,
+                availability_zone=offer["AvailabilityZone"], total_instance_count=offer["InstanceCount"],
+                available_instance_count=0, state=CapacityReservation.State.SCHEDULED,
+                reservation_type=CapacityReservation.ReservationType.CAPACITY_BLOCK,
+                end_date_type=CapacityReservation.EndDateType.LIMITED, create_date=timezone.now(),
+                start_date=offer["StartDate"], end_date=offer["EndDate"],
+                tags={**tags, SOLD_OFFERING_TAG: offering_id})
+        return {**_described(block), "State": "scheduled", "StartDate": block.start_date, "EndDate": block.end_date}
+
+    def reservations_tagged(self, key, value) -> list[dict]:
+        return [_described(r) for r in CapacityReservation.objects.fleet().filter(**{f"tags__{key}": value})]
 
     def cluster_launch_templates(self) -> list:
         """The simulated world launches without launch templates: Karpenter made none here."""
@@ -603,6 +634,12 @@ def _resize(reservation, delta) -> None:
     reservation.refresh_from_db()
     if reservation.total_instance_count == 0:  # all of it moved and nothing ran in it: EC2 cancels it
         CapacityReservation.objects.fleet().filter(pk=reservation.pk).update(state=CapacityReservation.State.CANCELLED)
+
+
+def _offering_shape(offering_id: str) -> tuple[str, int, int] | None:
+    """(instance type, count, hours) of a simulated offering id (scheduling/simulated_extensions.offering_id_of)."""
+    match = re.fullmatch(r"cbo-(.+)-(\d+)x(\d+)h-\d{8}", offering_id or "")
+    return (match[1], int(match[2]), int(match[3])) if match else None
 
 
 def _described(reservation) -> dict:

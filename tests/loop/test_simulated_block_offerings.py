@@ -39,25 +39,47 @@ def test_the_simulated_loop_advises_a_block_for_the_waiting_gpu_pod(time_machine
     assert not BuyAdvice.objects.exists()
 
 
-def test_the_simulated_ec2_quotes_blocks_but_sells_none(time_machine, operator, operator_client, settings):
-    """Its pod page shows the AWS CLI command and no Buy button; a purchase asked for anyway is refused, naming why."""
-    from reservations.models import CapacityBlockPurchase
-    from reservations.purchases import PurchaseRefused, purchase_advice
-    from scheduling.models import AuditEntry
+def test_the_simulated_ec2_sells_the_block_and_the_gang_runs_in_it_at_its_start(time_machine, operator, operator_client,
+                                                                                   settings):
+    """The quick start can buy too: Approve and Buy on the pod page (control mode, within the spending limit), one
+    scheduled block however often it is bought, its id in the approved class's terms, and at its start the loop
+    launches the waiting pod into it."""
+    from reservations.models import CapacityBlockPurchase, CapacityReservation, EC2NodeClass
+    from reservations.purchases import purchase_advice
+    from scheduling.models import AuditEntry, Decision, NodeClaim
 
     settings.KARPWEB_MODE = "control"
+    settings.KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = 100_000
     time_machine.move_to(SEEDED, tick=False)
     call_command("seed_demo", "--one-cluster", now=SEEDED.isoformat())
     steps.sync_ec2(SEEDED + datetime.timedelta(minutes=5))
     advice = BuyAdvice.objects.order_by("upfront_fee").first()
     page = operator_client.get("/pods/default/trainer-pending-0/").content.decode()
-    assert "the simulated EC2 quotes Capacity Blocks but sells none" in page and 'class="buy-purchase"' not in page
-    assert f"aws ec2 purchase-capacity-block --capacity-block-offering-id {advice.offering_id}" in page
+    assert f"aws ec2 purchase-capacity-block --capacity-block-offering-id {advice.offering_id}" not in page
     # Several classes' NodePools would take the block: the operator picks the one that selects it.
     assert '<select name="node_class"><option value="batch">batch</option>' in page
     operator_client.post(f"/capacity-blocks/to-buy/{advice.pk}/approve/", {"node_class": "ml"})
     assert CapacityBlockPurchase.objects.get().node_class == "ml"
-    settings.KARPWEB_CAPACITY_BLOCK_SPEND_LIMIT = 100_000
-    with pytest.raises(PurchaseRefused) as refused:
-        purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API, cloud=backends.cloud)
-    assert refused.value.field == "cloud"
+    assert 'class="buy-purchase"' in operator_client.get("/pods/default/trainer-pending-0/").content.decode()
+    bought = purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API, cloud=backends.cloud)
+    again = purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API, cloud=backends.cloud)
+    assert bought.state == again.state == CapacityBlockPurchase.State.PURCHASED and bought.paid_fee == advice.upfront_fee
+    block = CapacityReservation.objects.get(reservation_type="capacity-block", state="scheduled")
+    assert (block.reservation_id, block.start_date, block.total_instance_count) == (bought.reservation_id, advice.start, 1)
+    assert {"id": block.reservation_id} in EC2NodeClass.objects.get(name="ml").capacity_reservation_selector_terms
+    assert not any(o["CapacityBlockOfferingId"] == advice.offering_id
+                   for o in backends.cloud().capacity_block_offerings(advice.instance_type, 1, 24))  # sold once
+
+    # A day on, the demo's own p5 block (0006) has units free again: kept out of planning, only the new one is left.
+    CapacityReservation.objects.filter(reservation_id="cr-0a1b2c3d4e5f60006").update(
+        planning_excluded=True, planning_excluded_reason="only the block bought is to take the gang here")
+    start = advice.start + datetime.timedelta(minutes=1)
+    time_machine.move_to(start, tick=False)
+    steps.sync_ec2(start)
+    steps.provision(start)
+    block.refresh_from_db()
+    assert block.state == "active"
+    claim = NodeClaim.objects.get(reservation__reservation_id=block.reservation_id)
+    assert (claim.capacity_type, claim.instance_type) == ("reserved", advice.instance_type)
+    assert "trainer-pending-0" in Decision.objects.get(kind="launch", reason__contains=block.reservation_id).subject
+
