@@ -7,6 +7,7 @@ ends. Buying is reservations/purchases.py's."""
 
 from __future__ import annotations
 
+import datetime
 import logging
 
 from django.db import transaction
@@ -16,7 +17,7 @@ from scheduling.engine import WorldError, parse_world
 from scheduling.engine.buying import (ACCELERATORS, ULTRASERVER_TYPES, accelerator_gangs, admits_type, nodes_needed, options,
                                       parse_offerings, ultraserver_asks)
 from scheduling.engine.world import TERMINAL_PHASES
-from scheduling.models import Pod
+from scheduling.models import Decision, Pod
 from scheduling.world import instance_types, pods
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 BLOCK_HOURS = 24  # the shortest block EC2 sells: what a gang waiting now needs first
 TYPES_ASKED = 3  # per gang, the cheapest instance types that hold its largest pod
 OPTIONS_KEPT = 3  # per gang, the cheapest offerings that hold it
+PLACING_WINDOW = datetime.timedelta(hours=1)  # how far back the plan's decisions about a waiting pod are read
+PLACING_KINDS = (Decision.Kind.LAUNCH, Decision.Kind.UNSCHEDULABLE, Decision.Kind.DEFER)
 
 
 def recompute_buy_advice(cloud, now) -> dict:
@@ -32,6 +35,7 @@ def recompute_buy_advice(cloud, now) -> dict:
         return {}  # the simulated world sells no Capacity Blocks
     waiting = Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list("namespace", "name", "spec")
     keys = {(namespace, name) for namespace, name, spec in waiting if _asks_for_accelerators(spec)}
+    keys -= being_placed(keys, now)  # the last plan gave them a node: no block to buy for them
     if not keys:  # no accelerator pod waits: no catalogue read, no parse (the EC2 step runs every few seconds)
         BuyAdvice.objects.all().delete()
         return {"buy_advice": 0}
@@ -83,6 +87,24 @@ def _replace(rows: list[BuyAdvice]) -> None:
         BuyAdvice.objects.filter(pk__in=stale).delete()
         BuyAdvice.objects.bulk_create(rows, update_conflicts=True, update_fields=fields,
                                       unique_fields=["cluster", "namespace", "gang", "offering_id"])
+
+
+def being_placed(keys: set, now) -> set:
+    """The waiting pods whose latest provisioning decision placed them (a launch planned or recommended for
+    them, not failed): the plan found them room, so they are no gang a Capacity Block would have to hold.
+    A pod the plan found no room for (unschedulable, deferred), or not planned yet, is not among them."""
+    if not keys:
+        return set()
+    wanted = {f"{namespace}/{name}" for namespace, name in keys}
+    latest: dict[str, bool] = {}
+    decisions = (Decision.objects.filter(kind__in=PLACING_KINDS, created_at__gte=now - PLACING_WINDOW)
+                 .order_by("created_at", "pk").values_list("kind", "outcome", "objects_involved"))
+    for kind, outcome, involved in decisions:
+        pods = (involved or {}).get("pods") if isinstance(involved, dict) else None
+        for pod in pods if isinstance(pods, list) else ():
+            if pod in wanted:
+                latest[pod] = kind == Decision.Kind.LAUNCH and outcome != Decision.Outcome.FAILED
+    return {tuple(pod.split("/", 1)) for pod, placed in latest.items() if placed}
 
 
 def _asks_for_accelerators(spec) -> bool:

@@ -605,6 +605,8 @@ def _pending_pods():
         ("worker-pending-0", _pod_spec(2000, 4096), "worker"),
         ("worker-pending-1", _pod_spec(250, 512, {"kubernetes.io/arch": "arm64"}), "worker"),
         ("trainer-pending-0", _pod_spec(96000, 1048576, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=8), "trainer"),
+        # Its gang's second pod: block 0006 has one free unit, for the first; nothing holds this one (buy advice).
+        ("trainer-pending-1", _pod_spec(96000, 1048576, {"karpenter.k8s.aws/capacity-reservation-type": "capacity-block"}, gpus=8), "trainer"),
     ]
 
 

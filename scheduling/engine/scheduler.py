@@ -422,6 +422,8 @@ class Scheduler:
         """Whether some NodePool has a free unit of a type with room for the pod: what any new
         claim holding a unit needs, from bitmasks."""
         for template in self.templates:
+            if template.problem is not None:  # a pool that cannot launch (its class missing): no catalog to read
+                continue
             free = self.ledger.free_type_mask(template.catalog.view(template.requirements))
             if free and template.catalog.fits_mask(template.daemon_overhead.add(pod.requests)) & free:
                 return True

@@ -25,16 +25,16 @@ def test_the_simulated_loop_advises_a_block_for_the_waiting_gpu_pod(time_machine
     steps.sync_ec2(later)
 
     advice = list(BuyAdvice.objects.order_by("upfront_fee"))
-    assert [a.pods for a in advice] == [["default/trainer-pending-0"]] * 2
+    assert [a.pods for a in advice] == [["default/trainer-pending-0", "default/trainer-pending-1"]] * 2
     first, week_later = advice
     price = Offering.objects.filter(instance_type__name=first.instance_type, zone=first.availability_zone,
                                     capacity_type=CapacityType.ON_DEMAND, reservation=None).get().price
-    assert (first.instance_count, first.hours, first.computed_at) == (1, 24, later)
-    assert first.upfront_fee == Decimal(f"{24 * price:.2f}")
+    assert (first.instance_count, first.hours, first.computed_at) == (2, 24, later)
+    assert first.upfront_fee == Decimal(f"{2 * 24 * price:.2f}")
     assert first.start == datetime.datetime(2026, 11, 22, 11, 30, tzinfo=datetime.UTC)
     assert week_later.start - first.start == datetime.timedelta(days=7) and week_later.upfront_fee > first.upfront_fee
 
-    Pod.objects.filter(name="trainer-pending-0").delete()
+    Pod.objects.filter(name__startswith="trainer-pending-").delete()
     steps.sync_ec2(later + datetime.timedelta(minutes=1))
     assert not BuyAdvice.objects.exists()
 
@@ -65,10 +65,10 @@ def test_the_simulated_ec2_sells_the_block_and_the_gang_runs_in_it_at_its_start(
     again = purchase_advice(advice.pk, user=operator, source=AuditEntry.Source.API, cloud=backends.cloud)
     assert bought.state == again.state == CapacityBlockPurchase.State.PURCHASED and bought.paid_fee == advice.upfront_fee
     block = CapacityReservation.objects.get(reservation_type="capacity-block", state="scheduled")
-    assert (block.reservation_id, block.start_date, block.total_instance_count) == (bought.reservation_id, advice.start, 1)
+    assert (block.reservation_id, block.start_date, block.total_instance_count) == (bought.reservation_id, advice.start, 2)
     assert {"id": block.reservation_id} in EC2NodeClass.objects.get(name="ml").capacity_reservation_selector_terms
     assert not any(o["CapacityBlockOfferingId"] == advice.offering_id
-                   for o in backends.cloud().capacity_block_offerings(advice.instance_type, 1, 24))  # sold once
+                   for o in backends.cloud().capacity_block_offerings(advice.instance_type, 2, 24))  # sold once
 
     # A day on, the demo's own p5 block (0006) has units free again: kept out of planning, only the new one is left.
     CapacityReservation.objects.filter(reservation_id="cr-0a1b2c3d4e5f60006").update(
@@ -79,7 +79,20 @@ def test_the_simulated_ec2_sells_the_block_and_the_gang_runs_in_it_at_its_start(
     steps.provision(start)
     block.refresh_from_db()
     assert block.state == "active"
-    claim = NodeClaim.objects.get(reservation__reservation_id=block.reservation_id)
-    assert (claim.capacity_type, claim.instance_type) == ("reserved", advice.instance_type)
-    assert "trainer-pending-0" in Decision.objects.get(kind="launch", reason__contains=block.reservation_id).subject
+    claims = NodeClaim.objects.filter(reservation__reservation_id=block.reservation_id)
+    assert {(c.capacity_type, c.instance_type) for c in claims} == {("reserved", advice.instance_type)} and len(claims) == 2
+    launched = " ".join(Decision.objects.filter(kind="launch", reason__contains=block.reservation_id).values_list("subject", flat=True))
+    assert "trainer-pending-0" in launched and "trainer-pending-1" in launched
 
+
+
+def test_the_advice_is_for_the_pods_the_plan_found_no_room_for(time_machine):
+    """The demo's trainer gang has two waiting 8-GPU pods and block 0006 one free unit: the provisioning run launches
+    the first into it, finds no room for the second, and the next EC2 step advises a block for the second only."""
+    time_machine.move_to(SEEDED, tick=False)
+    call_command("seed_demo", "--one-cluster", now=SEEDED.isoformat())
+    later = SEEDED + datetime.timedelta(minutes=5)
+    time_machine.move_to(later, tick=False)
+    steps.provision(later)
+    steps.sync_ec2(later)
+    assert {tuple(a.pods) for a in BuyAdvice.objects.all()} == {("default/trainer-pending-1",)}
