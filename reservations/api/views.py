@@ -454,8 +454,9 @@ class DoctorFindingViewSet(ReadOnlyViewSet):
 @extend_schema_view(
     list=list_schema(BuyAdviceSerializer, summary="List the Capacity Block offerings for waiting accelerator gangs",
                      description="Per gang of pending GPU/Neuron pods the plan could not place, the offerings EC2 quoted at "
-                                 "the last EC2 sync that would hold every pod at once, cheapest first. Advice only: "
-                                 "karpweb buys nothing. Filter by cluster, account, namespace, gang, instance type."),
+                                 "the last EC2 sync that would hold every pod at once, cheapest first; an operator approves "
+                                 "one and karpweb buys it in control mode (approve, purchase). Filter by cluster, account, "
+                                 "namespace, gang, instance type."),
     retrieve=detail_schema(BuyAdviceSerializer, summary="One offering for a gang"),
 )
 class BuyAdviceViewSet(ReadOnlyViewSet):
