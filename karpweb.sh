@@ -56,6 +56,8 @@ if not User.objects.filter(username='admin').exists():
     # var/celery-restarts.log, which the overview shows. Both files start afresh with each run.
     : >var/celery.log
     : >var/celery-restarts.log
+    # The broker's queue rows first: the worker and its beat would race to create them (scheduling/loop/broker.py).
+    .venv/bin/python manage.py shell -v 0 -c "from scheduling.loop.broker import declare_queues; declare_queues()"
     scripts/supervise.sh var/celery.log var/celery-restarts.log -- \
         .venv/bin/celery -A karpweb worker --beat --pool=solo --loglevel=INFO --schedule=var/celerybeat-schedule &
     local celery_pid=$!

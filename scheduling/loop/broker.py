@@ -29,3 +29,20 @@ def prune_delivered(now=None) -> dict:
     finally:
         connection.close()
     return {"broker_messages_pruned": deleted}
+
+
+def declare_queues() -> list[str]:
+    """Create the embedded broker's queue rows before the worker and its beat start ([] with a real broker).
+    Both would otherwise insert the `celery` row at once; the loser's session fails on the unique name and kombu's
+    transport never rolls it back, so beat could send no task again (seen in a quick start: 13 runs, then none)."""
+    if settings.REDIS_URL:
+        return []
+    from kombu import Connection, Queue
+
+    from fleet.models import DEFAULT_QUEUE, Cluster, shard_queue
+
+    names = sorted({shard_queue(shard) for shard in Cluster.objects.values_list("shard", flat=True)} | {DEFAULT_QUEUE})
+    with Connection(settings.CELERY_BROKER_URL, transport_options=settings.EMBEDDED_BROKER_TRANSPORT_OPTIONS) as connection:
+        for name in names:
+            Queue(name, channel=connection.default_channel).declare()
+    return names

@@ -5,6 +5,7 @@ race through a real broker file."""
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -90,7 +91,6 @@ def test_delivered_messages_older_than_an_hour_are_pruned(tmp_path, settings):
     """kombu's SQLAlchemy transport keeps every delivered message: the EC2 step deletes those older than
     an hour and never one still waiting to be read."""
     import datetime
-    import sqlite3
 
     from scheduling.loop import broker
 
@@ -114,3 +114,18 @@ def test_delivered_messages_older_than_an_hour_are_pruned(tmp_path, settings):
         assert db.execute("SELECT count(*) FROM kombu_message").fetchone() == (2,)
     settings.REDIS_URL = "redis://127.0.0.1:6379/0"
     assert broker.prune_delivered() == {}  # a real broker keeps its own house
+
+
+def test_the_queue_rows_are_made_before_the_worker_and_beat_race_for_them(tmp_path, settings, db):
+    """karpweb.sh run declares the queues first: a second declaration (the worker's, beat's) finds the row."""
+    from scheduling.loop import broker
+
+    path = tmp_path / "broker.sqlite3"
+    settings.REDIS_URL, settings.CELERY_BROKER_FILE = None, path
+    settings.CELERY_BROKER_URL = f"sqla+sqlite:///{path}"
+    assert broker.declare_queues() == ["celery"]
+    assert broker.declare_queues() == ["celery"]
+    with sqlite3.connect(path) as rows:
+        assert rows.execute("SELECT name FROM kombu_queue").fetchall() == [("celery",)]
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    assert broker.declare_queues() == []
