@@ -33,9 +33,13 @@ def recompute_buy_advice(cloud, now) -> dict:
     lister = getattr(cloud, "capacity_block_offerings", None)
     if lister is None:
         return {}  # the simulated world sells no Capacity Blocks
-    waiting = Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list("namespace", "name", "spec")
-    keys = {(namespace, name) for namespace, name, spec in waiting if _asks_for_accelerators(spec)}
-    keys -= being_placed(keys, now)  # the last plan gave them a node: no block to buy for them
+    waiting = Pod.objects.filter(node_name="").exclude(phase__in=TERMINAL_PHASES).values_list(
+        "namespace", "name", "spec", "created_at")
+    asking = {(namespace, name): created for namespace, name, spec, created in waiting if _asks_for_accelerators(spec)}
+    keys = set(asking)
+    # Only decisions since the oldest of them came (at most PLACING_WINDOW back) can be about them.
+    since = max([now - PLACING_WINDOW, *([min(asking.values())] if asking and None not in asking.values() else [])])
+    keys -= being_placed(keys, since)  # the last plan gave them a node: no block to buy for them
     if not keys:  # no accelerator pod waits: no catalogue read, no parse (the EC2 step runs every few seconds)
         BuyAdvice.objects.all().delete()
         return {"buy_advice": 0}
@@ -89,7 +93,7 @@ def _replace(rows: list[BuyAdvice]) -> None:
                                       unique_fields=["cluster", "namespace", "gang", "offering_id"])
 
 
-def being_placed(keys: set, now) -> set:
+def being_placed(keys: set, since) -> set:
     """The waiting pods whose latest provisioning decision placed them (a launch planned or recommended for
     them, not failed): the plan found them room, so they are no gang a Capacity Block would have to hold.
     A pod the plan found no room for (unschedulable, deferred), or not planned yet, is not among them."""
@@ -97,7 +101,7 @@ def being_placed(keys: set, now) -> set:
         return set()
     wanted = {f"{namespace}/{name}" for namespace, name in keys}
     latest: dict[str, bool] = {}
-    decisions = (Decision.objects.filter(kind__in=PLACING_KINDS, created_at__gte=now - PLACING_WINDOW)
+    decisions = (Decision.objects.filter(kind__in=PLACING_KINDS, created_at__gte=since)
                  .order_by("created_at", "pk").values_list("kind", "outcome", "objects_involved"))
     for kind, outcome, involved in decisions:
         pods = (involved or {}).get("pods") if isinstance(involved, dict) else None
